@@ -1,0 +1,83 @@
+"""redrive: deterministic record/replay and crash-resume for LLM agent loops.
+
+Wrap the model client and the tools once; run the loop inside
+``redrive.run(journal, run_id)``. A retry with the same ``run_id`` replays
+what finished and goes live at the first unfinished step.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+from ._durable import durable
+from .errors import (
+    AppendConflictError,
+    DivergenceError,
+    JournalCorruptError,
+    JournalFormatError,
+    JournalLockedError,
+    LeaseLostError,
+    RecordedToolError,
+    ReplayError,
+    ReplayMissError,
+    RetryLimitExceededError,
+    RunBusyError,
+    RunInputMismatchError,
+    SideEffectRetryBlockedError,
+    TerminalRunError,
+    UnknownRunError,
+)
+from .frames import Frame, Kind
+from .recorders import model, now, random, tool, uuid4
+from .replay import (
+    Recovery,
+    ReplayDriftWarning,
+    ReplayPolicy,
+    Run,
+    current_run,
+    idempotency_key,
+    run,
+)
+from .storage import Journal, RunStatus, open_journal
+
+try:
+    __version__ = importlib.metadata.version("redrive")
+except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
+    __version__ = "0"
+
+__all__ = [
+    "AppendConflictError",
+    "DivergenceError",
+    "Frame",
+    "Journal",
+    "JournalCorruptError",
+    "JournalFormatError",
+    "JournalLockedError",
+    "Kind",
+    "LeaseLostError",
+    "RecordedToolError",
+    "Recovery",
+    "ReplayDriftWarning",
+    "ReplayError",
+    "ReplayMissError",
+    "ReplayPolicy",
+    "RetryLimitExceededError",
+    "Run",
+    "RunBusyError",
+    "RunInputMismatchError",
+    "RunStatus",
+    "SideEffectRetryBlockedError",
+    "TerminalRunError",
+    "UnknownRunError",
+    "__version__",
+    "current_run",
+    "durable",
+    "idempotency_key",
+    "model",
+    "now",
+    "open_journal",
+    "random",
+    "run",
+    "tool",
+    "uuid4",
+]

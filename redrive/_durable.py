@@ -1,0 +1,115 @@
+"""``@redrive.durable``: a function whose every call is a run."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .replay import Run
+from .storage import Journal, open_journal
+
+__all__ = ["durable", "entrypoint_of"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def entrypoint_of(func: Callable[..., Any]) -> str:
+    """Return ``"module:qualname"`` of a function (what ``redrive check`` imports)."""
+    return f"{func.__module__}:{func.__qualname__}"
+
+
+def durable(
+    journal: Journal | str = "runs.duckdb",
+    *,
+    run_id: str | Callable[..., str],
+    **options: Any,
+) -> Callable[[F], F]:
+    """Make each call of a function a run, resumable by calling it again.
+
+    The call's arguments (by parameter name) are the run's input; its return
+    value is the run's output. Calling it again with the same run id resumes
+    the run (or, when it already succeeded, returns the recorded output
+    without executing anything). The entrypoint (module and qualified name) is
+    recorded so ``redrive check`` can re-drive saved runs against new code.
+
+    Args:
+        journal: a journal or URL (opened on first call).
+        run_id: a format string over the arguments (``"support:{ticket_id}"``)
+            or a function of the same arguments returning the id.
+        **options: passed to :func:`redrive.run` (``replay``, ``lease``...).
+
+    The decorated function also accepts ``redrive_run_id=...`` to override the
+    id for one call, and has ``.redrive_run(run_id, *args, **kwargs)``
+    returning the finished :class:`Run` with its counters.
+
+    Raises:
+        As :func:`redrive.run`, plus whatever the function raises.
+    """
+
+    def decorate(func: F) -> F:
+        signature = inspect.signature(func)
+        entry = entrypoint_of(func)
+        opened: list[Journal] = []
+
+        def get_journal() -> Journal:
+            if isinstance(journal, str):
+                if not opened:
+                    opened.append(open_journal(journal))
+                return opened[0]
+            return journal
+
+        def make_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+            if callable(run_id):
+                return run_id(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return run_id.format(**bound.arguments)
+
+        def inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            return dict(signature.bind(*args, **kwargs).arguments)
+
+        def start(rid: str | None, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  extra: dict[str, Any]) -> Run:
+            return Run(
+                get_journal(),
+                rid or make_id(args, kwargs),
+                input=inputs(args, kwargs),
+                entrypoint=entry,
+                **{**options, **extra},
+            )
+
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, redrive_run_id: str | None = None,
+                                    **kwargs: Any) -> Any:
+                async with start(redrive_run_id, args, kwargs, {}) as run:
+                    if run.finished and run.live:
+                        return run.output
+                    return run.finish(await func(*args, **kwargs))
+
+            async_wrapper.redrive_entrypoint = entry  # type: ignore[attr-defined]
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, redrive_run_id: str | None = None, **kwargs: Any) -> Any:
+            with start(redrive_run_id, args, kwargs, {}) as run:
+                if run.finished:
+                    return run.output
+                return run.finish(func(*args, **kwargs))
+
+        def redrive_run(rid: str, *args: Any, redrive_options: dict[str, Any] | None = None,
+                        **kwargs: Any) -> Run:
+            with start(rid, args, kwargs, redrive_options or {}) as run:
+                if not (run.finished and run.live):
+                    run.finish(func(*args, **kwargs))
+            return run
+
+        wrapper.redrive_entrypoint = entry  # type: ignore[attr-defined]
+        wrapper.redrive_run = redrive_run  # type: ignore[attr-defined]
+        wrapper.__wrapped_durable__ = func  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

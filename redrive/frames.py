@@ -1,0 +1,393 @@
+"""Frames and the canonical encoding.
+
+A :class:`Frame` is one journal record. Its ``payload`` is canonical msgpack;
+its ``key`` content-addresses a call; its ``chain`` links it to the frame
+before it.
+
+Canonical encoding (format version 1)
+-------------------------------------
+:func:`canonical` turns a Python value into a tree of plain values;
+:func:`encode` packs that tree into msgpack bytes. The same value gives the
+same bytes on every machine and Python version:
+
+* ``None``, ``bool``: themselves (``True`` is never the int 1).
+* ``int``: msgpack int within 64 bits; larger ints as ext type 7 (decimal text).
+* ``float``: always IEEE-754 binary64 (never float32); ``-0.0`` is written as
+  ``0.0`` and every NaN as the one quiet NaN, so values that are equal or both
+  NaN give the same bytes. ints and floats stay distinct (``1`` is not ``1.0``).
+* ``str``: the exact code points, UTF-8. No Unicode normalization is applied
+  (NFC and NFD spellings are different prompts to a model, and different
+  keys); a string that is not valid Unicode (lone surrogates) is a TypeError.
+* ``bytes``, ``bytearray``, ``memoryview``: msgpack bin.
+* ``list``, ``tuple``: msgpack array (decoded as ``list``).
+* ``set``, ``frozenset``: array sorted by each element's encoded bytes.
+* ``dict`` (and any Mapping): map with keys sorted, ints before strings, ints
+  by value and strings by code point; only ``str`` and ``int`` keys.
+* ``datetime``: aware ones are converted to UTC, ext type 1 (ISO text);
+  naive ones ext type 2; ``date`` ext 3; ``time`` ext 4; ``timedelta`` ext 8
+  (days, seconds, microseconds); ``uuid.UUID`` ext 5 (16 bytes);
+  ``decimal.Decimal`` ext 6 (text).
+* ``enum.Enum``: its value. attrs classes, dataclasses and pydantic models:
+  a map of their fields (decoded as ``dict``).
+* Anything else raises ``TypeError`` naming the path (``args.items[2].when``).
+
+Nothing is ever pickled, and decoding never imports or calls user code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import math
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import msgpack
+import xxhash
+
+__all__ = [
+    "FORMAT_VERSION",
+    "GENESIS",
+    "Frame",
+    "Kind",
+    "call_key",
+    "canonical",
+    "chain_of",
+    "decode",
+    "encode",
+    "fingerprint",
+    "make_frame",
+]
+
+#: Version of the canonical encoding and frame layout. Stored in every journal.
+FORMAT_VERSION: Final = 1
+
+#: The chain value "before" seq 0 of every run.
+GENESIS: Final = "0" * 32
+
+#: Deepest nesting accepted by :func:`canonical` and :func:`decode`.
+MAX_DEPTH: Final = 256
+
+_EXT_DATETIME_AWARE = 1
+_EXT_DATETIME_NAIVE = 2
+_EXT_DATE = 3
+_EXT_TIME = 4
+_EXT_UUID = 5
+_EXT_DECIMAL = 6
+_EXT_BIGINT = 7
+_EXT_TIMEDELTA = 8
+
+_INT_MIN = -(2**63)
+_UINT_MAX = 2**64 - 1
+
+
+class Kind(str, enum.Enum):
+    """What a frame records. Values are the strings stored in journals."""
+
+    RUN_START = "run_start"
+    MODEL_REQUEST = "model_request"
+    MODEL_RESPONSE = "model_response"
+    TOOL_START = "tool_start"
+    TOOL_DONE = "tool_done"
+    TOOL_ERROR = "tool_error"
+    VALUE = "value"
+    NOTE = "note"
+    RUN_END = "run_end"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _path_key(path: str, key: object) -> str:
+    if isinstance(key, str) and key.isidentifier():
+        return f"{path}.{key}"
+    return f"{path}[{key!r}]"
+
+
+def _key_order(key: object) -> tuple[int, Any]:
+    return (0, key) if isinstance(key, int) else (1, key)
+
+
+def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
+    """Return ``value`` as a tree of canonical plain values.
+
+    Args:
+        value: any supported value (see the module docstring).
+        path: the name of ``value`` used in error messages, e.g. ``"args"``.
+
+    Returns:
+        ``None``/bool/int/float/str/bytes, lists, dicts with sorted keys, and
+        ``msgpack.ExtType`` for datetimes, UUIDs, decimals and big ints.
+
+    Raises:
+        TypeError: a value of an unsupported type, a dict key that is not
+            ``str``/``int``, a string that is not valid Unicode, or nesting
+            deeper than 256 levels; the message names the path.
+    """
+    if _depth > MAX_DEPTH:
+        raise TypeError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, enum.Enum):
+        return canonical(value.value, path, _depth + 1)
+    if isinstance(value, int):
+        if _INT_MIN <= value <= _UINT_MAX:
+            return int(value)
+        return msgpack.ExtType(_EXT_BIGINT, str(int(value)).encode())
+    if isinstance(value, float):
+        if math.isnan(value):
+            return math.nan
+        return 0.0 if value == 0.0 else float(value)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TypeError(f"{path}: string is not valid Unicode ({exc.reason})") from None
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, Mapping):
+        items = []
+        for key, item in value.items():
+            if isinstance(key, enum.Enum):
+                key = key.value
+            if isinstance(key, bool) or not isinstance(key, str | int):
+                raise TypeError(
+                    f"{path}: map key {key!r} of type {type(key).__name__} is not str or int"
+                )
+            items.append((key, canonical(item, _path_key(path, key), _depth + 1)))
+        items.sort(key=lambda kv: _key_order(kv[0]))
+        return dict(items)
+    if isinstance(value, list | tuple):
+        return [canonical(item, f"{path}[{i}]", _depth + 1) for i, item in enumerate(value)]
+    if isinstance(value, set | frozenset):
+        elements = [canonical(item, f"{path}{{}}", _depth + 1) for item in value]
+        return sorted(elements, key=_pack)
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None and value.utcoffset() is not None:
+            utc = value.astimezone(_dt.UTC)
+            return msgpack.ExtType(_EXT_DATETIME_AWARE, utc.isoformat().encode())
+        return msgpack.ExtType(_EXT_DATETIME_NAIVE, value.replace(tzinfo=None).isoformat().encode())
+    if isinstance(value, _dt.date):
+        return msgpack.ExtType(_EXT_DATE, value.isoformat().encode())
+    if isinstance(value, _dt.time):
+        if value.tzinfo is not None:
+            raise TypeError(f"{path}: time with tzinfo has no canonical form; use a datetime")
+        return msgpack.ExtType(_EXT_TIME, value.isoformat().encode())
+    if isinstance(value, _dt.timedelta):
+        return msgpack.ExtType(
+            _EXT_TIMEDELTA, _pack([value.days, value.seconds, value.microseconds])
+        )
+    if isinstance(value, uuid.UUID):
+        return msgpack.ExtType(_EXT_UUID, value.bytes)
+    if isinstance(value, decimal.Decimal):
+        return msgpack.ExtType(_EXT_DECIMAL, str(value).encode())
+    if attrs.has(type(value)):
+        fields = {f.name: getattr(value, f.name) for f in attrs.fields(type(value))}
+        return canonical(fields, path, _depth + 1)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return canonical(fields, path, _depth + 1)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and hasattr(type(value), "model_fields"):
+        return canonical(dump(mode="python"), path, _depth + 1)
+    raise TypeError(
+        f"{path}: cannot encode a value of type {type(value).__module__}.{type(value).__qualname__}"
+        " canonically; pass plain data (dict/list/str/number), an attrs class, a dataclass or"
+        " a pydantic model, or give the recorder a codec"
+    )
+
+
+def _pack(tree: Any) -> bytes:
+    return msgpack.packb(tree, use_bin_type=True, use_single_float=False)  # type: ignore[no-any-return]
+
+
+def encode(value: Any, path: str = "$") -> bytes:
+    """Return the canonical msgpack bytes of ``value``.
+
+    Raises:
+        TypeError: as :func:`canonical`.
+    """
+    return _pack(canonical(value, path))
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    try:
+        if code == _EXT_DATETIME_AWARE:
+            return _dt.datetime.fromisoformat(data.decode())
+        if code == _EXT_DATETIME_NAIVE:
+            return _dt.datetime.fromisoformat(data.decode())
+        if code == _EXT_DATE:
+            return _dt.date.fromisoformat(data.decode())
+        if code == _EXT_TIME:
+            return _dt.time.fromisoformat(data.decode())
+        if code == _EXT_UUID:
+            return uuid.UUID(bytes=data)
+        if code == _EXT_DECIMAL:
+            return decimal.Decimal(data.decode())
+        if code == _EXT_BIGINT:
+            if len(data) > 4300:
+                raise ValueError("big int longer than 4300 digits")
+            return int(data.decode())
+        if code == _EXT_TIMEDELTA:
+            days, seconds, micros = msgpack.unpackb(data)
+            return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
+    except (ValueError, TypeError, decimal.InvalidOperation, UnicodeDecodeError) as exc:
+        raise ValueError(f"bad ext type {code} value: {exc}") from None
+    raise ValueError(f"unknown ext type {code}")
+
+
+def decode(data: bytes) -> Any:
+    """Decode canonical msgpack bytes written by :func:`encode`.
+
+    Args:
+        data: the bytes of exactly one value.
+
+    Returns:
+        The plain value (lists for arrays, dicts for maps).
+
+    Raises:
+        ValueError: the bytes are not one well-formed value (including extra
+            bytes after it, unknown ext types, nesting deeper than 256).
+    """
+    try:
+        value = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=False,
+            ext_hook=_ext_hook,
+            use_list=True,
+        )
+    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise ValueError(f"not one canonical msgpack value: {exc}") from None
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a canonical msgpack value: {exc}") from None
+    _check_depth(value)
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+
+
+def _hash(data: bytes) -> str:
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """Return the key of a call: xxh3-128 (32 hex digits) of canonical (name, arguments).
+
+    Raises:
+        TypeError: ``arguments`` cannot be encoded canonically.
+    """
+    return _hash(_pack([name, canonical(arguments, "args")]))
+
+
+def fingerprint(value: Any) -> str:
+    """Return xxh3-128 (32 hex digits) of the canonical encoding of ``value``."""
+    return _hash(encode(value))
+
+
+def chain_of(
+    prev: str, *, run_id: str, seq: int, kind: str, name: str, key: str, payload: bytes, at: float
+) -> str:
+    """Return the chain hash of a frame given the previous frame's chain.
+
+    ``xxh3_128(prev_chain || canonical([run_id, seq, kind, name, key, at]) || payload)``.
+    It detects corruption, truncation and reordering, not deliberate forgery.
+    """
+    head = _pack([run_id, seq, kind, name, key, float(at)])
+    return _hash(bytes.fromhex(prev) + head + payload)
+
+
+@attrs.frozen(kw_only=True)
+class Frame:
+    """One journal record.
+
+    Attributes:
+        run_id: the run this frame belongs to.
+        seq: dense 0-based position in the run.
+        kind: a :class:`Kind` value (stored as its string).
+        name: tool name, model step name (``openai:/chat/completions``), value name.
+        key: :func:`call_key` of the call (32 hex digits), or ``""``.
+        payload: canonical msgpack bytes (see :meth:`data`).
+        chain: :func:`chain_of` this frame and the previous frame's chain.
+        at: wall time when the frame was made, seconds since the Unix epoch.
+        epoch: the run lease epoch of the writer (0 without a lease).
+    """
+
+    run_id: str
+    seq: int
+    kind: str
+    name: str
+    key: str
+    payload: bytes
+    chain: str
+    at: float
+    epoch: int = 0
+
+    def data(self) -> Any:
+        """Decode and return the payload (a dict for every frame redrive writes)."""
+        return decode(self.payload)
+
+    def expected_chain(self, prev: str) -> str:
+        """Return the chain this frame should carry after a frame whose chain is ``prev``."""
+        return chain_of(
+            prev,
+            run_id=self.run_id,
+            seq=self.seq,
+            kind=self.kind,
+            name=self.name,
+            key=self.key,
+            payload=self.payload,
+            at=self.at,
+        )
+
+
+def make_frame(
+    *,
+    run_id: str,
+    seq: int,
+    kind: Kind | str,
+    name: str,
+    payload: Any,
+    prev_chain: str,
+    key: str = "",
+    at: float | None = None,
+    epoch: int = 0,
+) -> Frame:
+    """Build a frame, encoding ``payload`` canonically and computing its chain.
+
+    Raises:
+        TypeError: ``payload`` cannot be encoded canonically.
+    """
+    kind = str(kind)
+    body = encode(payload, "payload")
+    when = time.time() if at is None else float(at)
+    chain = chain_of(
+        prev_chain, run_id=run_id, seq=seq, kind=kind, name=name, key=key, payload=body, at=when
+    )
+    return Frame(
+        run_id=run_id,
+        seq=seq,
+        kind=kind,
+        name=name,
+        key=key,
+        payload=body,
+        chain=chain,
+        at=when,
+        epoch=epoch,
+    )

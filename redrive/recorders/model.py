@@ -1,0 +1,82 @@
+"""``redrive.model(fn)``: any model callable (litellm, a local model...) as a model step."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..replay import current_run
+
+__all__ = ["model"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def model(
+    fn: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    encode: Callable[[Any], Any] | None = None,
+    decode: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Make a model-calling function (sync or async) a recorded model step.
+
+    The call's arguments (bound by parameter name) are the request; they
+    must be canonically encodable (plain data, attrs, dataclasses, pydantic;
+    see :mod:`redrive.frames`). The return value must be encodable too, or
+    ``encode`` must turn it into plain data; ``decode`` turns the plain data
+    back into what callers expect (used live and on replay, so both see the
+    same shape). Outside a run the function is called directly.
+
+    Args:
+        fn: the function (or use ``@redrive.model(name=...)``).
+        name: the step name (default ``"model:" + fn.__qualname__``).
+        encode: response -> plain data (default: identity).
+        decode: plain data -> response (default: identity; e.g. ``Reply.model_validate``).
+
+    Raises:
+        TypeError: (at call time) a request or response that cannot be encoded,
+            naming the path of the offending value.
+    """
+
+    def decorate(func: F) -> F:
+        step_name = name or f"model:{func.__qualname__}"
+        signature = inspect.signature(func)
+        enc = encode or (lambda value: value)
+        dec = decode or (lambda value: value)
+
+        def request(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            return dict(signature.bind(*args, **kwargs).arguments)
+
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                run = current_run()
+                if run is None:
+                    return await func(*args, **kwargs)
+                return await run.amodel_step(
+                    step_name, request(args, kwargs), lambda: func(*args, **kwargs),
+                    encode=enc, decode=dec,
+                )
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            run = current_run()
+            if run is None:
+                return func(*args, **kwargs)
+            return run.model_step(
+                step_name, request(args, kwargs), lambda: func(*args, **kwargs),
+                encode=enc, decode=dec,
+            )
+
+        return wrapper  # type: ignore[return-value]
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate

@@ -1,0 +1,187 @@
+"""``@redrive.tool``: tool functions whose calls are recorded, claimed and replayed."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from ..replay import Recovery, ToolSpec, current_run
+
+__all__ = ["SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Leading verbs that mark a tool as read-only when ``restart_safe`` is not declared.
+SAFE_VERBS = frozenset(
+    {
+        "get", "list", "search", "read", "fetch", "lookup", "look", "find", "query",
+        "describe", "show", "view", "count", "retrieve", "inspect", "check", "peek", "browse",
+    }
+)
+#: Words that make a tool unsafe wherever they appear in its name (fail closed).
+UNSAFE_WORDS = frozenset(
+    {
+        "send", "charge", "pay", "refund", "delete", "remove", "create", "update", "write",
+        "post", "put", "patch", "insert", "set", "cancel", "email", "invoice", "transfer",
+        "book", "submit", "publish", "deploy", "execute", "run", "order", "purchase", "open",
+        "close", "approve", "reject", "notify", "message", "sms", "call", "upload", "drop",
+        "modify", "edit", "save", "store", "add", "grant", "revoke", "assign", "escalate",
+    }
+)
+
+
+def _words(name: str) -> list[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return [w for w in re.split(r"[^a-zA-Z0-9]+", spaced.lower()) if w]
+
+
+def guess_restart_safe(name: str) -> bool:
+    """Guess, from a tool's name, whether re-running an in-flight call is harmless.
+
+    Fails closed: True only when the name starts with a clearly read-only
+    verb (:data:`SAFE_VERBS`: get, list, search, read, fetch, lookup...) and no
+    word of it is in :data:`UNSAFE_WORDS` (send, charge, delete...). So
+    ``get_order_status`` is safe; ``charge_card``, ``send_email``,
+    ``get_and_delete`` and ``process`` are not.
+    """
+    words = _words(name)
+    return bool(words) and words[0] in SAFE_VERBS and not (set(words) & UNSAFE_WORDS)
+
+
+def _check_bool(option: str, value: object, *, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"@redrive.tool({option}={value!r}): {option} must be True or False"
+            + (" (or None to use the name heuristic)" if allow_none else "")
+            + f", not a {type(value).__name__}"
+        )
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    restart_safe: bool | None = None,
+    read_only: bool = False,
+    recover: Callable[[dict[str, Any], str], Recovery] | None = None,
+    retryable: tuple[type[BaseException], ...] = (),
+    result_type: Callable[[Any], Any] | None = None,
+) -> Callable[[F], F]: ...
+
+
+def tool(
+    fn: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    restart_safe: bool | None = None,
+    read_only: bool = False,
+    recover: Callable[[dict[str, Any], str], Recovery] | None = None,
+    retryable: tuple[type[BaseException], ...] = (),
+    result_type: Callable[[Any], Any] | None = None,
+) -> F | Callable[[F], F]:
+    """Make a function a recorded tool (sync or async); use bare or with options.
+
+    Inside a run, each call is a tool step: on replay its recorded result is
+    returned (or its recorded exception raised) without running the body; live,
+    its ``tool_start`` is committed before the body runs and its result after.
+    Outside a run the function is called directly.
+
+    Args:
+        name: the step name (default: the function's ``__qualname__``).
+        restart_safe: True if re-running a call that was in flight at a crash
+            is harmless (the body dedupes on its idempotency key, or has no
+            side effect); False if not; None to guess from the name with
+            :func:`guess_restart_safe` (fails closed).
+        read_only: the tool has no side effect at all (implies restart safe;
+            never blocked on resume).
+        recover: ``recover(args, idempotency_key) -> redrive.Recovery`` asked on
+            resume what happened to an in-flight call.
+        retryable: exception types after which the run stays resumable
+            (others mark it failed when they end the run).
+        result_type: builds the returned value from the journaled plain data
+            (e.g. a pydantic model's ``model_validate``); default: plain data.
+
+    A parameter named ``idempotency_key`` receives the step's key
+    ``"{run_id}:{seq}:{tool}"`` and is not part of the arguments matched.
+
+    Raises:
+        TypeError: at decoration, when ``restart_safe`` is neither bool nor None,
+            or ``read_only`` is not a bool.
+    """
+    _check_bool("restart_safe", restart_safe, allow_none=True)
+    _check_bool("read_only", read_only, allow_none=False)
+    if recover is not None and not callable(recover):
+        raise TypeError(f"@redrive.tool(recover={recover!r}): recover must be callable")
+
+    def decorate(func: F) -> F:
+        step_name = name or func.__qualname__
+        declared = restart_safe is not None
+        safe = bool(restart_safe) if declared else guess_restart_safe(step_name)
+        spec = ToolSpec(
+            name=step_name,
+            restart_safe=safe or read_only,
+            read_only=read_only,
+            recover=recover,
+            retryable=tuple(retryable),
+            declared=declared,
+        )
+        signature = inspect.signature(func)
+        takes_key = "idempotency_key" in signature.parameters
+        build = result_type if result_type is not None else (lambda value: value)
+
+        def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            bound = signature.bind(*args, **kwargs)
+            found = dict(bound.arguments)
+            found.pop("idempotency_key", None)
+            return found
+
+        def with_key(kwargs: dict[str, Any], key: str) -> dict[str, Any]:
+            if takes_key and kwargs.get("idempotency_key") is None:
+                return {**kwargs, "idempotency_key": key}
+            return kwargs
+
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                run = current_run()
+                if run is None:
+                    return await func(*args, **kwargs)
+
+                async def body(key: str) -> Any:
+                    return await func(*args, **with_key(kwargs, key))
+
+                return build(await run.atool_step(spec, arguments(args, kwargs), body))
+
+            async_wrapper.redrive_tool = spec  # type: ignore[attr-defined]
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            run = current_run()
+            if run is None:
+                return func(*args, **kwargs)
+            return build(
+                run.tool_step(
+                    spec, arguments(args, kwargs), lambda key: func(*args, **with_key(kwargs, key))
+                )
+            )
+
+        wrapper.redrive_tool = spec  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate

@@ -1,0 +1,324 @@
+"""The cursor over a run's recorded steps, and the matcher (pure: no I/O of its own).
+
+Frames are read lazily from an iterator: a strict replay holds only the
+steps of the current turn and a little look-ahead, so memory does not grow
+with the journal. A lenient rule needs the whole index and loads it.
+"""
+
+from __future__ import annotations
+
+import collections
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from ..errors import DivergenceError, JournalCorruptError
+from ..frames import Frame, Kind, call_key, decode
+from ._diff import diff_values, format_diff, short
+from ._policy import ReplayPolicy, match_view
+
+__all__ = ["Cursor", "RecordedStep", "ReplayDriftWarning", "STEP_KINDS"]
+
+#: Frame kind that opens a step -> step kind.
+STEP_KINDS = {
+    Kind.MODEL_REQUEST.value: "model",
+    Kind.TOOL_START.value: "tool",
+    Kind.VALUE.value: "value",
+}
+_END_KINDS = frozenset(
+    {Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value}
+)
+
+
+class ReplayDriftWarning(UserWarning):
+    """A step drifted from its record and was replayed anyway (policy ``"warn"``)."""
+
+
+@attrs.define(eq=False)
+class RecordedStep:
+    """One recorded step: its opening frame and, when finished, its outcome frame.
+
+    Attributes:
+        seq: seq of the opening frame (``model_request``, ``tool_start``, ``value``).
+        kind: ``"model"``, ``"tool"`` or ``"value"``.
+        name, key: as on the opening frame.
+        start: the opening frame.
+        end: the outcome frame (``model_response``, ``tool_done``, ``tool_error``;
+            the opening frame itself for a value), or None while in flight.
+        turn: number of model steps the loop had completed when it issued this step.
+        attempts: how many times the step was started (1 + re-executions).
+    """
+
+    seq: int
+    kind: str
+    name: str
+    key: str
+    start: Frame
+    end: Frame | None
+    turn: int
+    attempts: int = 1
+    _data: dict[str, Any] | None = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The decoded payload of the opening frame."""
+        if self._data is None:
+            self._data = self.start.data()
+        return self._data
+
+    @property
+    def args(self) -> Any:
+        """The recorded canonical arguments (redacted)."""
+        return self.data.get("args")
+
+    @property
+    def in_flight(self) -> bool:
+        """True when the step started and no outcome was recorded."""
+        return self.end is None
+
+    def describe(self) -> str:
+        """One line: ``seq 4 tool open_ticket``."""
+        return f"seq {self.seq} {self.kind} {self.name}"
+
+
+@attrs.frozen
+class Found:
+    """The step the replayed loop asked for."""
+
+    kind: str
+    name: str
+    key: str
+    args: Any
+
+
+class Cursor:
+    """Walks a run's recorded steps and matches the replayed loop's steps to them.
+
+    Args:
+        run_id: the run, for messages.
+        frames: the run's frames in seq order (consumed lazily).
+        policy: the replay policy.
+    """
+
+    def __init__(self, run_id: str, frames: Iterator[Frame], policy: ReplayPolicy) -> None:
+        self.run_id = run_id
+        self.policy = policy
+        self._frames: Iterator[Frame] | None = frames
+        self._ignore = policy.ignore_patterns
+        self._steps: dict[int, RecordedStep] = {}
+        self._order: collections.deque[RecordedStep] = collections.deque()
+        self._by_turn: dict[int, list[RecordedStep]] = collections.defaultdict(list)
+        self._by_key: dict[tuple[str, str, str], collections.deque[RecordedStep]] = (
+            collections.defaultdict(collections.deque)
+        )
+        self._max_loaded_turn = -1
+        self._recent: collections.deque[str] = collections.deque(maxlen=5)
+        self.run_start: dict[str, Any] | None = None
+        self.run_end: dict[str, Any] | None = None
+        self.frames_read = 0
+        if "lenient" in (policy.tool, policy.model, policy.value):
+            self._load_all()
+
+    # -- loading -------------------------------------------------------------
+
+    def _load_one(self) -> bool:
+        if self._frames is None:
+            return False
+        frame = next(self._frames, None)
+        if frame is None:
+            self._frames = None
+            return False
+        self.frames_read += 1
+        kind = frame.kind
+        if kind in STEP_KINDS:
+            data = frame.data()
+            step = RecordedStep(
+                seq=frame.seq,
+                kind=STEP_KINDS[kind],
+                name=frame.name,
+                key=frame.key,
+                start=frame,
+                end=frame if kind == Kind.VALUE.value else None,
+                turn=int(data.get("turn", 0)),
+                data=data,
+            )
+            if self._ignore:
+                step.key = call_key(step.name, match_view(step.args, self._ignore))
+            self._steps[frame.seq] = step
+            self._order.append(step)
+            self._by_turn[step.turn].append(step)
+            self._by_key[(step.kind, step.name, step.key)].append(step)
+            self._max_loaded_turn = max(self._max_loaded_turn, step.turn)
+        elif kind in _END_KINDS or kind == Kind.NOTE.value:
+            data = frame.data()
+            ref = data.get("step")
+            if ref is None:
+                return True
+            target = self._steps.get(ref)
+            if target is None and kind in _END_KINDS:
+                raise JournalCorruptError(
+                    f"run {self.run_id!r}: {kind} frame at seq {frame.seq} refers to step seq "
+                    f"{ref}, which opened no step; the journal is damaged",
+                    run_id=self.run_id,
+                    seq=frame.seq,
+                    last_good_seq=frame.seq - 1,
+                    reason="dangling outcome",
+                )
+            if target is None:
+                return True
+            if kind in _END_KINDS:
+                target.end = frame
+            elif data.get("event") == "attempt":
+                target.attempts += 1
+        elif kind == Kind.RUN_START.value:
+            self.run_start = frame.data()
+        elif kind == Kind.RUN_END.value:
+            self.run_end = frame.data()
+        return True
+
+    def _load_all(self) -> None:
+        while self._load_one():
+            pass
+
+    def _head(self) -> RecordedStep | None:
+        while True:
+            while self._order and self._order[0].seq not in self._steps:
+                self._order.popleft()
+            if self._order:
+                return self._order[0]
+            if not self._load_one():
+                return None
+
+    def _window(self, head: RecordedStep) -> list[RecordedStep]:
+        # load until a later turn shows up, so every step of head's turn is known
+        while self._frames is not None and self._max_loaded_turn <= head.turn:
+            self._load_one()
+        return [s for s in self._by_turn.get(head.turn, ()) if s.seq in self._steps]
+
+    @property
+    def exhausted(self) -> bool:
+        """True when every recorded step was consumed."""
+        return self._head() is None
+
+    def remaining(self) -> list[RecordedStep]:
+        """Return the unconsumed recorded steps (loads the rest of the journal)."""
+        self._load_all()
+        return [s for s in self._order if s.seq in self._steps]
+
+    # -- matching --------------------------------------------------------------
+
+    def consume(self, step: RecordedStep) -> RecordedStep:
+        """Mark ``step`` used; make sure its outcome is known if it looks in flight."""
+        if step.end is None and step.kind != "value":
+            self._load_all()
+        self._steps.pop(step.seq, None)
+        turn = self._by_turn.get(step.turn)
+        if turn is not None:
+            turn.remove(step)
+            if not turn:
+                del self._by_turn[step.turn]
+        bucket = self._by_key.get((step.kind, step.name, step.key))
+        if bucket is not None:
+            bucket.remove(step)
+            if not bucket:
+                del self._by_key[(step.kind, step.name, step.key)]
+        self._recent.append(step.describe())
+        return step
+
+    def match(self, kind: str, name: str, args: Any, key: str) -> RecordedStep | None:
+        """Return the recorded step that answers this call, or None to go live.
+
+        Args:
+            kind: ``"model"``, ``"tool"`` or ``"value"``.
+            name: the step name.
+            args: the canonical (redacted) arguments.
+            key: :func:`~redrive.frames.call_key` of the match view of ``args``.
+
+        Raises:
+            DivergenceError: a strict or warn rule found no matching step where
+                the record has one.
+        """
+        if self._ignore:
+            key = call_key(name, match_view(args, self._ignore))
+        rule = self.policy.rule(kind)
+        if rule == "lenient":
+            bucket = self._by_key.get((kind, name, key))
+            return self.consume(bucket[0]) if bucket else None
+        head = self._head()
+        if head is None:
+            return None
+        window = self._window(head)
+        for step in window:
+            if step.kind == kind and step.name == name and step.key == key:
+                return self.consume(step)
+        same_name = [s for s in window if s.kind == kind and s.name == name]
+        if rule == "warn" and same_name:
+            step = same_name[0]
+            diff = diff_values(step.args, args)
+            warnings.warn(
+                ReplayDriftWarning(
+                    f"run {self.run_id!r} seq {step.seq}: {kind} {name} drifted from its record; "
+                    f"replaying the recorded outcome.\n{format_diff(diff)}"
+                ),
+                stacklevel=4,
+            )
+            return self.consume(step)
+        expected = same_name[0] if same_name else head
+        raise self.divergence(expected, Found(kind, name, key, args))
+
+    def divergence(self, step: RecordedStep, found: Found) -> DivergenceError:
+        """Build the :class:`DivergenceError` for a recorded step and the step asked for."""
+        same = step.kind == found.kind and step.name == found.name
+        diff = diff_values(step.args, found.args) if same else []
+        lines = [
+            f"run {self.run_id!r} diverged from its journal at seq {step.seq}: "
+            + (
+                f"the {step.kind} step {step.name!r} was called with different arguments."
+                if same
+                else f"the loop asked for {found.kind} {found.name!r} where the journal has "
+                f"{step.kind} {step.name!r}."
+            ),
+            f"  recorded: {step.kind} {step.name} key {step.key}",
+            f"  replayed: {found.kind} {found.name} key {found.key}",
+        ]
+        if diff:
+            lines.append("  differences (recorded -> replayed):")
+            lines.append(format_diff(diff))
+        elif not same:
+            lines.append(f"  replayed arguments: {short(found.args)}")
+        if self._recent:
+            lines.append("  last matching steps: " + "; ".join(self._recent))
+        else:
+            lines.append("  no step matched before this one")
+        lines.append(
+            "What to do: if the change is intended, record a new run (new run_id) or fork this "
+            f"one before seq {step.seq} with redrive.fork(); to replay model steps despite prompt "
+            "drift use replay=ReplayPolicy(model='warn'); to look at the record run "
+            f"`redrive show {self.run_id}`."
+        )
+        return DivergenceError(
+            "\n".join(lines),
+            run_id=self.run_id,
+            seq=step.seq,
+            kind=step.kind,
+            name=step.name,
+            found_kind=found.kind,
+            found_name=found.name,
+            expected=step.args,
+            found=found.args,
+            expected_key=step.key,
+            found_key=found.key,
+            diff=diff,
+            context=list(self._recent),
+        )
+
+
+def decode_outcome(step: RecordedStep) -> dict[str, Any]:
+    """Return the decoded payload of a finished step's outcome frame."""
+    assert step.end is not None
+    if step.end is step.start:
+        return step.data
+    data: dict[str, Any] = decode(step.end.payload)
+    return data

@@ -1,0 +1,67 @@
+"""Path-level differences between recorded and replayed arguments (pure)."""
+
+from __future__ import annotations
+
+import reprlib
+from typing import Any
+
+__all__ = ["diff_values", "format_diff", "short"]
+
+_MISSING = object()
+_repr = reprlib.Repr()
+_repr.maxstring = 80
+_repr.maxother = 80
+_repr.maxlist = 6
+_repr.maxdict = 6
+_repr.maxlevel = 3
+
+
+def short(value: Any) -> str:
+    """Return a bounded one-line repr of ``value`` (strings up to 80 characters)."""
+    if value is _MISSING:
+        return "<absent>"
+    return _repr.repr(value)
+
+
+def _child(path: str, key: Any) -> str:
+    if isinstance(key, str) and key.isidentifier():
+        return f"{path}.{key}"
+    return f"{path}[{key!r}]"
+
+
+def diff_values(
+    recorded: Any, replayed: Any, path: str = "$", *, limit: int = 50
+) -> list[tuple[str, Any, Any]]:
+    """Return ``(path, recorded, replayed)`` for each leaf where two values differ.
+
+    Maps are compared key by key, lists index by index (extra or missing
+    items appear with ``<absent>`` on one side), so a one-character change in
+    a long prompt is reported at the path of that message. At most ``limit``
+    differences are returned.
+    """
+    out: list[tuple[str, Any, Any]] = []
+    stack: list[tuple[str, Any, Any]] = [(path, recorded, replayed)]
+    while stack and len(out) < limit:
+        where, a, b = stack.pop()
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys = sorted(set(a) | set(b), key=lambda k: (isinstance(k, str), str(k)))
+            for key in reversed(keys):
+                stack.append((_child(where, key), a.get(key, _MISSING), b.get(key, _MISSING)))
+        elif isinstance(a, list) and isinstance(b, list):
+            for i in reversed(range(max(len(a), len(b)))):
+                stack.append(
+                    (
+                        f"{where}[{i}]",
+                        a[i] if i < len(a) else _MISSING,
+                        b[i] if i < len(b) else _MISSING,
+                    )
+                )
+        elif type(a) is not type(b) or a != b:
+            if not (isinstance(a, float) and isinstance(b, float) and a != a and b != b):
+                out.append((where, a, b))
+    return out
+
+
+def format_diff(diff: list[tuple[str, Any, Any]]) -> str:
+    """Render a diff as lines ``$.path: 'recorded' -> 'replayed'``."""
+    return "\n".join(f"  {path}: {short(a)} -> {short(b)}" for path, a, b in diff)

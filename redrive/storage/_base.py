@@ -1,0 +1,374 @@
+"""The Journal protocol and the records every backend shares."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from ..errors import AppendConflictError, JournalCorruptError, LeaseLostError
+from ..frames import GENESIS, Frame, decode
+
+__all__ = [
+    "Decision",
+    "Journal",
+    "RunRecord",
+    "RunStatus",
+    "RunUpdate",
+    "check_append",
+    "check_fence",
+]
+
+
+class RunStatus(str, enum.Enum):
+    """Status of a run, as stored in the journal's run index."""
+
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def terminal(self) -> bool:
+        """True for succeeded, failed and cancelled."""
+        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+@attrs.frozen(kw_only=True)
+class RunRecord:
+    """A run's row in the journal's run index.
+
+    Attributes:
+        run_id: the caller-chosen id.
+        status: a :class:`RunStatus` value string.
+        next_seq: the seq the next appended frame must carry (= frame count).
+        last_chain: the chain of the last frame (``GENESIS`` when empty).
+        input_fp: fingerprint (32 hex) of the run's input.
+        entrypoint: ``"module:qualname"`` of a ``@redrive.durable`` function, or None.
+        created_at / updated_at: wall time, seconds since the Unix epoch.
+        output: canonical msgpack of the run's output once succeeded, else None.
+        error: text of the error that ended the run, or None.
+        lease_owner: the worker holding the run lease, or None.
+        lease_epoch: fencing epoch, incremented on each lease acquisition (0: never leased).
+        lease_expires: when the lease lapses, seconds since the Unix epoch, or None.
+    """
+
+    run_id: str
+    status: str = RunStatus.RUNNING.value
+    next_seq: int = 0
+    last_chain: str = GENESIS
+    input_fp: str = ""
+    entrypoint: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    output: bytes | None = None
+    error: str | None = None
+    lease_owner: str | None = None
+    lease_epoch: int = 0
+    lease_expires: float | None = None
+
+    def output_value(self) -> Any:
+        """Decode and return the recorded output (None when there is none)."""
+        return None if self.output is None else decode(self.output)
+
+
+@attrs.frozen(kw_only=True)
+class RunUpdate:
+    """Changes to a run's index row, applied atomically with an append."""
+
+    status: str | None = None
+    output: bytes | None = None
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Decision:
+    """A recorded approval decision (first decision wins).
+
+    Attributes:
+        run_id, name: which approval.
+        approved: the decision.
+        by: who decided (free text).
+        at: seconds since the Unix epoch.
+        note: optional free text.
+    """
+
+    run_id: str
+    name: str
+    approved: bool
+    by: str
+    at: float
+    note: str = ""
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """What every journal backend provides. No SQL here: frames and run rows.
+
+    Implementations: :class:`~redrive.storage.MemoryJournal` (the reference),
+    DuckDB, Postgres, and the read-only ``.rdj`` file journal. All are
+    thread-safe. Writes raise :class:`~redrive.errors.ReplayError` subclasses
+    (``AppendConflictError``, ``LeaseLostError``) when they lose a race.
+    """
+
+    url: str
+    #: True when a write survives a crash of this process as soon as it returns.
+    durable: bool
+    #: True when writes are refused (``.rdj`` files).
+    read_only: bool
+
+    def create_run(self, record: RunRecord, first: Frame) -> bool:
+        """Insert a run with its ``run_start`` frame (seq 0) unless it exists.
+
+        Returns:
+            True when this call created the run, False when it already existed
+            (the journal is left unchanged).
+        """
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """Return the run's index row, or None for an unknown run."""
+        ...
+
+    def append(
+        self,
+        run_id: str,
+        frames: Sequence[Frame],
+        *,
+        expected_seq: int,
+        update: RunUpdate | None = None,
+        epoch: int | None = None,
+    ) -> None:
+        """Append ``frames`` (dense seqs from ``expected_seq``) atomically and durably.
+
+        Args:
+            run_id: the run, which must exist.
+            frames: frames with seqs ``expected_seq, expected_seq+1, ...`` whose
+                chains link to the run's last chain. May be empty (only ``update``).
+            expected_seq: the run's current ``next_seq``; the append is
+                conditional on it.
+            update: changes to the run row, in the same transaction.
+            epoch: the writer's lease epoch; when given and the run's lease
+                epoch differs, the write is refused (fencing).
+
+        Raises:
+            AppendConflictError: another writer appended first.
+            LeaseLostError: ``epoch`` is stale.
+            UnknownRunError: no such run.
+            ValueError: frames are not dense, of another run, or mis-chained.
+        """
+        ...
+
+    def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
+        """Yield the run's frames from seq ``start`` in seq order (streamed)."""
+        ...
+
+    def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        """Return run rows, newest first, optionally only of one status."""
+        ...
+
+    def interrupted_runs(self) -> list[RunRecord]:
+        """Return runs left ``running`` (a worker may have died in them)."""
+        ...
+
+    def stale_runs(self, *, older_than: float = 0.0) -> list[RunRecord]:
+        """Return running runs whose lease expired at least ``older_than`` seconds ago."""
+        ...
+
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> int:
+        """Take the run's lease for ``ttl`` seconds and return the new epoch.
+
+        Raises:
+            RunBusyError: another owner holds an unexpired lease.
+            UnknownRunError: no such run.
+        """
+        ...
+
+    def renew_lease(self, run_id: str, owner: str, epoch: int, ttl: float) -> None:
+        """Extend a held lease by ``ttl`` seconds from now.
+
+        Raises:
+            LeaseLostError: the lease is no longer ``(owner, epoch)``.
+        """
+        ...
+
+    def release_lease(self, run_id: str, owner: str, epoch: int) -> None:
+        """Give the lease up (no error when it was already lost)."""
+        ...
+
+    def decide(
+        self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
+    ) -> Decision:
+        """Record an approval decision; the first one wins and is returned."""
+        ...
+
+    def decision(self, run_id: str, name: str) -> Decision | None:
+        """Return the recorded decision for ``(run_id, name)``, if any."""
+        ...
+
+    def close(self) -> None:
+        """Release the backend's resources."""
+        ...
+
+
+def check_fence(record: RunRecord, epoch: int | None) -> None:
+    """Raise ``LeaseLostError`` when ``epoch`` is given and stale for ``record``."""
+    if epoch is not None and record.lease_epoch != epoch:
+        raise LeaseLostError(
+            f"run {record.run_id!r}: this worker's lease (epoch {epoch}) was taken over by "
+            f"{record.lease_owner!r} (epoch {record.lease_epoch}); its writes are refused. "
+            "Stop this loop: the run continues in the other worker.",
+            run_id=record.run_id,
+            seq=record.next_seq,
+            epoch=epoch,
+            current_epoch=record.lease_epoch,
+        )
+
+
+def check_append(record: RunRecord, frames: Sequence[Frame], expected_seq: int) -> None:
+    """Validate an append against the run row (shared by every backend).
+
+    Raises:
+        AppendConflictError: ``expected_seq`` is not the run's ``next_seq``.
+        ValueError: frames that are not dense, of another run, or mis-chained.
+    """
+    if record.next_seq != expected_seq:
+        raise AppendConflictError(
+            f"run {record.run_id!r}: expected to append at seq {expected_seq} but the journal "
+            f"already holds {record.next_seq} frames: another writer appended first. Re-read "
+            "the run and continue from its journal.",
+            run_id=record.run_id,
+            seq=expected_seq,
+            found=record.next_seq,
+        )
+    prev = record.last_chain
+    for offset, frame in enumerate(frames):
+        if frame.run_id != record.run_id:
+            raise ValueError(f"frame of run {frame.run_id!r} appended to run {record.run_id!r}")
+        if frame.seq != expected_seq + offset:
+            raise ValueError(
+                f"run {record.run_id!r}: frame seq {frame.seq} where {expected_seq + offset} "
+                "was expected (seqs must be dense)"
+            )
+        if frame.chain != frame.expected_chain(prev):
+            raise ValueError(
+                f"run {record.run_id!r}: frame seq {frame.seq} does not chain to the frame "
+                "before it"
+            )
+        prev = frame.chain
+
+
+def verify_frames(frames: Iterator[Frame], *, source: str) -> int:
+    """Check seq density and the chain of a run's frames; return the frame count.
+
+    Raises:
+        JournalCorruptError: a gap, a reordering or a broken chain, naming the
+            last good seq.
+    """
+    prev = GENESIS
+    last_good: int | None = None
+    count = 0
+    for frame in frames:
+        if frame.seq != count:
+            raise JournalCorruptError(
+                f"{source}: run {frame.run_id!r} has seq {frame.seq} where {count} was expected "
+                f"(gap or reordering); last good seq {last_good}",
+                run_id=frame.run_id,
+                seq=frame.seq,
+                last_good_seq=last_good,
+                source=source,
+                reason="seq",
+            )
+        if frame.chain != frame.expected_chain(prev):
+            raise JournalCorruptError(
+                f"{source}: run {frame.run_id!r} frame seq {frame.seq} fails its chain check "
+                f"(altered, reordered or truncated); last good seq {last_good}",
+                run_id=frame.run_id,
+                seq=frame.seq,
+                last_good_seq=last_good,
+                source=source,
+                reason="chain",
+            )
+        prev = frame.chain
+        last_good = frame.seq
+        count += 1
+    return count
+
+
+def lease_taken(record: RunRecord, owner: str, ttl: float, now: float) -> RunRecord:
+    """Return ``record`` with the lease given to ``owner`` (epoch + 1) for ``ttl`` seconds.
+
+    Shared by every backend, which call it inside their own transaction.
+
+    Raises:
+        RunBusyError: another owner holds a lease that has not expired.
+    """
+    from ..errors import RunBusyError
+
+    if (
+        record.lease_owner is not None
+        and record.lease_owner != owner
+        and record.lease_expires is not None
+        and record.lease_expires > now
+    ):
+        raise RunBusyError(
+            f"run {record.run_id!r} is leased by {record.lease_owner!r} for another "
+            f"{record.lease_expires - now:.1f} s (epoch {record.lease_epoch}); another worker is "
+            "executing it. Retry later, or pass on_busy='wait' to wait for it.",
+            run_id=record.run_id,
+            seq=record.next_seq,
+            owner=record.lease_owner,
+            expires_in=record.lease_expires - now,
+        )
+    return attrs.evolve(
+        record,
+        lease_owner=owner,
+        lease_epoch=record.lease_epoch + 1,
+        lease_expires=now + ttl,
+        updated_at=now,
+    )
+
+
+def lease_renewed(record: RunRecord, owner: str, epoch: int, ttl: float, now: float) -> RunRecord:
+    """Return ``record`` with the lease extended, or raise ``LeaseLostError``."""
+    if record.lease_owner != owner or record.lease_epoch != epoch:
+        raise LeaseLostError(
+            f"run {record.run_id!r}: lease epoch {epoch} of {owner!r} was taken over by "
+            f"{record.lease_owner!r} (epoch {record.lease_epoch}); stop this worker's loop.",
+            run_id=record.run_id,
+            seq=record.next_seq,
+            epoch=epoch,
+            current_epoch=record.lease_epoch,
+        )
+    return attrs.evolve(record, lease_expires=now + ttl)
+
+
+def lease_released(record: RunRecord, owner: str, epoch: int) -> RunRecord:
+    """Return ``record`` without the lease when ``(owner, epoch)`` still holds it."""
+    if record.lease_owner != owner or record.lease_epoch != epoch:
+        return record
+    return attrs.evolve(record, lease_owner=None, lease_expires=None)
+
+
+def after_append(
+    record: RunRecord, frames: Sequence[Frame], update: RunUpdate | None, now: float
+) -> RunRecord:
+    """Return the run row as it stands after a validated append."""
+    changes: dict[str, Any] = {"updated_at": now}
+    if frames:
+        changes["next_seq"] = frames[-1].seq + 1
+        changes["last_chain"] = frames[-1].chain
+    if update is not None:
+        if update.status is not None:
+            changes["status"] = update.status
+        if update.output is not None:
+            changes["output"] = update.output
+        if update.error is not None:
+            changes["error"] = update.error
+    return attrs.evolve(record, **changes)

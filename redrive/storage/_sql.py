@@ -1,0 +1,373 @@
+"""The shared base of the SQL journals (DuckDB, Postgres).
+
+Backends supply a connection and a few dialect hooks; the statements, the row
+mapping and the append/lease logic live here once. SQL is written with ``?``
+placeholders; a backend whose driver wants another style overrides
+:meth:`SqlJournal._sql`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar, Protocol
+
+import attrs
+
+from ..errors import JournalFormatError
+from ..frames import FORMAT_VERSION, Frame
+from ._base import (
+    Decision,
+    RunRecord,
+    RunStatus,
+    RunUpdate,
+    after_append,
+    check_append,
+    check_fence,
+    lease_released,
+    lease_renewed,
+    lease_taken,
+)
+from .memory import unknown_run
+
+__all__ = ["SqlJournal"]
+
+RUN_COLUMNS = (
+    "run_id",
+    "status",
+    "next_seq",
+    "last_chain",
+    "input_fp",
+    "entrypoint",
+    "created_at",
+    "updated_at",
+    "output",
+    "error",
+    "lease_owner",
+    "lease_epoch",
+    "lease_expires",
+)
+FRAME_COLUMNS = (
+    "run_id", "seq", "kind", "name", "key", "payload", "chain", "written_at", "epoch"
+)
+#: Frame attribute of each column.
+FRAME_ATTRS = ("run_id", "seq", "kind", "name", "key", "payload", "chain", "at", "epoch")
+PAGE = 1000
+
+
+class Cursor(Protocol):
+    """The DB-API subset the base uses."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> Any: ...
+
+
+def schema(blob: str, double: str) -> list[str]:
+    """Return the DDL of format version 1 for a dialect's blob and double types."""
+    return [
+        "CREATE TABLE IF NOT EXISTS redrive_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)",
+        f"""CREATE TABLE IF NOT EXISTS redrive_runs (
+            run_id VARCHAR PRIMARY KEY,
+            status VARCHAR NOT NULL,
+            next_seq BIGINT NOT NULL,
+            last_chain VARCHAR NOT NULL,
+            input_fp VARCHAR NOT NULL,
+            entrypoint VARCHAR,
+            created_at {double} NOT NULL,
+            updated_at {double} NOT NULL,
+            output {blob},
+            error VARCHAR,
+            lease_owner VARCHAR,
+            lease_epoch BIGINT NOT NULL DEFAULT 0,
+            lease_expires {double}
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS redrive_frames (
+            run_id VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            kind VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            key VARCHAR NOT NULL,
+            payload {blob} NOT NULL,
+            chain VARCHAR NOT NULL,
+            written_at {double} NOT NULL,
+            epoch BIGINT NOT NULL DEFAULT 0,
+            PRIMARY KEY (run_id, seq)
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS redrive_decisions (
+            run_id VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            approved BOOLEAN NOT NULL,
+            decided_by VARCHAR NOT NULL,
+            decided_at {double} NOT NULL,
+            note VARCHAR NOT NULL,
+            PRIMARY KEY (run_id, name)
+        )""",
+    ]
+
+
+def _record(row: Sequence[Any]) -> RunRecord:
+    values = dict(zip(RUN_COLUMNS, row, strict=True))
+    if values["output"] is not None:
+        values["output"] = bytes(values["output"])
+    return RunRecord(**values)
+
+
+def _frame(row: Sequence[Any]) -> Frame:
+    values = dict(zip(FRAME_ATTRS, row, strict=True))
+    values["payload"] = bytes(values["payload"])
+    return Frame(**values)
+
+
+class SqlJournal:
+    """Journal protocol over a SQL database; see the module docstring.
+
+    Subclasses implement :meth:`_transaction` (a context manager yielding a
+    cursor inside one committed transaction) and set the dialect hooks.
+    """
+
+    durable = True
+    read_only = False
+    #: Appended to the SELECT of a run row that is about to change.
+    for_update: ClassVar[str] = ""
+    blob_type: ClassVar[str] = "BLOB"
+    double_type: ClassVar[str] = "DOUBLE"
+
+    url: str
+
+    # -- dialect hooks -------------------------------------------------------
+
+    def _transaction(self) -> contextlib.AbstractContextManager[Cursor]:
+        raise NotImplementedError
+
+    def _sql(self, statement: str) -> str:
+        return statement
+
+    # -- schema ----------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        """Create the schema when missing; refuse a newer or unknown format."""
+        with self._transaction() as cur:
+            for ddl in schema(self.blob_type, self.double_type):
+                cur.execute(ddl)
+            cur.execute(self._sql("SELECT value FROM redrive_meta WHERE key = ?"), ["format"])
+            row = cur.fetchone()
+            if row is None:
+                cur.execute(
+                    self._sql("INSERT INTO redrive_meta (key, value) VALUES (?, ?)"),
+                    ["format", str(FORMAT_VERSION)],
+                )
+            else:
+                self._check_format(row[0])
+
+    def _check_format(self, value: str) -> None:
+        try:
+            found = int(value)
+        except ValueError:
+            found = -1
+        if found != FORMAT_VERSION:
+            raise JournalFormatError(
+                f"journal {self.url} has format version {value}; this redrive reads version "
+                f"{FORMAT_VERSION}. "
+                + (
+                    "Upgrade redrive to read it."
+                    if found > FORMAT_VERSION
+                    else "It is not a redrive journal, or is damaged."
+                ),
+                found=value,
+                expected=FORMAT_VERSION,
+            )
+
+    def format_version(self) -> int:
+        """Return the format version stored in the journal (read-only check)."""
+        with self._transaction() as cur:
+            cur.execute(self._sql("SELECT value FROM redrive_meta WHERE key = ?"), ["format"])
+            row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    # -- runs ----------------------------------------------------------------
+
+    def _select_run(self, cur: Cursor, run_id: str, *, lock: bool) -> RunRecord | None:
+        cur.execute(
+            self._sql(
+                f"SELECT {', '.join(RUN_COLUMNS)} FROM redrive_runs WHERE run_id = ?"
+                + (self.for_update if lock else "")
+            ),
+            [run_id],
+        )
+        row = cur.fetchone()
+        return None if row is None else _record(row)
+
+    def _write_run(self, cur: Cursor, record: RunRecord) -> None:
+        values = attrs.asdict(record)
+        sets = ", ".join(f"{c} = ?" for c in RUN_COLUMNS[1:])
+        cur.execute(
+            self._sql(f"UPDATE redrive_runs SET {sets} WHERE run_id = ?"),
+            [values[c] for c in RUN_COLUMNS[1:]] + [record.run_id],
+        )
+
+    def _insert_frames(self, cur: Cursor, frames: Sequence[Frame]) -> None:
+        if not frames:
+            return
+        marks = ", ".join("?" for _ in FRAME_COLUMNS)
+        cur.executemany(
+            self._sql(f"INSERT INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) VALUES ({marks})"),
+            [[getattr(f, a) for a in FRAME_ATTRS] for f in frames],
+        )
+
+    def create_run(self, record: RunRecord, first: Frame) -> bool:
+        check_append(attrs.evolve(record, next_seq=0), [first], 0)
+        row = attrs.evolve(record, next_seq=1, last_chain=first.chain)
+        values = attrs.asdict(row)
+        marks = ", ".join("?" for _ in RUN_COLUMNS)
+        with self._transaction() as cur:
+            if self._select_run(cur, record.run_id, lock=False) is not None:
+                return False
+            cur.execute(
+                self._sql(
+                    f"INSERT INTO redrive_runs ({', '.join(RUN_COLUMNS)}) VALUES ({marks})"
+                    + self._on_conflict_nothing("run_id")
+                ),
+                [values[c] for c in RUN_COLUMNS],
+            )
+            if not self._inserted(cur):
+                return False
+            self._insert_frames(cur, [first])
+        return True
+
+    def _on_conflict_nothing(self, column: str) -> str:
+        return f" ON CONFLICT ({column}) DO NOTHING"
+
+    def _inserted(self, cur: Cursor) -> bool:
+        """Return whether the last INSERT ... ON CONFLICT DO NOTHING inserted a row."""
+        return True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._transaction() as cur:
+            return self._select_run(cur, run_id, lock=False)
+
+    def append(
+        self,
+        run_id: str,
+        frames: Sequence[Frame],
+        *,
+        expected_seq: int,
+        update: RunUpdate | None = None,
+        epoch: int | None = None,
+    ) -> None:
+        with self._transaction() as cur:
+            record = self._select_run(cur, run_id, lock=True)
+            if record is None:
+                raise unknown_run(run_id)
+            check_fence(record, epoch)
+            check_append(record, frames, expected_seq)
+            self._insert_frames(cur, frames)
+            self._write_run(cur, after_append(record, frames, update, time.time()))
+
+    def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
+        cols = ", ".join(FRAME_COLUMNS)
+        seq = start
+        while True:
+            with self._transaction() as cur:
+                cur.execute(
+                    self._sql(
+                        f"SELECT {cols} FROM redrive_frames WHERE run_id = ? AND seq >= ? "
+                        "AND seq < ? ORDER BY seq"
+                    ),
+                    [run_id, seq, seq + PAGE],
+                )
+                rows = cur.fetchall()
+            for row in rows:
+                yield _frame(row)
+            if len(rows) < PAGE:
+                return
+            seq += PAGE
+
+    def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM redrive_runs"
+        params: list[Any] = []
+        if status is not None:
+            sql += " WHERE status = ?"
+            params.append(status)
+        sql += " ORDER BY created_at DESC, run_id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._transaction() as cur:
+            cur.execute(self._sql(sql), params)
+            return [_record(row) for row in cur.fetchall()]
+
+    def interrupted_runs(self) -> list[RunRecord]:
+        return self.runs(status=RunStatus.RUNNING.value)
+
+    def stale_runs(self, *, older_than: float = 0.0) -> list[RunRecord]:
+        cutoff = time.time() - older_than
+        with self._transaction() as cur:
+            cur.execute(
+                self._sql(
+                    f"SELECT {', '.join(RUN_COLUMNS)} FROM redrive_runs WHERE status = ? "
+                    "AND lease_expires IS NOT NULL AND lease_expires <= ? "
+                    "ORDER BY lease_expires"
+                ),
+                [RunStatus.RUNNING.value, cutoff],
+            )
+            return [_record(row) for row in cur.fetchall()]
+
+    # -- leases ----------------------------------------------------------------
+
+    def _change_run(self, run_id: str, change: Any) -> RunRecord:
+        with self._transaction() as cur:
+            record = self._select_run(cur, run_id, lock=True)
+            if record is None:
+                raise unknown_run(run_id)
+            changed: RunRecord = change(record)
+            if changed is not record:
+                self._write_run(cur, changed)
+            return changed
+
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> int:
+        record = self._change_run(run_id, lambda r: lease_taken(r, owner, ttl, time.time()))
+        return record.lease_epoch
+
+    def renew_lease(self, run_id: str, owner: str, epoch: int, ttl: float) -> None:
+        self._change_run(run_id, lambda r: lease_renewed(r, owner, epoch, ttl, time.time()))
+
+    def release_lease(self, run_id: str, owner: str, epoch: int) -> None:
+        with contextlib.suppress(LookupError):
+            self._change_run(run_id, lambda r: lease_released(r, owner, epoch))
+
+    # -- approvals -------------------------------------------------------------
+
+    def decide(
+        self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
+    ) -> Decision:
+        with self._transaction() as cur:
+            if self._select_run(cur, run_id, lock=False) is None:
+                raise unknown_run(run_id)
+            cur.execute(
+                self._sql(
+                    "INSERT INTO redrive_decisions (run_id, name, approved, decided_by, decided_at, note) "
+                    "VALUES (?, ?, ?, ?, ?, ?)" + self._on_conflict_nothing("run_id, name")
+                ),
+                [run_id, name, bool(approved), by, time.time(), note],
+            )
+        found = self.decision(run_id, name)
+        assert found is not None
+        return found
+
+    def decision(self, run_id: str, name: str) -> Decision | None:
+        with self._transaction() as cur:
+            cur.execute(
+                self._sql(
+                    "SELECT run_id, name, approved, decided_by, decided_at, note FROM redrive_decisions "
+                    "WHERE run_id = ? AND name = ?"
+                ),
+                [run_id, name],
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return Decision(
+            run_id=row[0], name=row[1], approved=bool(row[2]), by=row[3], at=row[4], note=row[5]
+        )

@@ -1,0 +1,148 @@
+"""The in-memory journal: the reference implementation of the Journal protocol."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import attrs
+
+from ..errors import UnknownRunError
+from ..frames import Frame
+from ._base import (
+    Decision,
+    RunRecord,
+    RunStatus,
+    RunUpdate,
+    after_append,
+    check_append,
+    check_fence,
+    lease_released,
+    lease_renewed,
+    lease_taken,
+)
+
+__all__ = ["MemoryJournal"]
+
+
+def unknown_run(run_id: str) -> UnknownRunError:
+    """Return the error for a run id that no journal row has."""
+    return UnknownRunError(
+        f"no run {run_id!r} in this journal; check the run id and the journal URL, or start it "
+        "with redrive.run(...) (create=True)",
+        run_id=run_id,
+    )
+
+
+class MemoryJournal:
+    """A journal held in this process's memory (``":memory:"``); lost at exit.
+
+    Thread-safe; every operation is atomic under one lock. Used by tests and
+    as the reference semantics for the other backends.
+    """
+
+    durable = False
+    read_only = False
+
+    def __init__(self, url: str = ":memory:") -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._runs: dict[str, RunRecord] = {}
+        self._frames: dict[str, list[Frame]] = {}
+        self._decisions: dict[tuple[str, str], Decision] = {}
+
+    def create_run(self, record: RunRecord, first: Frame) -> bool:
+        check_append(attrs.evolve(record, next_seq=0), [first], 0)
+        with self._lock:
+            if record.run_id in self._runs:
+                return False
+            self._runs[record.run_id] = attrs.evolve(
+                record, next_seq=1, last_chain=first.chain
+            )
+            self._frames[record.run_id] = [first]
+            return True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            return self._runs.get(run_id)
+
+    def _row(self, run_id: str) -> RunRecord:
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise unknown_run(run_id) from None
+
+    def append(
+        self,
+        run_id: str,
+        frames: Sequence[Frame],
+        *,
+        expected_seq: int,
+        update: RunUpdate | None = None,
+        epoch: int | None = None,
+    ) -> None:
+        with self._lock:
+            record = self._row(run_id)
+            check_fence(record, epoch)
+            check_append(record, frames, expected_seq)
+            self._frames[run_id].extend(frames)
+            self._runs[run_id] = after_append(record, frames, update, time.time())
+
+    def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
+        with self._lock:
+            snapshot = list(self._frames.get(run_id, ())[start:])
+        yield from snapshot
+
+    def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        with self._lock:
+            rows = [r for r in self._runs.values() if status is None or r.status == status]
+        rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+        return rows if limit is None else rows[:limit]
+
+    def interrupted_runs(self) -> list[RunRecord]:
+        return self.runs(status=RunStatus.RUNNING.value)
+
+    def stale_runs(self, *, older_than: float = 0.0) -> list[RunRecord]:
+        cutoff = time.time() - older_than
+        return [
+            r
+            for r in self.interrupted_runs()
+            if r.lease_expires is not None and r.lease_expires <= cutoff
+        ]
+
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> int:
+        with self._lock:
+            record = lease_taken(self._row(run_id), owner, ttl, time.time())
+            self._runs[run_id] = record
+            return record.lease_epoch
+
+    def renew_lease(self, run_id: str, owner: str, epoch: int, ttl: float) -> None:
+        with self._lock:
+            self._runs[run_id] = lease_renewed(self._row(run_id), owner, epoch, ttl, time.time())
+
+    def release_lease(self, run_id: str, owner: str, epoch: int) -> None:
+        with self._lock:
+            if run_id in self._runs:
+                self._runs[run_id] = lease_released(self._runs[run_id], owner, epoch)
+
+    def decide(
+        self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
+    ) -> Decision:
+        with self._lock:
+            self._row(run_id)
+            existing = self._decisions.get((run_id, name))
+            if existing is not None:
+                return existing
+            decision = Decision(
+                run_id=run_id, name=name, approved=bool(approved), by=by, at=time.time(), note=note
+            )
+            self._decisions[(run_id, name)] = decision
+            return decision
+
+    def decision(self, run_id: str, name: str) -> Decision | None:
+        with self._lock:
+            return self._decisions.get((run_id, name))
+
+    def close(self) -> None:
+        """Nothing to release; the data stays readable until garbage-collected."""
