@@ -33,7 +33,7 @@ def model(
 
     Args:
         fn: the function (or use ``@redrive.model(name=...)``).
-        name: the step name (default ``"model:" + fn.__qualname__``).
+        name: the step name (default ``"model:" + fn.__name__``).
         encode: response -> plain data (default: identity).
         decode: plain data -> response (default: identity; e.g. ``Reply.model_validate``).
 
@@ -43,7 +43,7 @@ def model(
     """
 
     def decorate(func: F) -> F:
-        step_name = name or f"model:{func.__qualname__}"
+        step_name = name or f"model:{func.__name__}"
         signature = inspect.signature(func)
         enc = encode or (lambda value: value)
         dec = decode or (lambda value: value)

@@ -99,7 +99,7 @@ def tool(
     Outside a run the function is called directly.
 
     Args:
-        name: the step name (default: the function's ``__qualname__``).
+        name: the step name (default: the function's ``__name__``).
         restart_safe: True if re-running a call that was in flight at a crash
             is harmless (the body dedupes on its idempotency key, or has no
             side effect); False if not; None to guess from the name with
@@ -126,7 +126,7 @@ def tool(
         raise TypeError(f"@redrive.tool(recover={recover!r}): recover must be callable")
 
     def decorate(func: F) -> F:
-        step_name = name or func.__qualname__
+        step_name = name or func.__name__
         declared = restart_safe is not None
         safe = bool(restart_safe) if declared else guess_restart_safe(step_name)
         spec = ToolSpec(

@@ -1,0 +1,367 @@
+"""Runs: record, replay, resume, strict divergence, lifecycle (DESIGN invariants 1-5)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import redrive
+from redrive.frames import Kind
+from redrive.storage import Journal, MemoryJournal
+from redrive.storage.duckdb import DuckDBJournal
+
+
+@pytest.fixture(params=["memory", "duckdb"])
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
+    """Every core behaviour holds on the reference journal and on the DuckDB default."""
+    j: Journal = MemoryJournal() if request.param == "memory" else DuckDBJournal(
+        str(tmp_path / "runs.duckdb")
+    )
+    yield j
+    j.close()
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def count(self, name: str) -> int:
+        return sum(1 for n, _ in self.calls if n == name)
+
+
+@pytest.fixture
+def world() -> Counter:
+    return Counter()
+
+
+def make_loop(world: Counter) -> Any:
+    @redrive.model
+    def ask(messages: list[dict[str, str]]) -> dict[str, Any]:
+        world.calls.append(("model", messages[-1]["content"]))
+        n = len(messages)
+        return {"text": f"answer {n}", "tool": ["lookup", "send"][n % 2]}
+
+    @redrive.tool(read_only=True)
+    def lookup(customer: str) -> dict[str, str]:
+        world.calls.append(("lookup", customer))
+        return {"customer": customer, "tier": "gold"}
+
+    @redrive.tool
+    def send_email(to: str, subject: str) -> str:
+        world.calls.append(("send_email", subject))
+        return f"sent:{subject}"
+
+    def loop(subject: str = "Refund", crash_after: str | None = None) -> list[Any]:
+        messages = [{"role": "user", "content": "help"}]
+        out: list[Any] = []
+        first = ask(messages)
+        out.append(first)
+        out.append(lookup("c-42"))
+        if crash_after == "lookup":
+            raise ConnectionError("worker lost its connection")
+        messages.append({"role": "assistant", "content": first["text"]})
+        out.append(ask(messages))
+        out.append(send_email("a@example.com", subject))
+        out.append(str(redrive.uuid4()))
+        return out
+
+    return loop
+
+
+def test_replay_of_finished_run_makes_no_calls(journal: Journal, world: Counter) -> None:
+    """Replaying a finished run makes zero model calls and zero tool executions."""
+    loop = make_loop(world)
+    with redrive.run(journal, "r1", input={"q": "help"}) as run:
+        out = run.finish(loop())
+    assert run.status == "succeeded" and run.live_steps == 5
+    before = list(world.calls)
+    with redrive.run(journal, "r1", input={"q": "help"}) as again:
+        assert again.finished and again.output == out
+        assert loop() == out
+    assert world.calls == before
+    assert again.replayed_steps == 5 and again.live_steps == 0
+
+
+def test_resume_runs_only_unfinished_steps(journal: Journal, world: Counter) -> None:
+    """A resumed run makes exactly the live calls the interrupted run had not finished."""
+    loop = make_loop(world)
+    with pytest.raises(ConnectionError), redrive.run(journal, "r2") as run:
+        loop(crash_after="lookup")
+    assert run.status == "running"
+    assert [r.run_id for r in journal.interrupted_runs()] == ["r2"]
+    world.calls.clear()
+    with redrive.run(journal, "r2") as run:
+        run.finish(loop())
+    assert [n for n, _ in world.calls] == ["model", "send_email"]
+    assert run.replayed_steps == 2 and run.live_steps == 3
+    assert journal.interrupted_runs() == []
+
+
+def test_strict_divergence_names_the_path(journal: Journal, world: Counter) -> None:
+    """A drifted tool argument raises DivergenceError with a path-level diff."""
+    loop = make_loop(world)
+    with redrive.run(journal, "r3") as run:
+        run.finish(loop())
+    with pytest.raises(redrive.DivergenceError) as info, redrive.run(journal, "r3"):
+        loop(subject="Refund request")
+    err = info.value
+    assert err.run_id == "r3" and err.name == "send_email"
+    assert err.diff == [("$.subject", "Refund", "Refund request")]
+    assert "$.subject: 'Refund' -> 'Refund request'" in str(err)
+    assert err.expected_key != err.found_key
+    assert any("lookup" in line for line in err.context)
+    assert world.count("send_email") == 1
+
+
+def test_in_flight_tool_blocks_unless_restart_safe(journal: Journal) -> None:
+    """An in-flight non-restart-safe tool is never re-run silently; a restart-safe one is."""
+    runs: list[str] = []
+
+    @redrive.tool
+    def charge_card(amount: int) -> str:
+        runs.append("charge")
+        return "ok"
+
+    @redrive.tool(restart_safe=True)
+    def sync_inventory(sku: str) -> str:
+        runs.append("sync")
+        return "synced"
+
+    class Crash(BaseException):
+        pass
+
+    def crash_in_body(point: str, info: dict[str, Any]) -> None:
+        if point == "tool_claimed":
+            raise Crash
+
+    for rid, fn, arg in (("b1", charge_card, 5), ("b2", sync_inventory, "x")):
+        run = redrive.run(journal, rid)
+        run.__enter__()  # a crash never reaches __exit__
+        redrive.replay.set_boundary_hook(crash_in_body)
+        try:
+            with pytest.raises(Crash):
+                fn(arg)
+        finally:
+            redrive.replay.set_boundary_hook(None)
+            redrive.replay._run._current.set(None)
+    assert runs == []
+    with pytest.raises(redrive.SideEffectRetryBlockedError) as info, redrive.run(journal, "b1"):
+        charge_card(5)
+    assert info.value.seq == 1 and info.value.tool == "charge_card"
+    assert info.value.arguments == {"amount": 5}
+    assert "b1:1:charge_card" in str(info.value)
+    with redrive.run(journal, "b2"):
+        assert sync_inventory("x") == "synced"
+    assert runs == ["sync"]
+
+
+def test_parallel_tool_calls_replay_in_any_order(journal: Journal) -> None:
+    """Tool calls issued from one model response replay in whatever order they arrive."""
+
+    @redrive.tool(read_only=True)
+    async def weather(city: str) -> str:
+        await asyncio.sleep(0)
+        return f"sunny in {city}"
+
+    @redrive.model
+    async def plan() -> list[str]:
+        return ["Paris", "Oslo", "Lima"]
+
+    async def loop(order: list[int]) -> list[str]:
+        cities = await plan()
+        results = await asyncio.gather(*(weather(cities[i]) for i in order))
+        return sorted(results)
+
+    async def main() -> None:
+        async with redrive.run(journal, "p1") as run:
+            first = run.finish(await loop([0, 1, 2]))
+        async with redrive.run(journal, "p1") as again:
+            assert await loop([2, 0, 1]) == first
+        assert again.replayed_steps == 4
+
+    asyncio.run(main())
+
+
+def test_threads_with_copied_context(journal: Journal) -> None:
+    """Threads that carry the context (copy_context) record and replay like tasks."""
+
+    @redrive.tool(read_only=True)
+    def fetch_page(n: int) -> str:
+        return f"page {n}"
+
+    def loop() -> list[str]:
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            futures = [
+                pool.submit(contextvars.copy_context().run, fetch_page, n) for n in range(3)
+            ]
+            return [f.result() for f in futures]
+
+    with redrive.run(journal, "t1") as run:
+        out = run.finish(loop())
+    with redrive.run(journal, "t1") as again:
+        assert loop() == out
+    assert run.live_steps == 3 and again.replayed_steps == 3
+
+
+class QuotaError(Exception):
+    pass
+
+
+def test_recorded_tool_error_is_raised_again(journal: Journal) -> None:
+    """A recorded tool exception is raised again as the same type on replay."""
+    calls: list[int] = []
+
+    @redrive.tool(read_only=True, retryable=(QuotaError,))
+    def get_quota(user: str) -> int:
+        calls.append(1)
+        raise QuotaError(f"quota exceeded for {user}")
+
+    for _ in range(2):
+        with pytest.raises(QuotaError, match="quota exceeded for u1"), redrive.run(journal, "e1"):
+            get_quota("u1")
+    assert calls == [1]
+    record = journal.get_run("e1")
+    assert record is not None and record.status == "running"
+
+
+def test_unrebuildable_error_becomes_recorded_tool_error(journal: Journal) -> None:
+    """An exception type that cannot be rebuilt replays as RecordedToolError naming it."""
+
+    class Odd(Exception):
+        def __init__(self, a: int, b: int) -> None:
+            super().__init__(f"{a}/{b}")
+
+    @redrive.tool(read_only=True, retryable=(Odd,))
+    def get_odd() -> None:
+        raise Odd(1, 2)
+
+    with pytest.raises(Odd), redrive.run(journal, "e2"):
+        get_odd()
+    with pytest.raises(redrive.RecordedToolError) as info, redrive.run(journal, "e2"):
+        get_odd()
+    assert "Odd" in info.value.error_type and info.value.error_message == "1/2"
+
+
+def test_non_retryable_error_fails_the_run(journal: Journal) -> None:
+    """A non-retryable tool error marks the run failed; re-executing it is refused."""
+
+    @redrive.tool
+    def submit_order(sku: str) -> None:
+        raise ValueError("sku discontinued")
+
+    with pytest.raises(ValueError), redrive.run(journal, "f1"):
+        submit_order("x")
+    assert journal.get_run("f1").status == "failed"  # type: ignore[union-attr]
+    with pytest.raises(redrive.TerminalRunError, match="failed"), redrive.run(journal, "f1"):
+        pass
+
+
+def test_input_mismatch(journal: Journal) -> None:
+    """Resuming with a different input raises RunInputMismatchError, a ValueError."""
+    with redrive.run(journal, "i1", input={"ticket": 1}):
+        pass
+    with pytest.raises(ValueError) as info, redrive.run(journal, "i1", input={"ticket": 2}):
+        pass
+    assert isinstance(info.value, redrive.RunInputMismatchError)
+    assert "$.ticket: 1 -> 2" in str(info.value)
+
+
+def test_unknown_run_and_replay_only_miss(journal: Journal, world: Counter) -> None:
+    """create=False on a missing run raises UnknownRunError; live=False refuses live calls."""
+    with pytest.raises(LookupError), redrive.run(journal, "nope", create=False):
+        pass
+    loop = make_loop(world)
+    with pytest.raises(ConnectionError), redrive.run(journal, "m1"):
+        loop(crash_after="lookup")
+    with pytest.raises(redrive.ReplayMissError) as info, redrive.run(journal, "m1", live=False):
+        loop()
+    assert info.value.name == "model:ask"
+
+
+def test_finished_run_cannot_grow(journal: Journal, world: Counter) -> None:
+    """A succeeded run's journal is complete: an extra step is a miss, fewer is a divergence."""
+    loop = make_loop(world)
+    with redrive.run(journal, "g1") as run:
+        run.finish(loop())
+
+    @redrive.tool(read_only=True)
+    def extra() -> int:
+        return 1
+
+    with pytest.raises(redrive.ReplayMissError), redrive.run(journal, "g1"):
+        loop()
+        extra()
+    with pytest.raises(redrive.DivergenceError, match="more steps"), redrive.run(journal, "g1"):
+        pass
+
+
+def test_outside_a_run_is_pass_through(world: Counter) -> None:
+    """Wrapped functions outside any run are plain calls."""
+    loop = make_loop(world)
+    assert loop()[3] == "sent:Refund"
+    assert redrive.current_run() is None and redrive.idempotency_key() is None
+
+
+def test_group_commit_of_model_frames(journal: Journal) -> None:
+    """Model frames ride on the next durable write; model_commit='each' writes them at once."""
+
+    @redrive.model
+    def ask(q: str) -> str:
+        return q.upper()
+
+    with redrive.run(journal, "c1") as run:
+        ask("a")
+        assert journal.get_run("c1").next_seq == 1  # type: ignore[union-attr]
+    with redrive.run(journal, "c2", model_commit="each") as run:
+        ask("a")
+        assert journal.get_run("c2").next_seq == 3  # type: ignore[union-attr]
+    kinds = [f.kind for f in journal.frames("c1")]
+    assert kinds == [Kind.RUN_START, Kind.MODEL_REQUEST, Kind.MODEL_RESPONSE, Kind.RUN_END]
+    assert run.status == "succeeded"
+
+
+def test_async_context_manager(journal: Journal) -> None:
+    """`async with redrive.run(...)` records and replays async tools and models."""
+
+    @redrive.model
+    async def ask(q: str) -> str:
+        return q[::-1]
+
+    @redrive.tool(read_only=True)
+    async def get_len(s: str) -> int:
+        return len(s)
+
+    async def main() -> tuple[Any, Any]:
+        async with redrive.run(journal, "a1") as run:
+            run.finish(await get_len(await ask("abc")))
+        async with redrive.run(journal, "a1") as again:
+            assert await get_len(await ask("abc")) == 3
+        return run, again
+
+    run, again = asyncio.run(main())
+    assert run.output == 3 and again.replayed_steps == 2
+
+
+def test_durable_decorator_records_entrypoint(journal: Journal) -> None:
+    """@redrive.durable records entrypoint and input; a second call returns the output."""
+    calls: list[str] = []
+
+    @redrive.durable(journal, run_id="job:{job_id}")
+    def handle(job_id: int, text: str) -> str:
+        calls.append(text)
+        return text.upper()
+
+    assert handle(7, "hi") == "HI"
+    assert handle(7, "hi") == "HI"
+    assert calls == ["hi"]
+    record = journal.get_run("job:7")
+    assert record is not None and record.entrypoint is not None
+    assert record.entrypoint.endswith("test_durable_decorator_records_entrypoint.<locals>.handle")
+    first = next(iter(journal.frames("job:7"))).data()
+    assert first["input"] == {"job_id": 7, "text": "hi"}
