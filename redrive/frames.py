@@ -86,7 +86,7 @@ _INT_MIN = -(2**63)
 _UINT_MAX = 2**64 - 1
 
 
-class Kind(str, enum.Enum):
+class Kind(enum.StrEnum):
     """What a frame records. Values are the strings stored in journals."""
 
     RUN_START = "run_start"
@@ -98,9 +98,6 @@ class Kind(str, enum.Enum):
     VALUE = "value"
     NOTE = "note"
     RUN_END = "run_end"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def _path_key(path: str, key: object) -> str:

@@ -56,9 +56,10 @@ def diff_values(
                         b[i] if i < len(b) else _MISSING,
                     )
                 )
-        elif type(a) is not type(b) or a != b:
-            if not (isinstance(a, float) and isinstance(b, float) and a != a and b != b):
-                out.append((where, a, b))
+        elif (type(a) is not type(b) or a != b) and not (
+            isinstance(a, float) and isinstance(b, float) and a != a and b != b
+        ):
+            out.append((where, a, b))
     return out
 
 

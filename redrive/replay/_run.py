@@ -7,6 +7,7 @@ sync and async paths; they differ only in how they call the step's body.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import importlib.metadata
 import os
@@ -354,9 +355,10 @@ class Run:
 
     def _start_new(self) -> RunRecord | None:
         inp = None if self._input is _UNSET else self._input
-        payload = {
+        input_fp = fingerprint(inp)
+        payload: dict[str, Any] = {
             "input": inp,
-            "input_fp": fingerprint(inp),
+            "input_fp": input_fp,
             "entrypoint": self.entrypoint,
             "flags": {
                 "format": FORMAT_VERSION,
@@ -375,11 +377,13 @@ class Run:
                 prev_chain="0" * 32,
             )
         except TypeError as exc:
-            raise TypeError(f"run {self.run_id!r}: the run's input cannot be journaled: {exc}") from None
+            raise TypeError(
+                f"run {self.run_id!r}: the run's input cannot be journaled: {exc}"
+            ) from None
         now = time.time()
         record = RunRecord(
             run_id=self.run_id,
-            input_fp=payload["input_fp"],
+            input_fp=input_fp,
             entrypoint=self.entrypoint,
             created_at=now,
             updated_at=now,
@@ -486,10 +490,8 @@ class Run:
         finally:
             self._stop_renew.set()
             if self._epoch is not None:
-                try:
+                with contextlib.suppress(Exception):  # the lease lapses by itself
                     self.journal.release_lease(self.run_id, self._owner, self._epoch)
-                except Exception:
-                    pass  # the lease lapses by itself
             if self._token is not None:
                 _current.reset(self._token)
                 self._token = None

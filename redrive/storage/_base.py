@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-class RunStatus(str, enum.Enum):
+class RunStatus(enum.StrEnum):
     """Status of a run, as stored in the journal's run index."""
 
     RUNNING = "running"
@@ -30,9 +30,6 @@ class RunStatus(str, enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def terminal(self) -> bool:

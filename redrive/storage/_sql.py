@@ -347,7 +347,8 @@ class SqlJournal:
                 raise unknown_run(run_id)
             cur.execute(
                 self._sql(
-                    "INSERT INTO redrive_decisions (run_id, name, approved, decided_by, decided_at, note) "
+                    "INSERT INTO redrive_decisions "
+                    "(run_id, name, approved, decided_by, decided_at, note) "
                     "VALUES (?, ?, ?, ?, ?, ?)" + self._on_conflict_nothing("run_id, name")
                 ),
                 [run_id, name, bool(approved), by, time.time(), note],
@@ -360,8 +361,8 @@ class SqlJournal:
         with self._transaction() as cur:
             cur.execute(
                 self._sql(
-                    "SELECT run_id, name, approved, decided_by, decided_at, note FROM redrive_decisions "
-                    "WHERE run_id = ? AND name = ?"
+                    "SELECT run_id, name, approved, decided_by, decided_at, note "
+                    "FROM redrive_decisions WHERE run_id = ? AND name = ?"
                 ),
                 [run_id, name],
             )
