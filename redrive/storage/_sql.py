@@ -65,8 +65,38 @@ class Cursor(Protocol):
     def fetchall(self) -> Any: ...
 
 
+#: The newest schema version this redrive knows (the numbered migrations below).
+SCHEMA_VERSION = 2
+
+
+def _schema_of(meta: dict[str, str]) -> int:
+    """Return the schema version recorded in ``meta`` (0: empty, 1: before versioning)."""
+    if "schema" in meta:
+        try:
+            return int(meta["schema"])
+        except ValueError:
+            return SCHEMA_VERSION + 1  # unreadable: refuse it as "too new"
+    return 1 if "format" in meta else 0
+
+
+def migrations(blob: str, double: str) -> dict[int, list[str]]:
+    """Return the DDL of each schema version, by version number, for a dialect.
+
+    Version ``n`` holds the statements that take a journal from ``n - 1`` to
+    ``n``. Statements are idempotent (``IF NOT EXISTS``), so version 1 also
+    adopts a journal written before schemas were numbered.
+    """
+    return {
+        1: schema(blob, double),
+        2: [
+            "CREATE INDEX IF NOT EXISTS redrive_runs_status "
+            "ON redrive_runs (status, lease_expires)",
+        ],
+    }
+
+
 def schema(blob: str, double: str) -> list[str]:
-    """Return the DDL of format version 1 for a dialect's blob and double types."""
+    """Return the DDL of schema version 1 for a dialect's blob and double types."""
     return [
         "CREATE TABLE IF NOT EXISTS redrive_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)",
         f"""CREATE TABLE IF NOT EXISTS redrive_runs (
@@ -145,22 +175,105 @@ class SqlJournal:
     def _sql(self, statement: str) -> str:
         return statement
 
+    def _lock_schema(self, cur: Cursor) -> None:
+        """Serialize concurrent migrations (dialects with several writers override this)."""
+
     # -- schema ----------------------------------------------------------------
 
+    def _read_meta(self, cur: Cursor) -> dict[str, str]:
+        """Return the ``redrive_meta`` rows (empty when the table is missing)."""
+        if not self._has_meta(cur):
+            return {}
+        cur.execute("SELECT key, value FROM redrive_meta")
+        return {str(k): str(v) for k, v in cur.fetchall()}
+
+    def _has_meta(self, cur: Cursor) -> bool:
+        cur.execute(
+            self._sql(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
+                + self._table_scope()
+            ),
+            ["redrive_meta"],
+        )
+        row = cur.fetchone()
+        return bool(row and row[0])
+
+    def _table_scope(self) -> str:
+        """Extra condition restricting ``information_schema.tables`` to this journal's schema."""
+        return ""
+
     def _migrate(self) -> None:
-        """Create the schema when missing; refuse a newer or unknown format."""
+        """Apply the numbered migrations this journal lacks, in one transaction.
+
+        Raises:
+            JournalFormatError: the journal's schema or frame format is newer
+                than this redrive (or not a redrive journal).
+        """
         with self._transaction() as cur:
-            for ddl in schema(self.blob_type, self.double_type):
-                cur.execute(ddl)
-            cur.execute(self._sql("SELECT value FROM redrive_meta WHERE key = ?"), ["format"])
-            row = cur.fetchone()
-            if row is None:
+            self._lock_schema(cur)
+            meta = self._read_meta(cur)
+            if "format" in meta:
+                self._check_format(meta["format"])
+            current = _schema_of(meta)
+            self._check_schema(current, writable=True)
+            steps = migrations(self.blob_type, self.double_type)
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for ddl in steps[version]:
+                    cur.execute(ddl)
+            if "format" not in meta:
                 cur.execute(
                     self._sql("INSERT INTO redrive_meta (key, value) VALUES (?, ?)"),
                     ["format", str(FORMAT_VERSION)],
                 )
-            else:
-                self._check_format(row[0])
+            if "schema" not in meta:
+                cur.execute(
+                    self._sql("INSERT INTO redrive_meta (key, value) VALUES (?, ?)"),
+                    ["schema", str(SCHEMA_VERSION)],
+                )
+            elif current != SCHEMA_VERSION:
+                cur.execute(
+                    self._sql("UPDATE redrive_meta SET value = ? WHERE key = ?"),
+                    [str(SCHEMA_VERSION), "schema"],
+                )
+
+    def schema_version(self) -> int:
+        """Return the journal's schema version (0: no redrive tables yet). Read-only."""
+        with self._transaction() as cur:
+            return _schema_of(self._read_meta(cur))
+
+    def check_schema(self) -> None:
+        """Check, without changing anything, that this redrive can use the journal as it is.
+
+        Raises:
+            JournalFormatError: the schema is too new (upgrade redrive) or too
+                old (open the journal read-write once to migrate it), or the
+                frame format differs.
+        """
+        with self._transaction() as cur:
+            meta = self._read_meta(cur)
+        if "format" in meta:
+            self._check_format(meta["format"])
+        self._check_schema(_schema_of(meta), writable=False)
+
+    def _check_schema(self, found: int, *, writable: bool) -> None:
+        if found > SCHEMA_VERSION:
+            raise JournalFormatError(
+                f"journal {self.url} has schema version {found}, newer than this redrive's "
+                f"{SCHEMA_VERSION}: a newer redrive migrated it. Upgrade redrive on this worker "
+                "(every worker sharing a journal needs a redrive that knows its schema).",
+                found=found,
+                expected=SCHEMA_VERSION,
+                too="new",
+            )
+        if found < SCHEMA_VERSION and not writable:
+            raise JournalFormatError(
+                f"journal {self.url} has schema version {found}, older than this redrive's "
+                f"{SCHEMA_VERSION}, and it was opened read-only. Open it once read-write "
+                "(redrive.open_journal(url)) to apply the migrations.",
+                found=found,
+                expected=SCHEMA_VERSION,
+                too="old",
+            )
 
     def _check_format(self, value: str) -> None:
         try:

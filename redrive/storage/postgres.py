@@ -1,0 +1,137 @@
+"""The Postgres journal: one journal shared by many worker processes and machines.
+
+``redrive.open_journal("postgresql://user@host/db")`` opens it. Connections
+come from a psycopg 3 connection pool; every operation is one short
+transaction. Appends lock the run's row (``SELECT ... FOR UPDATE``), so of two
+workers appending at the same seq exactly one commits and the other gets
+:class:`~redrive.errors.AppendConflictError`; the primary key
+``(run_id, seq)`` of the frames table backs that up. Leases and fencing work
+as in every backend (see :mod:`redrive.storage._base`).
+
+The schema is migrated on open (numbered migrations, serialized across
+workers by an advisory lock); :meth:`PostgresJournal.check_schema` checks
+without writing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import psycopg
+from psycopg import sql as pgsql
+from psycopg_pool import ConnectionPool
+
+from ._sql import Cursor, SqlJournal
+
+__all__ = ["PostgresJournal"]
+
+#: Advisory lock key that serializes schema migrations across workers.
+_MIGRATION_LOCK = 0x726564726976  # "redriv"
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+
+def _redacted(url: str) -> str:
+    """Return ``url`` with its password (if any) replaced by ``***``."""
+    return _PASSWORD.sub(r"\1***@", url)
+
+
+class PostgresJournal(SqlJournal):
+    """Journal in a PostgreSQL database, shared by many workers.
+
+    Args:
+        url: a libpq connection URL, ``"postgresql://user@host:5432/db"``.
+        schema: the Postgres schema holding the tables (created when
+            missing); None uses the connection's ``search_path`` (``public``).
+        min_size / max_size: connection pool bounds.
+        migrate: apply pending migrations on open (default True); False only
+            checks that the schema is current (read-only).
+        connect_timeout: seconds to wait for the server when opening.
+
+    Raises:
+        psycopg.OperationalError: the server cannot be reached (within
+            ``connect_timeout``).
+        JournalFormatError: the schema is newer than this redrive, or older
+            and ``migrate=False``.
+        ValueError: ``schema`` is not a plain identifier.
+    """
+
+    for_update: ClassVar[str] = " FOR UPDATE"
+    blob_type: ClassVar[str] = "BYTEA"
+    double_type: ClassVar[str] = "DOUBLE PRECISION"
+    durable = True
+    read_only = False
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 8,
+        migrate: bool = True,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if schema is not None and not _SCHEMA_NAME.match(schema):
+            raise ValueError(f"schema={schema!r}: use a plain identifier (letters, digits, _)")
+        shown = _redacted(url)
+        self.url = shown if schema is None else f"{shown} (schema {schema})"
+        self.schema = schema
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if schema is not None:
+            # created before the pool hands out connections that point at it
+            with psycopg.connect(
+                url, autocommit=True, connect_timeout=max(1, int(connect_timeout))
+            ) as conn, contextlib.suppress(psycopg.errors.UniqueViolation):
+                conn.execute(
+                    pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(schema))
+                )
+            kwargs["options"] = f"-c search_path={schema}"
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=kwargs,
+            open=False,
+            name="redrive",
+        )
+        self._pool.open(wait=True, timeout=connect_timeout)
+        try:
+            if migrate:
+                self._migrate()
+            else:
+                self.check_schema()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- dialect hooks -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Cursor]:
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cur
+
+    def _sql(self, statement: str) -> str:
+        return statement.replace("?", "%s")
+
+    def _table_scope(self) -> str:
+        return " AND table_schema = current_schema()"
+
+    def _lock_schema(self, cur: Cursor) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
+
+    def _inserted(self, cur: Cursor) -> bool:
+        return bool(getattr(cur, "rowcount", 0) == 1)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        self._pool.close()
+
+    def __repr__(self) -> str:
+        return f"<PostgresJournal {self.url}>"
