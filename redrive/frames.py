@@ -27,6 +27,8 @@ same bytes on every machine and Python version:
   naive ones ext type 2; ``date`` ext 3; ``time`` ext 4; ``timedelta`` ext 8
   (days, seconds, microseconds); ``uuid.UUID`` ext 5 (16 bytes);
   ``decimal.Decimal`` ext 6 (text).
+* :class:`PrefixRef` (internal): ext 9, a list given as a prefix of the
+  previous model request's list plus a tail (see :mod:`redrive.replay._delta`).
 * ``enum.Enum``: its value. attrs classes, dataclasses and pydantic models:
   a map of their fields (decoded as ``dict``).
 * Anything else raises ``TypeError`` naming the path (``args.items[2].when``).
@@ -55,6 +57,7 @@ __all__ = [
     "GENESIS",
     "Frame",
     "Kind",
+    "PrefixRef",
     "call_key",
     "canonical",
     "chain_of",
@@ -81,9 +84,24 @@ _EXT_UUID = 5
 _EXT_DECIMAL = 6
 _EXT_BIGINT = 7
 _EXT_TIMEDELTA = 8
+_EXT_PREFIX = 9
 
 _INT_MIN = -(2**63)
 _UINT_MAX = 2**64 - 1
+
+
+@attrs.frozen
+class PrefixRef:
+    """A list stored as "the first ``count`` items of the same list in the previous
+    request of this step name, then ``tail``" (ext type 9).
+
+    Model requests re-send the whole conversation, so without this a journal
+    grows quadratically with the number of steps. Only the replay cursor and
+    :func:`redrive.replay.expand_frames` resolve these references.
+    """
+
+    count: int
+    tail: list[Any]
 
 
 class Kind(enum.StrEnum):
@@ -182,6 +200,9 @@ def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
         )
     if isinstance(value, uuid.UUID):
         return msgpack.ExtType(_EXT_UUID, value.bytes)
+    if isinstance(value, PrefixRef):
+        tail = canonical(value.tail, f"{path}.tail", _depth + 1)
+        return msgpack.ExtType(_EXT_PREFIX, _pack([int(value.count), tail]))
     if isinstance(value, decimal.Decimal):
         return msgpack.ExtType(_EXT_DECIMAL, str(value).encode())
     if attrs.has(type(value)):
@@ -234,7 +255,22 @@ def _ext_hook(code: int, data: bytes) -> Any:
         if code == _EXT_TIMEDELTA:
             days, seconds, micros = msgpack.unpackb(data)
             return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
-    except (ValueError, TypeError, decimal.InvalidOperation, UnicodeDecodeError) as exc:
+        if code == _EXT_PREFIX:
+            count, tail = msgpack.unpackb(
+                data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
+            )
+            if not isinstance(count, int) or count < 0 or not isinstance(tail, list):
+                raise ValueError("malformed prefix reference")
+            return PrefixRef(count, tail)
+    except (
+        ValueError,
+        TypeError,
+        decimal.InvalidOperation,
+        UnicodeDecodeError,
+        msgpack.ExtraData,
+        msgpack.FormatError,
+        msgpack.StackError,
+    ) as exc:
         raise ValueError(f"bad ext type {code} value: {exc}") from None
     raise ValueError(f"unknown ext type {code}")
 

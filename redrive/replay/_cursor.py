@@ -16,6 +16,7 @@ import attrs
 
 from ..errors import DivergenceError, JournalCorruptError
 from ..frames import Frame, Kind, call_key, decode
+from ._delta import Expander
 from ._diff import diff_values, format_diff, short
 from ._policy import ReplayPolicy, match_view
 
@@ -118,6 +119,8 @@ class Cursor:
         self.run_start: dict[str, Any] | None = None
         self.run_end: dict[str, Any] | None = None
         self.frames_read = 0
+        #: the last full model request per step name (to resolve prefix deltas)
+        self.expander = Expander()
         if "lenient" in (policy.tool, policy.model, policy.value):
             self._load_all()
 
@@ -134,6 +137,18 @@ class Cursor:
         kind = frame.kind
         if kind in STEP_KINDS:
             data = frame.data()
+            if kind == Kind.MODEL_REQUEST.value:
+                try:
+                    data = self.expander.request(frame, data)
+                except ValueError as exc:
+                    raise JournalCorruptError(
+                        f"run {self.run_id!r}: model request at seq {frame.seq} cannot be "
+                        f"resolved ({exc}); the journal is damaged or truncated before it",
+                        run_id=self.run_id,
+                        seq=frame.seq,
+                        last_good_seq=frame.seq - 1,
+                        reason="prefix reference",
+                    ) from None
             step = RecordedStep(
                 seq=frame.seq,
                 kind=STEP_KINDS[kind],
