@@ -37,6 +37,7 @@ from ..errors import (
 from ..frames import FORMAT_VERSION, Frame, Kind, call_key, canonical, fingerprint, make_frame
 from ..storage import Journal, RunRecord, RunStatus, RunUpdate
 from ._cursor import Cursor, Found, RecordedStep, decode_outcome
+from ._delta import Expander
 from ._diff import short
 from ._policy import ReplayPolicy, compile_paths, match_view, redact_paths
 
@@ -278,6 +279,7 @@ class Run:
         self._last_chain = ""
         self._turn = 0
         self._cursor: Cursor | None = None
+        self._requests = Expander()
         self._token: contextvars.Token[Run | None] | None = None
         self._finished_record: RunRecord | None = None
         self._output: Any = None
@@ -979,10 +981,12 @@ class Run:
         with self._lock:
             if unfinished is None:
                 seq = self._next_seq
-                self._queue(
-                    Kind.MODEL_REQUEST, name, {"args": stored_request, "turn": turn, "view": view},
-                    key,
+                if self._cursor is not None:
+                    self._requests = self._cursor.expander
+                payload = self._requests.stored(
+                    name, {"args": stored_request, "turn": turn, "view": view}
                 )
+                self._queue(Kind.MODEL_REQUEST, name, payload, key)
             else:
                 seq = unfinished.seq
             self._queue(Kind.MODEL_RESPONSE, name, {"step": seq, "response": response,
