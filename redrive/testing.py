@@ -59,7 +59,9 @@ class CrashPoint:
             return
         if self.kill:
             os.kill(os.getpid(), signal.SIGKILL)
-        raise SimulatedCrash(f"simulated crash at {point} of {info.get('name')} seq {info.get('seq')}")
+        raise SimulatedCrash(
+            f"simulated crash at {point} of {info.get('name')} seq {info.get('seq')}"
+        )
 
 
 def crash_at(point: str, name: str | None = None, *, nth: int = 1, kill: bool = True) -> CrashPoint:

@@ -46,7 +46,9 @@ WORKER = textwrap.dedent(
 )
 
 
-def worker(tmp_path: Path, crash: str | None, mode: str = "raise") -> subprocess.CompletedProcess[str]:
+def worker(
+    tmp_path: Path, crash: str | None, mode: str = "raise"
+) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = {k: v for k, v in os.environ.items() if k != "REDRIVE_CRASH_AT"}
