@@ -10,7 +10,7 @@ from typing import Any, TypeVar, overload
 
 from ..replay import Recovery, ToolSpec, current_run
 
-__all__ = ["SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
+__all__ = ["CLAUSE_WORDS", "SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,16 +21,20 @@ SAFE_VERBS = frozenset(
         "describe", "show", "view", "count", "retrieve", "inspect", "check", "peek", "browse",
     }
 )
-#: Words that make a tool unsafe wherever they appear in its name (fail closed).
+#: Verbs that make a tool unsafe wherever they appear in its name (fail closed).
+#: Nouns that only name what is read (``email``, ``invoice``, ``order``...) are not
+#: here: ``get_order_status`` reads; ``send_invoice`` is unsafe by its first word.
 UNSAFE_WORDS = frozenset(
     {
         "send", "charge", "pay", "refund", "delete", "remove", "create", "update", "write",
-        "post", "put", "patch", "insert", "set", "cancel", "email", "invoice", "transfer",
-        "book", "submit", "publish", "deploy", "execute", "run", "order", "purchase", "open",
-        "close", "approve", "reject", "notify", "message", "sms", "call", "upload", "drop",
-        "modify", "edit", "save", "store", "add", "grant", "revoke", "assign", "escalate",
+        "post", "put", "patch", "insert", "set", "cancel", "transfer", "book", "submit",
+        "publish", "deploy", "execute", "run", "purchase", "open", "close", "approve",
+        "reject", "notify", "call", "upload", "drop", "modify", "edit", "save", "store", "add",
+        "grant", "revoke", "assign", "escalate", "mark", "move", "reset", "apply", "sync",
     }
 )
+#: Words that start a new clause in a name (``get_or_create``): each clause needs a safe verb.
+CLAUSE_WORDS = frozenset({"and", "then", "or", "also", "plus"})
 
 
 def _words(name: str) -> list[str]:
@@ -42,13 +46,25 @@ def guess_restart_safe(name: str) -> bool:
     """Guess, from a tool's name, whether re-running an in-flight call is harmless.
 
     Fails closed: True only when the name starts with a clearly read-only
-    verb (:data:`SAFE_VERBS`: get, list, search, read, fetch, lookup...) and no
-    word of it is in :data:`UNSAFE_WORDS` (send, charge, delete...). So
-    ``get_order_status`` is safe; ``charge_card``, ``send_email``,
-    ``get_and_delete`` and ``process`` are not.
+    verb (:data:`SAFE_VERBS`: get, list, search, read, fetch, lookup...), every
+    clause after a :data:`CLAUSE_WORDS` word (``and``, ``or``, ``then``...)
+    starts with one too, and no word of it is in :data:`UNSAFE_WORDS` (send,
+    charge, delete...). So ``get_order_status`` and ``list_invoices`` are
+    safe; ``charge_card``, ``send_email``, ``send_invoice``, ``delete_account``,
+    ``get_and_delete``, ``get_or_create_user`` and ``process`` are not.
     """
     words = _words(name)
-    return bool(words) and words[0] in SAFE_VERBS and not (set(words) & UNSAFE_WORDS)
+    if not words or set(words) & UNSAFE_WORDS:
+        return False
+    clause_start = True
+    for word in words:
+        if word in CLAUSE_WORDS:
+            clause_start = True
+            continue
+        if clause_start and word not in SAFE_VERBS:
+            return False
+        clause_start = False
+    return not clause_start
 
 
 def _check_bool(option: str, value: object, *, allow_none: bool) -> None:
@@ -142,15 +158,27 @@ def tool(
         build = result_type if result_type is not None else (lambda value: value)
 
         def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-            bound = signature.bind(*args, **kwargs)
+            if takes_key and "idempotency_key" not in kwargs:
+                # a required idempotency_key is supplied by redrive, not by the caller
+                try:
+                    bound = signature.bind(*args, **kwargs, idempotency_key=None)
+                except TypeError:  # given positionally
+                    bound = signature.bind(*args, **kwargs)
+            else:
+                bound = signature.bind(*args, **kwargs)
             found = dict(bound.arguments)
             found.pop("idempotency_key", None)
             return found
 
-        def with_key(kwargs: dict[str, Any], key: str) -> dict[str, Any]:
-            if takes_key and kwargs.get("idempotency_key") is None:
-                return {**kwargs, "idempotency_key": key}
-            return kwargs
+        def with_key(
+            args: tuple[Any, ...], kwargs: dict[str, Any], key: str
+        ) -> dict[str, Any]:
+            if not takes_key or kwargs.get("idempotency_key") is not None:
+                return kwargs
+            bound = signature.bind_partial(*args)
+            if "idempotency_key" in bound.arguments:  # the caller passed it positionally
+                return kwargs
+            return {**kwargs, "idempotency_key": key}
 
         if inspect.iscoroutinefunction(func):
 
@@ -161,7 +189,7 @@ def tool(
                     return await func(*args, **kwargs)
 
                 async def body(key: str) -> Any:
-                    return await func(*args, **with_key(kwargs, key))
+                    return await func(*args, **with_key(args, kwargs, key))
 
                 return build(await run.atool_step(spec, arguments(args, kwargs), body))
 
@@ -175,7 +203,9 @@ def tool(
                 return func(*args, **kwargs)
             return build(
                 run.tool_step(
-                    spec, arguments(args, kwargs), lambda key: func(*args, **with_key(kwargs, key))
+                    spec,
+                    arguments(args, kwargs),
+                    lambda key: func(*args, **with_key(args, kwargs, key)),
                 )
             )
 

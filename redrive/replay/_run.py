@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..frames import FORMAT_VERSION, Frame, Kind, call_key, canonical, fingerprint, make_frame
 from ..storage import Journal, RunRecord, RunStatus, RunUpdate
-from ._cursor import Cursor, Found, RecordedStep, decode_outcome
+from ._cursor import STEP_KINDS, Cursor, Found, RecordedStep, decode_outcome
 from ._delta import Expander
 from ._diff import short
 from ._policy import ReplayPolicy, compile_paths, match_view, redact_paths
@@ -289,6 +289,7 @@ class Run:
         self._renewer: threading.Thread | None = None
         self._stop_renew = threading.Event()
         self._lease_lost: LeaseLostError | None = None
+        self._adoptable = False
         self._failed_keys: dict[tuple[str, str], int] = {}
         self._tool_errors: dict[int, bool] = {}
         self.status = RunStatus.RUNNING.value
@@ -448,12 +449,18 @@ class Run:
                     raise
                 time.sleep(min(0.05, self.lease / 10))
         # the run may have moved while we waited for the lease: re-read it
-        record = self.journal.get_run(self.run_id)
-        assert record is not None
-        if record.next_seq != self._next_seq:
-            self._cursor = None
-            self._finished_record = None
-            self._resume(record)
+        try:
+            record = self.journal.get_run(self.run_id)
+            assert record is not None
+            if record.next_seq != self._next_seq:
+                self._cursor = None
+                self._finished_record = None
+                self._resume(record)
+        except BaseException:
+            # entering fails (ended elsewhere, input mismatch...): do not sit on the lease
+            with contextlib.suppress(Exception):
+                self.journal.release_lease(self.run_id, self._owner, self._epoch)
+            raise
         self._renewer = threading.Thread(
             target=self._renew_loop, name=f"redrive-lease-{self.run_id}", daemon=True
         )
@@ -479,7 +486,11 @@ class Run:
                 return
             if exc is None:
                 self._check_fully_replayed(None)
-                self._end(RunStatus.SUCCEEDED, output=self._output)
+                try:
+                    with self._adopting():
+                        self._end(RunStatus.SUCCEEDED, output=self._output)
+                except _Adopted:
+                    self._ended_elsewhere()
             elif isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | GeneratorExit):
                 self._end(RunStatus.CANCELLED, error=f"cancelled: {type(exc).__name__}")
             elif isinstance(exc, _Suspended):
@@ -509,9 +520,10 @@ class Run:
         return isinstance(exc, self.retryable)
 
     def _check_fully_replayed(self, exc: BaseException | None) -> None:
-        if exc is not None or self._cursor is None or self.policy.tool == "lenient":
+        if exc is not None or self._cursor is None:
             return
-        left = self._cursor.remaining()
+        # a lenient rule lets recorded steps of its kind go unasked (removed calls)
+        left = [s for s in self._cursor.remaining() if self.policy.rule(s.kind) != "lenient"]
         if left:
             step = left[0]
             raise DivergenceError(
@@ -596,6 +608,9 @@ class Run:
                 self._lease_lost = exc
                 raise
             except ReplayError as exc:
+                if type(exc).__name__ == "AppendConflictError" and self._adoptable:
+                    self._adopt(frames, first, exc)
+                    raise _Adopted() from None
                 if type(exc).__name__ == "AppendConflictError":
                     raise RunBusyError(
                         f"run {self.run_id!r}: another worker appended to this run at seq "
@@ -607,6 +622,137 @@ class Run:
                     ) from exc
                 raise
             self._pending = []
+
+    @contextlib.contextmanager
+    def _adopting(self) -> Iterator[None]:
+        """Let a lost append race adopt the winner's frames (on_busy="wait") in this block."""
+        with self._lock:
+            before, self._adoptable = self._adoptable, self.on_busy == "wait"
+            try:
+                yield
+            finally:
+                self._adoptable = before
+
+    def _adopt(self, pending: list[Frame], first: int, cause: BaseException) -> None:
+        """Wait for the worker that won the append at seq ``first``, then continue from its frames.
+
+        This worker's ``pending`` frames are dropped. Each step they opened must
+        be in the winner's frames with the same outcome (a model that answered
+        differently means this loop cannot continue); the step the caller asks
+        for again (the lost claim) must have an outcome. The cursor is rebuilt
+        over the journal as it stands, with the steps this loop already used
+        consumed, so the caller's retry replays the winner's outcome.
+
+        Raises:
+            RunBusyError: ``busy_timeout`` passed first, or the winner's frames
+                do not agree with what this worker already handed its loop.
+        """
+        reopen = _reopened_step(pending)
+        own_outcomes: dict[int, Frame] = {}
+        opened: list[Frame] = []
+        for frame in pending:
+            if frame.kind in STEP_KINDS and not (
+                frame.kind == Kind.TOOL_START.value and frame.seq == reopen
+            ):
+                opened.append(frame)
+            elif frame.kind == Kind.MODEL_RESPONSE.value:
+                own_outcomes[int(frame.data().get("step", -1))] = frame
+        keep = {s.seq for s in self._cursor.remaining()} if self._cursor is not None else set()
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            record = self.journal.get_run(self.run_id)
+            assert record is not None
+            cursor = Cursor(
+                self.run_id,
+                _take_until(self.journal.frames(self.run_id), record.next_seq),
+                self.policy,
+            )
+            ready = self._fast_forward(cursor, first, reopen, keep, opened, own_outcomes)
+            if ready or RunStatus(record.status).terminal:
+                break
+            if time.monotonic() > deadline:
+                raise RunBusyError(
+                    f"run {self.run_id!r}: another worker claimed seq {first} and has not "
+                    f"recorded its outcome within busy_timeout={self.busy_timeout} s (it may "
+                    "have died mid-step). Resume the run later; a lease (lease=seconds) lets "
+                    "another worker take over a dead one's run.",
+                    run_id=self.run_id,
+                    seq=first,
+                ) from cause
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        self._cursor = cursor
+        self._pending = []
+        self._next_seq = record.next_seq
+        self._last_chain = record.last_chain
+        if RunStatus(record.status).terminal:
+            self.status = record.status
+            if record.status == RunStatus.SUCCEEDED.value:
+                self._finished_record = record
+
+    def _fast_forward(
+        self,
+        cursor: Cursor,
+        first: int,
+        reopen: int | None,
+        keep: set[int],
+        opened: list[Frame],
+        own_outcomes: dict[int, Frame],
+    ) -> bool:
+        """Consume in ``cursor`` what this loop already used; True when the reopened step ended."""
+        steps = cursor.remaining()
+        for step in steps:
+            if step.seq < first and step.seq not in keep and step.seq != reopen:
+                cursor.consume(step)
+        new = iter([s for s in steps if s.seq >= first])
+        for frame in opened:
+            found = next(new, None)
+            if found is None or found.end is None:
+                return False
+            step = found
+            if (step.kind, step.name, step.key) != (STEP_KINDS[frame.kind], frame.name, frame.key):
+                raise self._disagree(frame, step)
+            if frame.kind == Kind.MODEL_REQUEST.value:
+                own = own_outcomes.get(frame.seq)
+                theirs = decode_outcome(step).get("response")
+                if own is None or own.data().get("response") != theirs:
+                    raise self._disagree(frame, step)
+            elif frame.kind == Kind.VALUE.value and (
+                frame.data().get("value") != step.data.get("value")
+            ):
+                raise self._disagree(frame, step)
+            cursor.consume(step)
+        if reopen is None:
+            return True
+        if reopen >= first:
+            target = next(new, None)
+        else:
+            target = next((s for s in steps if s.seq == reopen), None)
+        return target is not None and target.end is not None
+
+    def _disagree(self, frame: Frame, step: RecordedStep) -> RunBusyError:
+        return RunBusyError(
+            f"run {self.run_id!r}: another worker executed this run at the same time, and its "
+            f"step at seq {step.seq} ({step.kind} {step.name}) differs from what this worker "
+            f"already handed its loop ({frame.kind} {frame.name}); this worker stops. The run "
+            "continues in the other worker; resume it later to continue from its journal.",
+            run_id=self.run_id,
+            seq=step.seq,
+        )
+
+    def _ended_elsewhere(self) -> None:
+        """After losing the race to write ``run_end``: accept the other worker's ending."""
+        if self._finished_record is not None:
+            self._check_fully_replayed(None)
+            return
+        raise RunBusyError(
+            f"run {self.run_id!r}: this worker's loop finished, but another worker is still "
+            f"executing the run (status {self.status}); its ending is not recorded by this "
+            "worker. Resume the run later to read its outcome.",
+            run_id=self.run_id,
+            seq=self._next_seq,
+        )
 
     def _check_live(self, kind: str, name: str, args: Any, key: str) -> None:
         if self._lease_lost is not None:
@@ -660,15 +806,26 @@ class Run:
     # -- tool steps --------------------------------------------------------------
 
     def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
+        # A lost claim under on_busy="wait" adopts the winner's frames (_adopt) and
+        # matches the step again: now it replays the winner's outcome.
+        while True:
+            with self._adopting():
+                try:
+                    return self._tool_begin_once(spec, arguments)
+                except _Adopted:
+                    continue
+
+    def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
         stored = self._prepare(arguments, "args")
         key = call_key(spec.name, match_view(stored))
         with self._lock:
             turn = self._turn
             step = self._match("tool", spec.name, stored, key)
-            if step is not None and step.end is not None:
+            if step is not None and step.end is not None and not self._ended_run(step):
                 self.replayed_steps += 1
                 return self._tool_replayed(spec, step, key)
             if step is not None:
+                # in flight, or a retryable error that ended the last execution: unsettled
                 return self._tool_in_flight(spec, step, stored, key)
             self._check_live("tool", spec.name, stored, key)
             failed_at = self._failed_keys.get((spec.name, key))
@@ -693,6 +850,20 @@ class Run:
         _boundary("tool_claimed", self, seq, spec.name)
         return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, match_key=key)
 
+    def _ended_run(self, step: RecordedStep) -> bool:
+        """True for a retryable tool error that ended the last execution (no step after it).
+
+        Such a step is not settled: resuming re-attempts it under the in-flight
+        rules (restart safe: run again; recover(); else block or tell the model),
+        so a retryable error leaves a run that makes progress when resumed.
+        """
+        if step.end is None or step.end.kind != Kind.TOOL_ERROR.value:
+            return False
+        if not self.live or self._finished_record is not None or self._cursor is None:
+            return False
+        error = decode_outcome(step).get("error") or {}
+        return bool(error.get("retryable")) and self._cursor.exhausted
+
     def _tool_replayed(self, spec: ToolSpec, step: RecordedStep, key: str) -> _Plan:
         outcome = decode_outcome(step)
         idem = f"{self.run_id}:{step.seq}:{spec.name}"
@@ -702,7 +873,7 @@ class Run:
             error = outcome.get("error") or {}
             plan.error = rebuild_error(self.run_id, step.seq, spec.name, error)
             self._tool_errors[id(plan.error)] = bool(error.get("retryable"))
-            if not bool(error.get("retryable")):
+            if not (spec.restart_safe or spec.read_only):
                 self._failed_keys[(spec.name, key)] = step.seq
         else:
             plan.value = outcome.get("result")
@@ -862,7 +1033,7 @@ class Run:
         if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | GeneratorExit):
             return  # cancelled mid-body: the outcome is unknown, the step stays in flight
         retryable = bool(
-            isinstance(exc, spec.retryable)
+            isinstance(exc, spec.retryable + self.retryable)
             or getattr(exc, "retryable", None) is True
             or getattr(exc, "is_retryable", None) is True
         )
@@ -876,7 +1047,9 @@ class Run:
                 {"step": plan.seq, "error": _error_payload(exc, retryable)},
             )
             self._flush()
-            if not retryable and not (spec.restart_safe or spec.read_only) and plan.match_key:
+            # a body that ran and failed may have had its side effect, retryable or not:
+            # the same call again in this run is blocked unless the tool is restart safe
+            if not (spec.restart_safe or spec.read_only) and plan.match_key:
                 self._failed_keys[(spec.name, plan.match_key)] = plan.seq
         self._tool_errors[id(exc)] = retryable
         _boundary("tool_recorded", self, plan.seq, spec.name)
@@ -994,7 +1167,8 @@ class Run:
             self.live_steps += 1
             self._turn += 1
             if self.model_commit == "each":
-                self._flush()
+                with self._adopting(), contextlib.suppress(_Adopted):
+                    self._flush()
 
     def model_step(
         self,
@@ -1080,6 +1254,27 @@ class Run:
         """Yield the run's journaled frames (pending ones are flushed first)."""
         self._flush()
         return self.journal.frames(self.run_id)
+
+
+class _Adopted(Exception):
+    """Internal: a lost append was replaced by the winner's frames; match the step again."""
+
+
+def _reopened_step(pending: list[Frame]) -> int | None:
+    """Return the seq of the tool step a failed flush was settling, or None.
+
+    That is the claim (a trailing ``tool_start``) or the step an outcome or
+    attempt note refers to; the caller asks the cursor for it again.
+    """
+    if not pending:
+        return None
+    last = pending[-1]
+    if last.kind == Kind.TOOL_START.value:
+        return last.seq
+    if last.kind in (Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value, Kind.NOTE.value):
+        step = last.data().get("step")
+        return int(step) if isinstance(step, int) else None
+    return None
 
 
 class _Suspended(BaseException):

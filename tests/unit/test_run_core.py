@@ -222,8 +222,9 @@ def test_recorded_tool_error_is_raised_again(journal: Journal) -> None:
         calls.append(1)
         raise QuotaError(f"quota exceeded for {user}")
 
-    for _ in range(2):
-        with pytest.raises(QuotaError, match="quota exceeded for u1"), redrive.run(journal, "e1"):
+    for live in (True, False):  # a live resume re-attempts a retryable error that ended a run
+        with pytest.raises(QuotaError, match="quota exceeded for u1"), \
+                redrive.run(journal, "e1", live=live):
             get_quota("u1")
     assert calls == [1]
     record = journal.get_run("e1")
@@ -243,7 +244,7 @@ def test_unrebuildable_error_becomes_recorded_tool_error(journal: Journal) -> No
 
     with pytest.raises(Odd), redrive.run(journal, "e2"):
         get_odd()
-    with pytest.raises(redrive.RecordedToolError) as info, redrive.run(journal, "e2"):
+    with pytest.raises(redrive.RecordedToolError) as info, redrive.run(journal, "e2", live=False):
         get_odd()
     assert "Odd" in info.value.error_type and info.value.error_message == "1/2"
 
