@@ -28,7 +28,7 @@ from .errors import (
     UnknownRunError,
 )
 from .frames import Frame, Kind
-from .recorders import model, now, random, tool, uuid4
+from .recorders import model, now, random, tool, uuid4, wrap
 from .replay import (
     Recovery,
     ReplayDriftWarning,
@@ -80,4 +80,5 @@ __all__ = [
     "run",
     "tool",
     "uuid4",
+    "wrap",
 ]
