@@ -1,0 +1,428 @@
+"""CI replay checks: re-drive saved runs against the current code, replay-only and strict.
+
+A run started through ``@redrive.durable`` records its entrypoint
+(``"module:qualname"``) and input in its ``run_start`` frame. A check imports
+that function, calls it with the recorded input inside
+``Run(live=False, replay="strict")`` over a private in-memory copy of the run,
+and compares the outcome with the record:
+
+* a step that differs from the record: ``diverged`` (the DivergenceError report);
+* a step that nobody recorded (the code would go live): ``went_live``;
+* the loop ends early, leaving recorded steps unused: ``diverged``;
+* another output (or another error for a failed run): ``output_changed``;
+* anything else (no entrypoint, import error, a damaged file): ``error``.
+
+Three levels, as Temporal's replayer: :func:`check_run` (one run ->
+:class:`CheckResult`), :func:`check_runs` (many -> :class:`CheckReport`,
+collect-all or fail-fast), :func:`iter_checks` (an iterator).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import os
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from .errors import DivergenceError, ReplayError, ReplayMissError
+from .frames import GENESIS, Kind, canonical
+from .replay import Run, diff_values, format_diff
+from .storage import Journal, MemoryJournal, RunStatus, RunUpdate
+
+__all__ = [
+    "CheckFailedError",
+    "CheckReport",
+    "CheckResult",
+    "check_run",
+    "check_runs",
+    "collect_sources",
+    "iter_checks",
+    "write_junit",
+]
+
+Outcome = Literal["passed", "diverged", "went_live", "output_changed", "error"]
+Source = str | os.PathLike[str] | tuple[Journal, str]
+
+
+@attrs.frozen(kw_only=True)
+class CheckResult:
+    """The outcome of re-driving one saved run.
+
+    Attributes:
+        source: the ``.rdj`` path, or ``"<journal url>#<run_id>"``.
+        run_id: the run's id (None when the file could not be read).
+        outcome: ``passed``, ``diverged``, ``went_live``, ``output_changed`` or ``error``.
+        message: the report (the divergence diff, the miss with closest steps...).
+        seq: the recorded seq where the check failed, when known.
+        replayed_steps: steps answered from the record before the outcome.
+        duration: seconds the check took.
+        error: the exception behind a failed check, if any.
+    """
+
+    source: str
+    run_id: str | None
+    outcome: Outcome
+    message: str = ""
+    seq: int | None = None
+    replayed_steps: int = 0
+    duration: float = 0.0
+    error: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        """True when the run replayed exactly as recorded."""
+        return self.outcome == "passed"
+
+
+@attrs.frozen
+class CheckReport:
+    """The results of :func:`check_runs`, in the order checked."""
+
+    results: tuple[CheckResult, ...]
+
+    @property
+    def passed(self) -> list[CheckResult]:
+        """The results that passed."""
+        return [r for r in self.results if r.passed]
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        """The results that did not pass."""
+        return [r for r in self.results if not r.passed]
+
+    @property
+    def ok(self) -> bool:
+        """True when every checked run passed (and at least one was checked)."""
+        return bool(self.results) and not self.failed
+
+    def summary(self) -> str:
+        """One line: ``3 runs checked: 2 passed, 1 failed``."""
+        return (
+            f"{len(self.results)} run(s) checked: {len(self.passed)} passed, "
+            f"{len(self.failed)} failed"
+        )
+
+
+class CheckFailedError(ReplayError, AssertionError):
+    """``check_runs(..., raise_on_failure=True)`` found failing runs.
+
+    Fields: ``report`` (the :class:`CheckReport`).
+    """
+
+
+def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """Expand ``paths``: files as given, directories to their ``*.rdj`` files (sorted, recursive).
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+    """
+    out: list[str] = []
+    for path in paths:
+        p = Path(path)
+        if p.is_dir():
+            out.extend(str(f) for f in sorted(p.rglob("*.rdj")))
+        elif p.exists():
+            out.append(str(p))
+        else:
+            raise FileNotFoundError(f"no such file or directory: {p}")
+    return out
+
+
+def _resolve(entrypoint: str) -> Callable[..., Any]:
+    module_name, _, qualname = entrypoint.partition(":")
+    if not module_name or not qualname:
+        raise ValueError(f"entrypoint {entrypoint!r} is not 'module:qualname'")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        if part == "<locals>":
+            raise ValueError(
+                f"entrypoint {entrypoint!r} is a function defined inside another one; only "
+                "module-level functions can be re-driven by a check"
+            )
+        obj = getattr(obj, part)
+    func = getattr(obj, "__wrapped_durable__", None) or inspect.unwrap(obj)
+    if not callable(func):
+        raise TypeError(f"entrypoint {entrypoint!r} is not callable")
+    return func  # type: ignore[no-any-return]
+
+
+def _call_args(func: Callable[..., Any], given: Any) -> tuple[list[Any], dict[str, Any]]:
+    if given is None:
+        return [], {}
+    if not isinstance(given, dict):
+        raise TypeError(f"the recorded input is a {type(given).__name__}, not a map of arguments")
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    params = inspect.signature(func).parameters
+    for name, value in given.items():
+        param = params.get(name)
+        if param is None:
+            raise TypeError(f"the current entrypoint has no parameter {name!r} (recorded input)")
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            args.extend(value)
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            kwargs.update(value)
+        elif param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            args.append(value)
+        else:
+            kwargs[name] = value
+    return args, kwargs
+
+
+def _copy(journal: Journal, run_id: str) -> MemoryJournal:
+    record = journal.get_run(run_id)
+    if record is None:
+        from .errors import UnknownRunError
+
+        raise UnknownRunError(f"no run {run_id!r} in journal {journal.url}", run_id=run_id)
+    frames = [f for f in journal.frames(run_id) if f.seq < record.next_seq]
+    copy = MemoryJournal(f"{journal.url}#{run_id}")
+    fresh = attrs.evolve(
+        record, status=RunStatus.RUNNING.value, output=None, error=None, next_seq=0,
+        last_chain=GENESIS, lease_owner=None, lease_epoch=0, lease_expires=None,
+    )
+    copy.create_run(fresh, frames[0])
+    copy.append(
+        run_id, frames[1:], expected_seq=1,
+        update=RunUpdate(status=record.status, output=record.output, error=record.error),
+    )
+    return copy
+
+
+@contextlib.contextmanager
+def _import_paths(paths: Sequence[str]) -> Iterator[None]:
+    added = [p for p in paths if p not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for p in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(p)
+
+
+def _drive(run: Run, func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    if inspect.iscoroutinefunction(func):
+
+        async def go() -> Any:
+            async with run:
+                return await func(*args, **kwargs)
+
+        return asyncio.run(go())
+    with run:
+        return func(*args, **kwargs)
+
+
+def check_run(
+    source: Source,
+    *,
+    import_paths: Sequence[str] = (),
+) -> CheckResult:
+    """Re-drive one saved run against the current code, replay-only and strict.
+
+    Args:
+        source: an ``.rdj`` path, or ``(journal, run_id)``.
+        import_paths: directories put at the front of ``sys.path`` while the
+            entrypoint is imported and run (e.g. the repository root).
+
+    Returns:
+        A :class:`CheckResult`; a failing run is a result, not an exception.
+        Only ``KeyboardInterrupt``/``SystemExit`` propagate.
+    """
+    started = time.perf_counter()
+    if isinstance(source, tuple):
+        journal, run_id = source
+        label = f"{journal.url}#{run_id}"
+    else:
+        label = os.fspath(source)
+        run_id = None
+
+    def result(outcome: Outcome, message: str = "", **more: Any) -> CheckResult:
+        return CheckResult(
+            source=label, run_id=run_id, outcome=outcome, message=message,
+            duration=time.perf_counter() - started, **more,
+        )
+
+    try:
+        if not isinstance(source, tuple):
+            from .storage.rdj import RdjJournal
+
+            rdj = RdjJournal(label)
+            journal, run_id = rdj, rdj.run_id
+        assert run_id is not None
+        copy = _copy(journal, run_id)
+        record = copy.get_run(run_id)
+        assert record is not None
+        first = next(copy.frames(run_id))
+        start = first.data() if first.kind == Kind.RUN_START.value else {}
+        entry = start.get("entrypoint") or record.entrypoint
+    except (ReplayError, OSError, ValueError) as exc:
+        return result("error", f"cannot read the run: {exc}", error=exc)
+    if not entry:
+        return result(
+            "error",
+            f"run {run_id!r} has no recorded entrypoint; only runs started through "
+            "@redrive.durable can be re-driven by a check",
+        )
+    if record.status not in (RunStatus.SUCCEEDED.value, RunStatus.FAILED.value):
+        return result(
+            "error",
+            f"run {run_id!r} is {record.status}: only finished runs (succeeded or failed) can "
+            "be checked; finish or re-record it",
+        )
+    with _import_paths(list(import_paths)):
+        try:
+            func = _resolve(entry)
+            args, kwargs = _call_args(func, start.get("input"))
+        except Exception as exc:
+            return result(
+                "error", f"cannot load entrypoint {entry!r} of run {run_id!r}: "
+                f"{type(exc).__name__}: {exc}", error=exc,
+            )
+        run = Run(copy, run_id, live=False, replay="strict", entrypoint=entry)
+        try:
+            output = _drive(run, func, args, kwargs)
+        except DivergenceError as exc:
+            return result("diverged", str(exc), seq=exc.seq, error=exc,
+                          replayed_steps=run.replayed_steps)
+        except ReplayMissError as exc:
+            return result("went_live", str(exc), seq=exc.seq, error=exc,
+                          replayed_steps=run.replayed_steps)
+        except Exception as exc:
+            text = f"{type(exc).__name__}: {exc}"
+            if record.status == RunStatus.FAILED.value and text == record.error:
+                return result("passed", "failed as recorded", replayed_steps=run.replayed_steps)
+            return result(
+                "error" if record.status == RunStatus.SUCCEEDED.value else "output_changed",
+                f"run {run_id!r}: the entrypoint raised {text}"
+                + (f" where the record failed with {record.error}" if record.error else
+                   " where the record succeeded"),
+                error=exc, replayed_steps=run.replayed_steps,
+            )
+    if record.status == RunStatus.FAILED.value:
+        return result(
+            "output_changed",
+            f"run {run_id!r}: the record failed with {record.error}, the current code succeeded",
+            replayed_steps=run.replayed_steps,
+        )
+    try:
+        now = canonical(output, "output")
+    except TypeError as exc:
+        return result("output_changed", f"run {run_id!r}: output cannot be encoded: {exc}")
+    recorded = record.output_value()
+    diff = diff_values(recorded, now, "$.output")
+    if diff:
+        return result(
+            "output_changed",
+            f"run {run_id!r}: every step replayed, but the output differs (recorded -> now):\n"
+            + format_diff(diff),
+            replayed_steps=run.replayed_steps,
+        )
+    return result("passed", replayed_steps=run.replayed_steps)
+
+
+def iter_checks(
+    sources: Iterable[Source],
+    *,
+    fail_fast: bool = False,
+    import_paths: Sequence[str] = (),
+) -> Iterator[CheckResult]:
+    """Yield a :class:`CheckResult` per source (``.rdj`` paths are used as given).
+
+    With ``fail_fast`` the iteration stops after the first failing result.
+    """
+    for source in sources:
+        res = check_run(source, import_paths=import_paths)
+        yield res
+        if fail_fast and not res.passed:
+            return
+
+
+def check_runs(
+    sources: Iterable[Source],
+    *,
+    fail_fast: bool = False,
+    raise_on_failure: bool = False,
+    import_paths: Sequence[str] = (),
+    progress: Callable[[CheckResult], None] | None = None,
+) -> CheckReport:
+    """Check many saved runs; collect every failure, or stop at the first.
+
+    Args:
+        sources: ``.rdj`` paths or directories (expanded to their ``*.rdj``
+            files), or ``(journal, run_id)`` pairs.
+        fail_fast: stop after the first failing run.
+        raise_on_failure: raise :class:`CheckFailedError` instead of returning
+            a report with failures.
+        import_paths: as :func:`check_run`.
+        progress: called with each result as it is made.
+
+    Returns:
+        A :class:`CheckReport`.
+
+    Raises:
+        CheckFailedError: ``raise_on_failure`` and a run failed.
+        FileNotFoundError: a path that does not exist.
+    """
+    expanded: list[Source] = []
+    for source in sources:
+        if isinstance(source, tuple):
+            expanded.append(source)
+        else:
+            expanded.extend(collect_sources([source]))
+    results = []
+    for res in iter_checks(expanded, fail_fast=fail_fast, import_paths=import_paths):
+        results.append(res)
+        if progress is not None:
+            progress(res)
+    report = CheckReport(tuple(results))
+    if raise_on_failure and report.failed:
+        first = report.failed[0]
+        raise CheckFailedError(
+            f"{report.summary()}; first failure: {first.source} ({first.outcome})\n"
+            f"{first.message}",
+            run_id=first.run_id,
+            seq=first.seq,
+            report=report,
+        )
+    return report
+
+
+def write_junit(report: CheckReport, path: str | os.PathLike[str]) -> None:
+    """Write ``report`` as JUnit XML (one ``testcase`` per run) for CI systems.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    suite = ET.Element(
+        "testsuite",
+        name="redrive check",
+        tests=str(len(report.results)),
+        failures=str(sum(r.outcome != "error" for r in report.failed)),
+        errors=str(sum(r.outcome == "error" for r in report.failed)),
+        time=f"{sum(r.duration for r in report.results):.3f}",
+    )
+    for res in report.results:
+        case = ET.SubElement(
+            suite, "testcase", classname="redrive.check", name=res.run_id or res.source,
+            file=res.source, time=f"{res.duration:.3f}",
+        )
+        if not res.passed:
+            tag = "error" if res.outcome == "error" else "failure"
+            first_line = res.message.splitlines()[0] if res.message else res.outcome
+            node = ET.SubElement(case, tag, type=res.outcome, message=first_line)
+            node.text = res.message
+    root = ET.Element("testsuites")
+    root.append(suite)
+    tree = ET.ElementTree(root)
+    ET.indent(tree)
+    tree.write(os.fspath(path), encoding="utf-8", xml_declaration=True)
