@@ -290,6 +290,7 @@ class Run:
         self._stop_renew = threading.Event()
         self._lease_lost: LeaseLostError | None = None
         self._adoptable = False
+        self._known_seq = 0
         self._failed_keys: dict[tuple[str, str], int] = {}
         self._tool_errors: dict[int, bool] = {}
         self.status = RunStatus.RUNNING.value
@@ -354,6 +355,9 @@ class Run:
             self._resume(record)
         if self.lease is not None and self.live and not self.finished:
             self._take_lease()
+        # frames from here on were written while this Run was alive (a step in flight
+        # there belongs to a live worker, not to a crash)
+        self._known_seq = self._next_seq
         self._token = _current.set(self)
 
     def _start_new(self) -> RunRecord | None:
@@ -633,7 +637,15 @@ class Run:
             finally:
                 self._adoptable = before
 
-    def _adopt(self, pending: list[Frame], first: int, cause: BaseException) -> None:
+    def _adopt(
+        self,
+        pending: list[Frame],
+        first: int,
+        cause: BaseException | None,
+        *,
+        reopen: int | None = None,
+        deadline: float | None = None,
+    ) -> None:
         """Wait for the worker that won the append at seq ``first``, then continue from its frames.
 
         This worker's ``pending`` frames are dropped. Each step they opened must
@@ -647,7 +659,8 @@ class Run:
             RunBusyError: ``busy_timeout`` passed first, or the winner's frames
                 do not agree with what this worker already handed its loop.
         """
-        reopen = _reopened_step(pending)
+        if reopen is None:
+            reopen = _reopened_step(pending)
         own_outcomes: dict[int, Frame] = {}
         opened: list[Frame] = []
         for frame in pending:
@@ -658,7 +671,8 @@ class Run:
             elif frame.kind == Kind.MODEL_RESPONSE.value:
                 own_outcomes[int(frame.data().get("step", -1))] = frame
         keep = {s.seq for s in self._cursor.remaining()} if self._cursor is not None else set()
-        deadline = time.monotonic() + self.busy_timeout
+        if deadline is None:
+            deadline = time.monotonic() + self.busy_timeout
         delay = 0.005
         while True:
             record = self.journal.get_run(self.run_id)
@@ -673,12 +687,14 @@ class Run:
                 break
             if time.monotonic() > deadline:
                 raise RunBusyError(
-                    f"run {self.run_id!r}: another worker claimed seq {first} and has not "
-                    f"recorded its outcome within busy_timeout={self.busy_timeout} s (it may "
-                    "have died mid-step). Resume the run later; a lease (lease=seconds) lets "
+                    f"run {self.run_id!r}: another worker claimed seq "
+                    f"{first if reopen is None else reopen} and has not recorded its outcome "
+                    f"within busy_timeout={self.busy_timeout} s (it may have died mid-step). "
+                    "Resume the run later; a lease (lease=seconds) lets "
                     "another worker take over a dead one's run.",
                     run_id=self.run_id,
                     seq=first,
+                    timed_out=True,
                 ) from cause
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
@@ -690,6 +706,45 @@ class Run:
             self.status = record.status
             if record.status == RunStatus.SUCCEEDED.value:
                 self._finished_record = record
+
+    def _busy_step(self, step: RecordedStep) -> bool:
+        """Handle an in-flight ``step`` that may belong to a live worker.
+
+        A claim written while this Run was alive is another live worker's: wait
+        for its outcome (on_busy="wait": the retry replays it) or raise
+        ``RunBusyError``. Without a lease, under on_busy="wait", a claim found at
+        entry that is younger than ``busy_timeout`` is presumed live too: wait
+        until ``busy_timeout`` after the claim, and then (return True) treat it
+        as interrupted. Returns False for a step that is simply in flight.
+        """
+        live = step.seq >= self._known_seq
+        presumed = (
+            not live
+            and self._adoptable
+            and self.lease is None
+            and time.time() - step.start.at < self.busy_timeout
+        )
+        if not live and not presumed:
+            return False
+        if not self._adoptable:
+            raise RunBusyError(
+                f"run {self.run_id!r}: another worker claimed seq {step.seq} ({step.kind} "
+                f"{step.name}) while this one was executing the run; this worker stops so the "
+                "step runs once. Resume later, or pass on_busy='wait' to wait for its outcome.",
+                run_id=self.run_id,
+                seq=step.seq,
+            )
+        try:
+            self._adopt(
+                [], self._next_seq, None, reopen=step.seq,
+                deadline=time.monotonic() + self.busy_timeout - (time.time() - step.start.at)
+                if presumed else None,
+            )
+        except RunBusyError as exc:
+            if presumed and getattr(exc, "timed_out", False):
+                return True
+            raise
+        raise _Adopted()
 
     def _fast_forward(
         self,
@@ -824,6 +879,8 @@ class Run:
             if step is not None and step.end is not None and not self._ended_run(step):
                 self.replayed_steps += 1
                 return self._tool_replayed(spec, step, key)
+            if step is not None and step.end is None and self._busy_step(step):
+                return self._tool_in_flight(spec, step, stored, key)  # presumed live: it was not
             if step is not None:
                 # in flight, or a retryable error that ended the last execution: unsettled
                 return self._tool_in_flight(spec, step, stored, key)
