@@ -7,7 +7,13 @@ import weakref
 from typing import Any, TypeVar
 
 from .anthropic import anthropic_view
-from .http import AsyncRecordingTransport, HttpRecorder, RecordingTransport, ViewFn
+from .http import (
+    AsyncRecordingTransport,
+    HttpRecorder,
+    RecordingTransport,
+    ViewFn,
+    _default_should_retry,
+)
 from .openai import openai_view
 
 __all__ = ["wrap"]
@@ -67,40 +73,63 @@ def wrap(client: C, *, provider: str | None = None) -> C:
     httpx, is_async = _httpx_module(http)
     label = provider or type(client).__module__.partition(".")[0]
     base_url = getattr(client, "base_url", None)
+    recorder_args = {
+        "provider": label,
+        "base_path": str(getattr(base_url, "path", "") or ""),
+        "view": _VIEWS.get(label),
+    }
+    options: dict[str, Any] = {"timeout": http.timeout, "follow_redirects": http.follow_redirects}
+    return _bind(client, type(client).copy, httpx, is_async, transport, http, recorder_args,
+                 options, {})
+
+
+def _bind(
+    client: C,
+    sdk_copy: Any,
+    httpx: Any,
+    is_async: bool,
+    inner: Any,
+    keep: Any,
+    recorder_args: dict[str, Any],
+    options: dict[str, Any],
+    copy_kwargs: dict[str, Any],
+) -> C:
+    """Copy ``client`` onto a new recording http client whose retry budget is the copy's own.
+
+    The copy's ``copy``/``with_options`` are replaced so that each further
+    copy gets its own recording transport (around the same inner transport)
+    that knows that copy's ``max_retries``.
+    """
     holder: list[Any] = []
 
+    def sdk() -> Any:
+        return holder[0]() if holder else None
+
     def max_retries() -> int:
-        sdk = holder[0]() if holder else None
-        return int(getattr(sdk, "max_retries", 0) or 0)
+        return int(getattr(sdk(), "max_retries", 0) or 0)
 
     def should_retry(response: Any) -> bool:
-        sdk = holder[0]() if holder else None
-        method = getattr(sdk, "_should_retry", None)
+        method = getattr(sdk(), "_should_retry", None)
         if method is None:
-            from .http import _default_should_retry
-
             return _default_should_retry(response.status_code, dict(response.headers))
         return bool(method(response))
 
-    recorder = HttpRecorder(
-        provider=label,
-        base_path=str(getattr(base_url, "path", "") or ""),
-        view=_VIEWS.get(label),
-        should_retry=should_retry,
-        max_retries=max_retries,
-    )
-    options: dict[str, Any] = {
-        "timeout": http.timeout,
-        "follow_redirects": http.follow_redirects,
-    }
+    recorder = HttpRecorder(should_retry=should_retry, max_retries=max_retries, **recorder_args)
     if is_async:
         new_http = httpx.AsyncClient(
-            transport=AsyncRecordingTransport(transport, recorder, keep=http), **options
+            transport=AsyncRecordingTransport(inner, recorder, keep=keep), **options
         )
     else:
-        new_http = httpx.Client(
-            transport=RecordingTransport(transport, recorder, keep=http), **options
-        )
-    wrapped = copy(http_client=new_http)
+        new_http = httpx.Client(transport=RecordingTransport(inner, recorder, keep=keep), **options)
+    wrapped = sdk_copy(client, **copy_kwargs, http_client=new_http)
     holder.append(weakref.ref(wrapped))
+
+    def copy(**kwargs: Any) -> Any:
+        if kwargs.get("http_client") is not None:
+            return wrap(sdk_copy(wrapped, **kwargs))
+        return _bind(wrapped, sdk_copy, httpx, is_async, inner, keep, recorder_args, options,
+                     kwargs)
+
+    wrapped.copy = copy  # type: ignore[attr-defined]
+    wrapped.with_options = copy  # type: ignore[attr-defined]
     return wrapped  # type: ignore[no-any-return]
