@@ -79,7 +79,8 @@ def wrap(client: C, *, provider: str | None = None) -> C:
         "view": _VIEWS.get(label),
     }
     options: dict[str, Any] = {"timeout": http.timeout, "follow_redirects": http.follow_redirects}
-    return _bind(client, type(client).copy, httpx, is_async, transport, http, recorder_args,
+    sdk_copy: Any = type(client).copy  # type: ignore[attr-defined]
+    return _bind(client, sdk_copy, httpx, is_async, transport, http, recorder_args,
                  options, {})
 
 
@@ -130,6 +131,6 @@ def _bind(
         return _bind(wrapped, sdk_copy, httpx, is_async, inner, keep, recorder_args, options,
                      kwargs)
 
-    wrapped.copy = copy  # type: ignore[attr-defined]
-    wrapped.with_options = copy  # type: ignore[attr-defined]
+    wrapped.copy = copy
+    wrapped.with_options = copy
     return wrapped  # type: ignore[no-any-return]
