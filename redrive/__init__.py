@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
+from ._check import CheckReport, CheckResult, check_run, check_runs
 from ._durable import durable
 from .errors import (
     AppendConflictError,
@@ -39,6 +40,7 @@ from .replay import (
     run,
 )
 from .storage import Journal, RunStatus, open_journal
+from .storage.rdj import export_run, import_run
 
 try:
     __version__ = importlib.metadata.version("redrive")
@@ -47,6 +49,8 @@ except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source che
 
 __all__ = [
     "AppendConflictError",
+    "CheckReport",
+    "CheckResult",
     "DivergenceError",
     "Frame",
     "Journal",
@@ -70,9 +74,13 @@ __all__ = [
     "TerminalRunError",
     "UnknownRunError",
     "__version__",
+    "check_run",
+    "check_runs",
     "current_run",
     "durable",
+    "export_run",
     "idempotency_key",
+    "import_run",
     "model",
     "now",
     "open_journal",

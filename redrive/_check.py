@@ -74,7 +74,7 @@ class CheckResult:
     message: str = ""
     seq: int | None = None
     replayed_steps: int = 0
-    duration: float = 0.0
+    duration: float = attrs.field(default=0.0, eq=False)
     error: BaseException | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
