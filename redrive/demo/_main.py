@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -291,6 +292,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = parser.parse_args(list(argv) if argv is not None else None)
     console = Console(highlight=False)
+    if importlib.util.find_spec("openai") is None:
+        console.print(
+            "[bold red]demo error:[/] the demo drives the OpenAI Python SDK, which is not "
+            "installed: pip install 'redrive[openai]'"
+        )
+        return 2
     temp = args.dir is None
     workdir = Path(tempfile.mkdtemp(prefix="redrive-demo-")) if temp else Path(args.dir)
     workdir.mkdir(parents=True, exist_ok=True)
