@@ -1,0 +1,146 @@
+"""This machine's floor: what one durable write, one encode and one hash cost.
+
+Also checks how many durable writes redrive makes per step (a side-effecting
+tool step: 2; a model step: 0 of its own under group commit) by counting the
+journal's ``append`` calls.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any
+
+import msgpack
+import xxhash
+
+import redrive
+from redrive.frames import decode, encode
+from redrive.storage import MemoryJournal
+
+from . import workload as w
+
+__all__ = ["durable_writes", "machine_floor"]
+
+
+def _median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def machine_floor(directory: str, *, rounds: int = 300) -> dict[str, float]:
+    """Return medians in seconds: fsync of a 2 KB append, msgpack, canonical encode, xxh3.
+
+    Keys: ``fsync_2k``, ``group_fsync_per_frame`` (1,000 appends then one fsync,
+    per frame), ``msgpack_2k`` (pack + unpack), ``canonical_2k`` (redrive's
+    canonical encode + decode), ``xxh3_2k``.
+    """
+    frame = {
+        "run_id": "bench:1", "seq": 7, "kind": "model_request", "name": "model:stub-1",
+        "key": "0" * 32, "chain": "f" * 32, "payload": w.model_request(7),
+    }
+    blob = msgpack.packb(frame)
+    path = os.path.join(directory, "fsync.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    chunk = blob[:2048].ljust(2048, b"\0")
+    fsyncs = []
+    try:
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            os.write(fd, chunk)
+            os.fsync(fd)
+            fsyncs.append(time.perf_counter() - t0)
+        groups = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(1000):
+                os.write(fd, chunk)
+            os.fsync(fd)
+            groups.append((time.perf_counter() - t0) / 1000)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+    def each(fn: Any, count: int = 2000) -> float:
+        samples = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            for _ in range(count):
+                fn()
+            samples.append((time.perf_counter() - t0) / count)
+        return _median(samples)
+
+    return {
+        "fsync_2k": _median(fsyncs),
+        "group_fsync_per_frame": _median(groups),
+        "frame_bytes": float(len(blob)),
+        "msgpack_2k": each(lambda: msgpack.unpackb(msgpack.packb(frame))),
+        "canonical_2k": each(lambda: decode(encode(frame))),
+        "xxh3_2k": each(lambda: xxhash.xxh3_128_hexdigest(blob), 20000),
+    }
+
+
+def durable_writes(*, model_steps: int = 20) -> dict[str, float]:
+    """Count journal appends: per tool step, and per model step under group commit and "each".
+
+    Returns ``tool_step`` (appends per side-effecting tool step),
+    ``model_step_group`` and ``model_step_each`` (extra appends per model step).
+    """
+    counts: dict[str, float] = {}
+
+    @redrive.model(name="model:stub-1")  # type: ignore[untyped-decorator]
+    def model(request: dict[str, Any]) -> dict[str, Any]:
+        return w.model_stub(request)
+
+    @redrive.tool(name="apply_change", restart_safe=False)
+    def tool(ref: str) -> dict[str, Any]:
+        return w.tool_result(ref)
+
+    for commit in ("group", "each"):
+        journal = w.CountingJournal(MemoryJournal())
+        with redrive.run(journal, f"models-{commit}", model_commit=commit):
+            for i in range(model_steps):
+                model(w.model_request(i))
+            tool("000000001")
+        # create + claim + outcome + end = 4; anything more is the model steps' own writes
+        counts[f"model_step_{commit}"] = (journal.appends - 4) / model_steps
+    journal = w.CountingJournal(MemoryJournal())
+    with redrive.run(journal, "tools"):
+        for i in range(model_steps):
+            tool(f"{i:09d}")
+    counts["tool_step"] = (journal.appends - 2) / model_steps
+    return counts
+
+
+def growth(sizes: tuple[int, ...] = (10, 100, 1000)) -> dict[str, dict[int, float]]:
+    """Journal bytes per step at each size: fixed 2 KB requests, and a growing conversation.
+
+    The growing variant re-sends the whole conversation with every model
+    request, as chat agents do (issue 7 item 3 measures the fix for it).
+    """
+
+    @redrive.model(name="model:stub-1")  # type: ignore[untyped-decorator]
+    def model(request: dict[str, Any]) -> dict[str, Any]:
+        return w.model_stub(request)
+
+    @redrive.tool(name="apply_change", restart_safe=False)
+    def tool(ref: str) -> dict[str, Any]:
+        return w.tool_result(ref)
+
+    out: dict[str, dict[int, float]] = {"fixed": {}, "conversation": {}}
+    for n in sizes:
+        journal = MemoryJournal()
+        with redrive.run(journal, "fixed"):
+            w.plain_loop(n, model, tool)
+        out["fixed"][n] = w.journal_bytes(journal, "fixed") / n
+        journal = MemoryJournal()
+        with redrive.run(journal, "conversation"):
+            messages: list[dict[str, Any]] = [{"role": "system", "content": w.SYSTEM}]
+            for i in range(n // 2):
+                messages.append(w.model_request(i)["messages"][-1])
+                reply = model({"model": "stub-1", "messages": messages})
+                messages.append(reply)
+                result = tool(reply["tool_calls"][0]["arguments"]["ref"])
+                messages.append({"role": "tool", "content": str(result)})
+        out["conversation"][n] = w.journal_bytes(journal, "conversation") / n
+    return out
