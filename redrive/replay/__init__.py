@@ -1,7 +1,9 @@
 """Replay: runs, the cursor over recorded steps, matching, divergence, resume policy."""
 
+from ._approval import await_approval, pending_approvals
 from ._cursor import Cursor, RecordedStep, ReplayDriftWarning
 from ._diff import diff_values, format_diff
+from ._fork import RunDiff, StepView, diff_runs, fork
 from ._policy import ReplayPolicy
 from ._run import (
     Recovery,
@@ -21,11 +23,17 @@ __all__ = [
     "ReplayDriftWarning",
     "ReplayPolicy",
     "Run",
+    "RunDiff",
+    "StepView",
     "ToolSpec",
+    "await_approval",
     "current_run",
+    "diff_runs",
     "diff_values",
+    "fork",
     "format_diff",
     "idempotency_key",
+    "pending_approvals",
     "rebuild_error",
     "run",
     "set_boundary_hook",

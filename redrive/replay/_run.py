@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 from ..errors import (
+    AppendConflictError,
     DivergenceError,
     LeaseLostError,
     RecordedToolError,
@@ -297,6 +298,7 @@ class Run:
         self.replayed_steps = 0
         self.live_steps = 0
         self.resumed = False
+        self._resumed_at = 0
         self.entered = False
 
     # -- lifecycle -----------------------------------------------------------
@@ -438,8 +440,15 @@ class Run:
         self._cursor = Cursor(self.run_id, _take_until(frames, limit), self.policy)
         self._next_seq = record.next_seq
         self._last_chain = record.last_chain
+        self._resumed_at = record.next_seq
         if record.status == RunStatus.SUSPENDED.value and self.live:
             self.status = RunStatus.RUNNING.value
+            # running again: a crash from here on leaves it among interrupted_runs()
+            with contextlib.suppress(AppendConflictError):
+                self.journal.append(
+                    self.run_id, [], expected_seq=record.next_seq,
+                    update=RunUpdate(status=RunStatus.RUNNING.value),
+                )
 
     def _take_lease(self) -> None:
         assert self.lease is not None
@@ -567,15 +576,17 @@ class Run:
         self._open()
         return self
 
-    def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
         self._close(exc)
+        return isinstance(exc, _Suspended)  # suspended: the block ends, status says why
 
     async def __aenter__(self) -> Run:
         self._open()
         return self
 
-    async def __aexit__(self, et: Any, exc: BaseException | None, tb: Any) -> None:
+    async def __aexit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
         self._close(exc)
+        return isinstance(exc, _Suspended)
 
     # -- frames ----------------------------------------------------------------
 
@@ -1276,14 +1287,19 @@ class Run:
 
     # -- values ----------------------------------------------------------------
 
-    def value_step(self, name: str, label: str, make: Callable[[], Any]) -> Any:
+    def value_step(
+        self, name: str, label: str, make: Callable[[], Any], *, extra: Any = None
+    ) -> Any:
         """Return a recorded value (``now``, ``uuid4``, ``random``...) or make and record one.
 
         Values are matched by ``(name, label)`` within the turn, in order, so
         adding or removing a call with another label never shifts the values
-        of unrelated calls.
+        of unrelated calls. ``extra`` (canonical data, e.g. an approval's
+        payload) is matched too when given.
         """
-        args = {"label": label}
+        args: dict[str, Any] = {"label": label}
+        if extra is not None:
+            args["extra"] = self._prepare(extra, "extra")
         key = call_key(name, args)
         with self._lock:
             step = self._match("value", name, args, key)
@@ -1306,6 +1322,21 @@ class Run:
             if self._finished_record is not None or not self.live:
                 return
             self._queue(Kind.NOTE, name, {"data": data})
+
+    def resume_note(self) -> str:
+        """Return a plain-text note on the tool calls recorded before this execution resumed.
+
+        For loops that rebuild their own prompt on resume: it lists the calls
+        that completed (with short results), failed, or were interrupted with
+        an unknown outcome (with their idempotency keys). ``""`` for a run that
+        is not resumed or had no tool call.
+        """
+        if not self.resumed:
+            return ""
+        from ._note import render_resume_note
+
+        frames = _take_until(self.journal.frames(self.run_id), self._resumed_at)
+        return render_resume_note(frames, self.run_id)
 
     def frames(self) -> Iterator[Frame]:
         """Yield the run's journaled frames (pending ones are flushed first)."""
@@ -1335,7 +1366,11 @@ def _reopened_step(pending: list[Frame]) -> int | None:
 
 
 class _Suspended(BaseException):
-    """Raised to stop a run that waits for an approval (status ``suspended``)."""
+    """Raised to stop a run that waits for an approval (status ``suspended``).
+
+    The run's exit records the status and swallows it, so the ``with`` block
+    simply ends; ``run.status`` is ``"suspended"``.
+    """
 
 
 def _take_until(frames: Iterator[Frame], limit: int) -> Iterator[Frame]:

@@ -617,3 +617,70 @@ def test_counters(journal: MemoryJournal, ledger: Ledger) -> None:
         loop()
     assert (done.replayed_steps, done.live_steps, done.status) == (3, 0, "succeeded")
     assert ledger.count("safe_tool") == 3
+
+
+# -- item 7: resume note ----------------------------------------------------------------------
+
+
+def test_resume_note_lists_done_failed_and_unknown(journal: MemoryJournal, ledger: Ledger) -> None:
+    """resume_note() names completed calls with results, failures, and interrupted calls."""
+    tools = _tools(ledger)
+
+    @redrive.tool(restart_safe=False)
+    def refund(order: str) -> None:
+        raise ValueError("already refunded")
+
+    def loop() -> None:
+        tools["get_status"](1)
+        with contextlib.suppress(ValueError):
+            refund("ord-9")
+        tools["unsafe_tool"](7)
+
+    crash_at(journal, "r1", "tool_body_done", "unsafe_tool", loop)
+    with redrive.run(journal, "r1", on_in_flight="tell_model") as run:
+        note = run.resume_note()
+        loop()
+        assert run.resume_note() == note
+    lines = note.splitlines()
+    assert lines[0].startswith("Run 'r1' is resuming")
+    assert "- get_status(x=1) -> 2" in lines
+    assert "- refund(order=ord-9): raised ValueError: already refunded" in lines
+    assert (
+        "- unsafe_tool(x=7): interrupted while running (idempotency key r1:5:unsafe_tool)"
+        in lines
+    )
+    assert lines.index("- get_status(x=1) -> 2") < lines.index(next(
+        line for line in lines if line.startswith("Outcome unknown")))
+
+
+def test_resume_note_is_empty_with_nothing_to_say(journal: MemoryJournal, ledger: Ledger) -> None:
+    """A new run, and a resumed run with no tool call, have an empty note."""
+    with redrive.run(journal, "r1") as run:
+        assert run.resume_note() == ""
+        redrive.now()
+        raise_later = ConnectionError
+    with pytest.raises(ConnectionError), redrive.run(journal, "r2") as run2:
+        redrive.now()
+        raise raise_later("transient")
+    with redrive.run(journal, "r2") as again:
+        assert again.resume_note() == ""
+        redrive.now()
+    assert run.status == "succeeded" and run2.status == "running"
+
+
+def test_resume_note_marks_not_resumed_outcomes(journal: MemoryJournal, ledger: Ledger) -> None:
+    """A call answered with a not-safely-resumable outcome is listed as outcome unknown."""
+    unsafe = _tools(ledger)["unsafe_tool"]
+    safe = _tools(ledger)["safe_tool"]
+
+    def loop() -> None:
+        unsafe(1)
+        safe(2)
+
+    crash_at(journal, "r1", "tool_body_done", "unsafe_tool", loop)
+    crash_at(journal, "r1", "tool_claimed", "safe_tool", loop, on_in_flight="tell_model")
+    with redrive.run(journal, "r1") as run:
+        note = run.resume_note()
+        loop()
+    assert "- unsafe_tool(x=1): interrupted while running, not re-run" in note
+    assert "safe_tool(x=2): interrupted while running (idempotency key r1:3:safe_tool)" in note

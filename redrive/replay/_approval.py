@@ -1,0 +1,104 @@
+"""Approvals that survive a restart: suspend a run until a person decides.
+
+``await_approval(name, payload)`` asks the journal for the decision on
+``(run_id, name)``. With none yet, it journals an ``approval_requested`` note
+(once per approval) and suspends the run: the ``with redrive.run(...)`` block
+ends and the run's status is ``suspended``. ``journal.decide(run_id, name,
+approved, by=...)`` records the decision (the first one wins); re-running the
+loop resumes the run, which now gets the decision. The decision is journaled
+as a value step, so every later replay returns it from the journal without
+asking again, even if the decision store were to change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..frames import Kind
+from ..storage import Decision, Journal
+from ._run import _Suspended, current_run
+
+__all__ = ["APPROVAL_STEP", "await_approval", "pending_approvals"]
+
+#: Step name of journaled approval decisions (value steps labelled with the approval name).
+APPROVAL_STEP = "approval"
+_REQUESTED = "approval_requested"
+
+
+def await_approval(name: str, payload: Any = None) -> Decision:
+    """Return the recorded decision on approval ``name`` of the active run, or suspend the run.
+
+    Args:
+        name: the approval's name, unique within the run (e.g. ``"refund:ord-7"``).
+        payload: what is being approved (canonical plain data); journaled with
+            the request, and matched on replay: a strict replay whose payload
+            changed raises ``DivergenceError`` rather than applying an old
+            decision to a new request.
+
+    Returns:
+        The :class:`~redrive.storage.Decision` (``approved``, ``by``, ``at``,
+        ``note``); a rejection is returned too, for the loop to act on.
+
+    Raises:
+        RuntimeError: no run is active (an approval needs a run to suspend).
+        TypeError: ``name`` is not a non-empty string, or ``payload`` cannot be
+            encoded canonically.
+        BaseException (private): suspends the run when no decision is recorded
+            yet; the run's exit turns it into status ``suspended`` and ends the
+            ``with`` block. Do not catch it.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"await_approval: name must be a non-empty string, not {name!r}")
+    run = current_run()
+    if run is None:
+        raise RuntimeError(
+            f"await_approval({name!r}) was called outside a run; approvals suspend a run, so "
+            "call it inside `with redrive.run(journal, run_id):`"
+        )
+
+    def decide() -> dict[str, Any]:
+        found = run.journal.decision(run.run_id, name)
+        if found is None:
+            _request(run.journal, run.run_id, name, payload, run)
+            raise _Suspended(
+                f"run {run.run_id!r} waits for approval {name!r}; record it with "
+                f"journal.decide({run.run_id!r}, {name!r}, approved, by=...) and resume the run"
+            )
+        return {"approved": found.approved, "by": found.by, "at": found.at, "note": found.note}
+
+    data = run.value_step(APPROVAL_STEP, name, decide, extra={"payload": payload})
+    return Decision(
+        run_id=run.run_id,
+        name=name,
+        approved=bool(data["approved"]),
+        by=str(data["by"]),
+        at=float(data["at"]),
+        note=str(data.get("note", "")),
+    )
+
+
+def _request(journal: Journal, run_id: str, name: str, payload: Any, run: Any) -> None:
+    """Journal the request note unless this approval was already requested."""
+    for frame in journal.frames(run_id):
+        if (
+            frame.kind == Kind.NOTE.value
+            and frame.name == _REQUESTED
+            and frame.data().get("data", {}).get("name") == name
+        ):
+            return
+    run.note(_REQUESTED, {"name": name, "payload": payload})
+
+
+def pending_approvals(journal: Journal, run_id: str) -> list[dict[str, Any]]:
+    """Return the approvals run ``run_id`` requested that have no recorded decision.
+
+    Returns:
+        ``[{"name": ..., "payload": ...}]`` in request order (empty when none).
+    """
+    out = []
+    for frame in journal.frames(run_id):
+        if frame.kind == Kind.NOTE.value and frame.name == _REQUESTED:
+            data = frame.data().get("data", {})
+            if journal.decision(run_id, str(data.get("name"))) is None:
+                out.append({"name": data.get("name"), "payload": data.get("payload")})
+    return out

@@ -1,0 +1,308 @@
+"""Time travel: fork a run at a step, and find the first step where two runs differ."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from ..errors import UnknownRunError
+from ..frames import GENESIS, Frame, Kind, chain_of, make_frame
+from ..storage import Journal, RunRecord
+from ._cursor import STEP_KINDS
+from ._delta import expand_frames
+from ._diff import diff_values, format_diff, short
+from ._policy import match_view
+
+__all__ = ["RunDiff", "StepView", "diff_runs", "fork"]
+
+_END_KINDS = frozenset({Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value})
+
+
+def _open_steps(frames: list[Frame]) -> dict[int, Frame]:
+    """Return the steps opened in ``frames`` that have no outcome in them, by seq."""
+    open_: dict[int, Frame] = {}
+    for frame in frames:
+        if frame.kind in STEP_KINDS and frame.kind != Kind.VALUE.value:
+            open_[frame.seq] = frame
+        elif frame.kind in _END_KINDS:
+            open_.pop(int(frame.data().get("step", -1)), None)
+    return open_
+
+
+def fork(journal: Journal, run_id: str, at_seq: int, new_run_id: str) -> RunRecord:
+    """Copy run ``run_id``'s frames before ``at_seq`` into a new run that then continues live.
+
+    The new run replays the copied steps and goes live at the first step the
+    loop asks for after them (try another prompt or model from step N). Frames
+    are re-chained under ``new_run_id``; its ``run_start`` keeps the input and
+    entrypoint and adds ``forked_from: {run_id, at_seq}``. A ``run_end`` is
+    never copied, so the new run is ``running``.
+
+    Args:
+        journal: holds the source run and receives the new one.
+        run_id: the source run.
+        at_seq: the first seq *not* copied; it must be a step boundary (no
+            step opened before it has its outcome at or after it). ``1``
+            copies only ``run_start``.
+        new_run_id: the new run's id (must not exist).
+
+    Returns:
+        The new run's index row.
+
+    Raises:
+        UnknownRunError: no run ``run_id``.
+        ValueError: ``at_seq`` out of range or inside a step (the message names
+            the nearest boundaries), or ``new_run_id`` already exists.
+    """
+    record = journal.get_run(run_id)
+    if record is None:
+        raise UnknownRunError(
+            f"cannot fork run {run_id!r}: it is not in journal {journal.url}; check the run id",
+            run_id=run_id,
+        )
+    if not 1 <= at_seq <= record.next_seq:
+        raise ValueError(
+            f"cannot fork run {run_id!r} at seq {at_seq}: pick a seq from 1 to {record.next_seq} "
+            "(the first frame not copied)"
+        )
+    if journal.get_run(new_run_id) is not None:
+        raise ValueError(f"cannot fork into run {new_run_id!r}: it already exists; pick a new id")
+    frames = [f for f in journal.frames(run_id) if f.seq < at_seq and f.kind != Kind.RUN_END.value]
+    open_ = _open_steps(frames)
+    if open_:
+        first = min(open_)
+        boundaries = _boundaries(journal, run_id)
+        before = max((b for b in boundaries if b <= first), default=1)
+        after = min((b for b in boundaries if b > at_seq), default=record.next_seq)
+        raise ValueError(
+            f"cannot fork run {run_id!r} at seq {at_seq}: the step opened at seq {first} "
+            f"({open_[first].kind} {open_[first].name}) has its outcome at or after it, so the "
+            f"fork would hold a step in flight. Fork at seq {before} (before that step) or "
+            f"{after} (after it)."
+        )
+    start = frames[0].data()
+    start["forked_from"] = {"run_id": run_id, "at_seq": at_seq}
+    copied: list[Frame] = []
+    prev = GENESIS
+    for frame in frames:
+        if frame.seq == 0:
+            new = make_frame(
+                run_id=new_run_id, seq=0, kind=frame.kind, name=frame.name, key=frame.key,
+                payload=start, prev_chain=prev, at=frame.at,
+            )
+        else:  # the payload bytes are kept as they are (prefix deltas included)
+            new = attrs.evolve(
+                frame,
+                run_id=new_run_id,
+                epoch=0,
+                chain=chain_of(
+                    prev, run_id=new_run_id, seq=frame.seq, kind=frame.kind, name=frame.name,
+                    key=frame.key, payload=frame.payload, at=frame.at,
+                ),
+            )
+        copied.append(new)
+        prev = new.chain
+    now = time.time()
+    new_record = RunRecord(
+        run_id=new_run_id,
+        input_fp=record.input_fp,
+        entrypoint=record.entrypoint,
+        created_at=now,
+        updated_at=now,
+    )
+    if not journal.create_run(new_record, copied[0]):
+        raise ValueError(f"cannot fork into run {new_run_id!r}: it was created meanwhile")
+    if len(copied) > 1:
+        journal.append(new_run_id, copied[1:], expected_seq=1)
+    created = journal.get_run(new_run_id)
+    assert created is not None
+    return created
+
+
+def _boundaries(journal: Journal, run_id: str) -> list[int]:
+    """Return every seq at which the run can be forked."""
+    out = []
+    open_: set[int] = set()
+    for frame in journal.frames(run_id):
+        if frame.seq > 0 and not open_:
+            out.append(frame.seq)
+        if frame.kind in STEP_KINDS and frame.kind != Kind.VALUE.value:
+            open_.add(frame.seq)
+        elif frame.kind in _END_KINDS:
+            open_.discard(int(frame.data().get("step", -1)))
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class StepView:
+    """One step of a run as :func:`diff_runs` compares it.
+
+    Attributes:
+        index: 0-based position among the run's steps.
+        seq: seq of the step's opening frame.
+        kind: ``"model"``, ``"tool"`` or ``"value"``.
+        name: the step name.
+        args: the match view of the arguments (model-minted ids left out).
+        outcome: ``{"result": ...}``, ``{"error": ...}``, ``{"response": ...}``,
+            ``{"value": ...}``, or ``{"in_flight": True}``.
+    """
+
+    index: int
+    seq: int
+    kind: str
+    name: str
+    args: Any
+    outcome: Any
+
+
+@attrs.frozen(kw_only=True)
+class RunDiff:
+    """Where two runs first differ (from :func:`diff_runs`).
+
+    Attributes:
+        a, b: the two runs' ids.
+        index: 0-based step index of the first difference (equal to the
+            shorter run's step count when one run only has more steps, or to
+            both counts when only the outputs differ).
+        what: ``"step"`` (kind or name), ``"args"``, ``"outcome"``, ``"missing"``
+            (one run has no step there) or ``"output"``.
+        step_a, step_b: the steps at ``index`` (None where a run has none).
+        diff: ``(path, a, b)`` leaf differences of the compared values.
+    """
+
+    a: str
+    b: str
+    index: int
+    what: str
+    step_a: StepView | None
+    step_b: StepView | None
+    diff: list[tuple[str, Any, Any]]
+
+    def __str__(self) -> str:
+        def describe(step: StepView | None) -> str:
+            if step is None:
+                return "no step"
+            return f"seq {step.seq} {step.kind} {step.name} args {short(step.args)}"
+
+        lines = [
+            f"runs {self.a!r} and {self.b!r} differ at step {self.index} ({self.what}):",
+            f"  {self.a}: {describe(self.step_a)}",
+            f"  {self.b}: {describe(self.step_b)}",
+        ]
+        if self.diff:
+            lines.append(f"  differences ({self.a} -> {self.b}):")
+            lines.append(format_diff(self.diff))
+        return "\n".join(lines)
+
+
+def _steps(frames: Iterable[Frame]) -> tuple[list[StepView], Any]:
+    opened: dict[int, tuple[Frame, dict[str, Any]]] = {}
+    outcomes: dict[int, Any] = {}
+    order: list[int] = []
+    output: Any = None
+    for frame, data in expand_frames(frames):
+        if frame.kind in STEP_KINDS:
+            opened[frame.seq] = (frame, data)
+            order.append(frame.seq)
+            if frame.kind == Kind.VALUE.value:
+                outcomes[frame.seq] = {"value": data.get("value")}
+        elif frame.kind in _END_KINDS:
+            ref = data.get("step")
+            if frame.kind == Kind.TOOL_ERROR.value:
+                error = data.get("error") or {}
+                outcome = {"error": {"type": error.get("type"), "message": error.get("message")}}
+            elif frame.kind == Kind.MODEL_RESPONSE.value:
+                outcome = {"response": data.get("response")}
+            else:
+                outcome = {"result": data.get("result")}
+            outcomes[ref] = outcome
+        elif frame.kind == Kind.RUN_END.value:
+            output = {"status": data.get("status"), "output": data.get("output")}
+    steps = []
+    for index, seq in enumerate(order):
+        frame, data = opened[seq]
+        steps.append(
+            StepView(
+                index=index,
+                seq=seq,
+                kind=STEP_KINDS[frame.kind],
+                name=frame.name,
+                args=match_view(data.get("args")),
+                outcome=outcomes.get(seq, {"in_flight": True}),
+            )
+        )
+    return steps, output
+
+
+def _frames_of(source: Journal | Iterable[Frame], run_id: str) -> Iterator[Frame]:
+    if isinstance(source, Journal):
+        if source.get_run(run_id) is None:
+            raise UnknownRunError(
+                f"cannot diff run {run_id!r}: it is not in journal {source.url}", run_id=run_id
+            )
+        return source.frames(run_id)
+    return iter(source)
+
+
+def diff_runs(
+    a: str,
+    b: str,
+    *,
+    journal: Journal | None = None,
+    journal_b: Journal | None = None,
+    frames_a: Iterable[Frame] | None = None,
+    frames_b: Iterable[Frame] | None = None,
+) -> RunDiff | None:
+    """Return where runs ``a`` and ``b`` first differ, or None when their steps and outputs agree.
+
+    Steps (model, tool and value steps, in seq order) are compared pairwise:
+    first kind and name, then arguments (model-minted ids left out), then
+    outcome; then the runs' final status and output. Model requests are
+    compared in full (prefix deltas resolved).
+
+    Args:
+        a, b: the run ids.
+        journal: where both runs live (or run ``a`` when ``journal_b`` is given).
+        journal_b: where run ``b`` lives, when in another journal (an ``.rdj`` export).
+        frames_a, frames_b: the runs' frames directly, instead of a journal.
+
+    Returns:
+        A :class:`RunDiff` (``str()`` renders it with path-level differences), or None.
+
+    Raises:
+        UnknownRunError: a run is not in its journal.
+        ValueError: neither a journal nor the frames of a run were given.
+    """
+    src_a: Journal | Iterable[Frame] | None = frames_a if frames_a is not None else journal
+    src_b: Journal | Iterable[Frame] | None = (
+        frames_b if frames_b is not None else (journal_b or journal)
+    )
+    if src_a is None or src_b is None:
+        raise ValueError("diff_runs needs journal=... (or frames_a= and frames_b=)")
+    steps_a, out_a = _steps(_frames_of(src_a, a))
+    steps_b, out_b = _steps(_frames_of(src_b, b))
+    for index in range(max(len(steps_a), len(steps_b))):
+        sa = steps_a[index] if index < len(steps_a) else None
+        sb = steps_b[index] if index < len(steps_b) else None
+        if sa is None or sb is None:
+            return RunDiff(a=a, b=b, index=index, what="missing", step_a=sa, step_b=sb, diff=[])
+        if (sa.kind, sa.name) != (sb.kind, sb.name):
+            diff = diff_values({"kind": sa.kind, "name": sa.name},
+                               {"kind": sb.kind, "name": sb.name})
+            return RunDiff(a=a, b=b, index=index, what="step", step_a=sa, step_b=sb, diff=diff)
+        diff = diff_values(sa.args, sb.args, "$.args")
+        if diff:
+            return RunDiff(a=a, b=b, index=index, what="args", step_a=sa, step_b=sb, diff=diff)
+        diff = diff_values(sa.outcome, sb.outcome, "$.outcome")
+        if diff:
+            return RunDiff(a=a, b=b, index=index, what="outcome", step_a=sa, step_b=sb, diff=diff)
+    diff = diff_values(out_a, out_b, "$.run_end")
+    if diff:
+        return RunDiff(
+            a=a, b=b, index=len(steps_a), what="output", step_a=None, step_b=None, diff=diff
+        )
+    return None
+

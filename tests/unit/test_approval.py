@@ -1,0 +1,115 @@
+"""Approvals that survive a restart (issue 4, item 10): redrive.await_approval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import redrive
+from redrive.replay import pending_approvals
+from redrive.storage import Decision, MemoryJournal
+
+
+class CountingJournal(MemoryJournal):
+    """A memory journal that counts decision look-ups."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups = 0
+
+    def decision(self, run_id: str, name: str) -> Decision | None:
+        self.lookups += 1
+        return super().decision(run_id, name)
+
+
+def _loop(refunds: list[str]) -> Any:
+    @redrive.tool(restart_safe=False)
+    def refund(order: str) -> str:
+        refunds.append(order)
+        return "refunded"
+
+    def loop() -> str:
+        decision = redrive.await_approval("refund:ord-7", {"order": "ord-7", "amount": 40})
+        if not decision.approved:
+            return f"refused by {decision.by}"
+        return str(refund("ord-7"))
+
+    return loop
+
+
+def test_run_suspends_until_decided_then_resumes() -> None:
+    """Undecided, the run suspends; after decide() a resume continues and never asks again."""
+    journal = CountingJournal()
+    refunds: list[str] = []
+    loop = _loop(refunds)
+    with redrive.run(journal, "r1") as run:
+        run.finish(loop())
+    assert run.status == "suspended"
+    assert journal.get_run("r1").status == "suspended"  # type: ignore[union-attr]
+    assert refunds == []
+    assert pending_approvals(journal, "r1") == [
+        {"name": "refund:ord-7", "payload": {"order": "ord-7", "amount": 40}}
+    ]
+    with redrive.run(journal, "r1") as again:  # still undecided: suspends again, one request
+        run.finish(loop())
+    assert again.status == "suspended"
+    first = journal.decide("r1", "refund:ord-7", True, by="alice")
+    second = journal.decide("r1", "refund:ord-7", False, by="mallory")
+    assert second == first
+    assert pending_approvals(journal, "r1") == []
+    with redrive.run(journal, "r1") as resumed:
+        resumed.finish(loop())
+    assert resumed.status == "succeeded" and resumed.output == "refunded"
+    assert refunds == ["ord-7"]
+    requests = [f for f in journal.frames("r1") if f.name == "approval_requested"]
+    assert len(requests) == 1
+    lookups = journal.lookups
+    with redrive.run(journal, "r1", live=False) as replay:
+        assert loop() == "refunded"
+    assert journal.lookups == lookups and replay.replayed_steps == 2
+
+
+def test_rejection_is_returned() -> None:
+    """A rejected approval is returned as a decision for the loop to act on."""
+    journal = MemoryJournal()
+    refunds: list[str] = []
+    loop = _loop(refunds)
+    with redrive.run(journal, "r1") as run:
+        loop()
+    journal.decide("r1", "refund:ord-7", False, by="bob", note="too large")
+    with redrive.run(journal, "r1") as run:
+        run.finish(loop())
+    assert run.output == "refused by bob" and refunds == []
+
+
+def test_changed_payload_diverges() -> None:
+    """A strict replay with a changed approval payload diverges instead of reusing the decision."""
+    journal = MemoryJournal()
+    with redrive.run(journal, "r1"):
+        redrive.await_approval("deploy", {"version": 1})
+    journal.decide("r1", "deploy", True, by="ops")
+    with redrive.run(journal, "r1"):
+        redrive.await_approval("deploy", {"version": 1})
+    with pytest.raises(redrive.DivergenceError), redrive.run(journal, "r1", live=False):
+        redrive.await_approval("deploy", {"version": 2})
+
+
+def test_async_run_suspends() -> None:
+    """An async run suspends the same way."""
+    import asyncio
+
+    journal = MemoryJournal()
+
+    async def main() -> str:
+        async with redrive.run(journal, "r1") as run:
+            redrive.await_approval("go")
+        return run.status
+
+    assert asyncio.run(main()) == "suspended"
+
+
+def test_outside_a_run_is_an_error() -> None:
+    """await_approval outside a run raises RuntimeError."""
+    with pytest.raises(RuntimeError, match="outside a run"):
+        redrive.await_approval("x")
