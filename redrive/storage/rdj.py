@@ -233,7 +233,9 @@ class _Reader:
             )
         if length > left:
             raise self.corrupt(
-                "size", f"a record declares {length} bytes but only {max(left, 0)} remain"
+                "truncated",
+                f"a record declares {length} bytes but only {max(left, 0)} remain (the file "
+                "was cut short, or the length is damaged)",
             )
         self.offset += _RECORD_HEAD.size
         body = self._read(length, "a record body")
