@@ -540,12 +540,12 @@ def _cmd_sql(args: argparse.Namespace, out: _Out) -> int:
     except duckdb.Error as exc:
         raise _QueryError(f"query failed: {exc}") from None
     columns = [d[0] for d in cursor.description or []]
-    rows: list[Any] = cursor.fetchall() if columns else []
+    result: list[Any] = cursor.fetchall() if columns else []
     if out.json:
         out.emit({"columns": columns, "rows": [dict(zip(columns, row, strict=True))
-                                               for row in rows]})
+                                               for row in result]})
     else:
-        out.table("query", columns, rows)
+        out.table("query", columns, result)
     return EXIT_OK
 
 
