@@ -1,0 +1,237 @@
+"""Import VCR-style YAML cassettes of OpenAI / Anthropic traffic into a journal as a run.
+
+Three on-disk dialects are read:
+
+* classic vcrpy: ``response: {status: {code, message}, headers, body: {string}}``
+  (the string may be ``!!binary`` gzip with ``Content-Encoding: gzip``);
+* pydantic-ai's serializer: JSON bodies stored decoded under ``parsed_body``
+  (request and response), non-JSON bodies under ``body.string``;
+* vcrpy's older httpx stub: ``response: {status_code, http_version, content}``.
+
+Each interaction becomes one model step, stored exactly as
+:func:`redrive.wrap` would have recorded it live (decoded body, scrubbed
+headers, SSE events as chunks), so the run replays through the real SDK.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import urllib.parse
+import zlib
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..replay import Run
+from ..storage import Journal
+from .anthropic import anthropic_view
+from .http import HttpRecorder, describe_request, response_payload, split_events
+from .openai import openai_view
+
+__all__ = ["CassetteError", "Interaction", "import_cassette", "load_cassette"]
+
+#: host -> (provider, base path the SDK's default base URL has).
+PROVIDERS = {
+    "api.openai.com": ("openai", "/v1"),
+    "api.anthropic.com": ("anthropic", ""),
+}
+_VIEWS = {"openai": openai_view, "anthropic": anthropic_view}
+
+
+class CassetteError(ValueError):
+    """A cassette cannot be imported; the message says which file, which interaction and why."""
+
+
+@attrs.frozen(kw_only=True)
+class Interaction:
+    """One request/response pair of a cassette, with the body bytes as recorded.
+
+    Attributes:
+        method, uri: the request line.
+        request_body: the request body bytes (re-serialized JSON for ``parsed_body``).
+        request_headers: ``[(name, value), ...]``.
+        status: the response status.
+        headers: the response headers ``[(name, value), ...]`` as recorded.
+        body: the response body bytes as recorded (possibly gzip-compressed).
+    """
+
+    method: str
+    uri: str
+    request_body: bytes
+    request_headers: list[tuple[str, str]]
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def decoded_body(self) -> bytes:
+        """The response body with any gzip/deflate compression removed."""
+        return _decode(self.body)
+
+    def honest_headers(self) -> list[tuple[str, str]]:
+        """The response headers, without a ``content-encoding`` the body does not have."""
+        if self.body == self.decoded_body():
+            return [(k, v) for k, v in self.headers if k.lower() != "content-encoding"]
+        return list(self.headers)
+
+
+def _decode(data: bytes) -> bytes:
+    if data[:2] == b"\x1f\x8b":
+        return gzip.decompress(data)
+    if data[:1] == b"\x78":  # zlib (deflate) header
+        try:
+            return zlib.decompress(data)
+        except zlib.error:
+            return data
+    return data
+
+
+def _headers(raw: Any) -> list[tuple[str, str]]:
+    out = []
+    for name, values in (raw or {}).items():
+        for value in values if isinstance(values, list) else [values]:
+            out.append((str(name), str(value)))
+    return out
+
+
+def _body_bytes(part: dict[str, Any], where: str) -> bytes:
+    if "parsed_body" in part:
+        return json.dumps(part["parsed_body"]).encode()
+    body = part.get("body", part.get("content"))
+    if isinstance(body, dict):
+        body = body.get("string")
+    if body is None:
+        return b""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    raise CassetteError(f"{where}: the body is a {type(body).__name__}, not text or bytes")
+
+
+def load_cassette(path: str | Path) -> list[Interaction]:
+    """Read a cassette file into its interactions, in order.
+
+    Raises:
+        CassetteError: the file is not YAML, has no ``interactions`` list, or an
+            interaction lacks a method, URI or status (the message names it).
+        ImportError: PyYAML is not installed (``pip install pyyaml``).
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise CassetteError(f"{path}: not a readable YAML cassette: {exc}") from None
+    items = data.get("interactions") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not items:
+        raise CassetteError(f"{path}: no 'interactions' list; this is not a VCR cassette")
+    out = []
+    for i, item in enumerate(items):
+        where = f"{path.name} interaction {i}"
+        request = item.get("request") or {}
+        response = item.get("response") or {}
+        status = response.get("status")
+        code = (
+            status.get("code") if isinstance(status, dict) else response.get("status_code", status)
+        )
+        if not request.get("method") or not request.get("uri") or not isinstance(code, int):
+            raise CassetteError(
+                f"{where}: needs request.method, request.uri and a response status "
+                "(status.code or status_code); found "
+                f"method={request.get('method')!r} uri={request.get('uri')!r} status={code!r}"
+            )
+        out.append(
+            Interaction(
+                method=str(request["method"]).upper(),
+                uri=str(request["uri"]),
+                request_body=_body_bytes(request, where + " request"),
+                request_headers=_headers(request.get("headers")),
+                status=code,
+                headers=_headers(response.get("headers")),
+                body=_body_bytes(response, where + " response"),
+            )
+        )
+    return out
+
+
+def step_of(interaction: Interaction, where: str = "") -> tuple[str, dict[str, Any], Any]:
+    """Return ``(step name, request, response payload)`` as a live recording would store them.
+
+    Raises:
+        CassetteError: the host is not a known model API, or the body cannot be decoded.
+    """
+    url = urllib.parse.urlsplit(interaction.uri)
+    host = url.hostname or ""
+    if host not in PROVIDERS:
+        raise CassetteError(
+            f"{where}: {interaction.uri} is not an OpenAI or Anthropic API host "
+            f"(known: {', '.join(sorted(PROVIDERS))})"
+        )
+    provider, base_path = PROVIDERS[host]
+    content_type = next(
+        (v for k, v in interaction.request_headers if k.lower() == "content-type"),
+        "application/json",
+    )
+    name, request = describe_request(
+        provider,
+        base_path,
+        interaction.method,
+        url.path,
+        urllib.parse.parse_qsl(url.query, keep_blank_values=True),
+        interaction.request_body,
+        content_type,
+    )
+    try:
+        body = interaction.decoded_body()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CassetteError(f"{where}: the response body cannot be decompressed: {exc}") from None
+    response_type = next(
+        (v for k, v in interaction.headers if k.lower() == "content-type"), ""
+    )
+    if "text/event-stream" in response_type:
+        events, rest = split_events(body)
+        payload = response_payload(
+            interaction.status, interaction.headers, chunks=events + ([rest] if rest else [])
+        )
+    else:
+        payload = response_payload(interaction.status, interaction.headers, body=body)
+    return name, request, payload
+
+
+def import_cassette(path: str | Path, journal: Journal, run_id: str | None = None) -> str:
+    """Import a cassette as a finished run whose steps replay through :func:`redrive.wrap`.
+
+    Args:
+        path: the cassette (``.yaml``).
+        journal: where the run is written.
+        run_id: the run's id (default ``"cassette:{file stem}"``).
+
+    Returns:
+        The run id.
+
+    Raises:
+        CassetteError: the cassette cannot be read or converted (says why), or
+            a run with that id already exists in the journal.
+    """
+    path = Path(path)
+    run_id = run_id or f"cassette:{path.stem}"
+    interactions = load_cassette(path)
+    steps = [
+        step_of(item, f"{path.name} interaction {i}") for i, item in enumerate(interactions)
+    ]
+    if journal.get_run(run_id) is not None:
+        raise CassetteError(
+            f"{path}: run {run_id!r} already exists in {journal.url}; pass another run_id"
+        )
+    with Run(journal, run_id, input={"cassette": path.name}) as run:
+        for name, request, payload in steps:
+            provider = name.partition(":")[0]
+            step, stored, key, turn = run.model_begin(name, request)
+            view = HttpRecorder(provider=provider, view=_VIEWS.get(provider)).make_view(
+                stored, payload
+            )
+            run.model_record(name, stored, key, turn, payload, view=view, unfinished=step)
+    return run_id
