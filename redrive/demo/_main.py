@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -158,22 +159,38 @@ def _steps_table(steps: list[dict[str, Any]]) -> Table:
     return table
 
 
-def _check(console: Console, ok: bool, text: str, failures: list[str]) -> None:
+def _check(console: Console, ok: bool, text: str, checks: list[dict[str, Any]]) -> None:
     mark = Text("  ok   ", style="bold green") if ok else Text("  FAIL ", style="bold red")
     console.print(mark + Text(text))
-    if not ok:
-        failures.append(text)
+    checks.append({"check": text, "ok": ok})
 
 
-def story(console: Console, workdir: Path, run_id: str, *, kept: bool = True) -> int:
+def story(
+    console: Console,
+    workdir: Path,
+    run_id: str,
+    *,
+    kept: bool = True,
+    report: dict[str, Any] | None = None,
+) -> int:
     """Run the four acts of the demo in ``workdir``; print them; return 0 when every check held.
+
+    Args:
+        console: where the account is printed.
+        workdir: directory of the journal (``runs.duckdb``) and the side-effect log.
+        run_id: the run's id.
+        kept: whether ``workdir`` survives the demo (then its path is printed).
+        report: filled with the machine-readable account (``run_id``, ``journal``,
+            ``log``, ``model_calls``, ``side_effects``, ``acts``, ``checks``).
 
     Raises:
         DemoError: a worker did not start, pause or answer as expected.
     """
     journal = workdir / "runs.duckdb"
     log = workdir / "side_effects.jsonl"
-    failures: list[str] = []
+    report = report if report is not None else {}
+    checks: list[dict[str, Any]] = []
+    report.update(run_id=run_id, journal=str(journal), log=str(log), checks=checks)
     with ScriptedModelServer() as server:
         cmd = _worker_cmd(journal, log, server.base_url, run_id)
         console.print(
@@ -219,11 +236,11 @@ def story(console: Console, workdir: Path, run_id: str, *, kept: bool = True) ->
             f"{calls_resume} after it ({calls_first + calls_resume} in all)."
         )
         _check(console, resumed["status"] == "succeeded" and resumed["exit_code"] == 0,
-               f"the resumed run succeeded (status {resumed['status']})", failures)
-        _check(console, effects["open_ticket"] == 1, "the ticket was opened exactly once", failures)
-        _check(console, effects["send_email"] == 1, "the email was sent exactly once", failures)
+               f"the resumed run succeeded (status {resumed['status']})", checks)
+        _check(console, effects["open_ticket"] == 1, "the ticket was opened exactly once", checks)
+        _check(console, effects["send_email"] == 1, "the email was sent exactly once", checks)
         _check(console, calls_resume == live_models,
-               f"no finished model call was paid twice ({calls_resume} live on resume)", failures)
+               f"no finished model call was paid twice ({calls_resume} live on resume)", checks)
 
         # act 3: replay the finished run
         console.rule("3. replay the finished run (new worker)")
@@ -237,9 +254,9 @@ def story(console: Console, workdir: Path, run_id: str, *, kept: bool = True) ->
             f"{replayed['live']} live; model calls {new_calls}; tool executions {new_effects}"
         )
         _check(console, new_calls == 0 and new_effects == 0,
-               "zero model calls and zero tool executions", failures)
+               "zero model calls and zero tool executions", checks)
         _check(console, replayed.get("final") == resumed.get("final"),
-               "the same recorded answer", failures)
+               "the same recorded answer", checks)
 
         # act 4: changed code, strict replay
         console.rule("4. changed code, strict replay")
@@ -254,10 +271,17 @@ def story(console: Console, workdir: Path, run_id: str, *, kept: bool = True) ->
                   border_style="red")
         )
         _check(console, error.get("type") == "DivergenceError" and server.calls == calls_before,
-               "DivergenceError at open_ticket, with no model call and no tool run", failures)
+               "DivergenceError at open_ticket, with no model call and no tool run", checks)
         _check(console, len(read_log(log)) == log_before, "the side-effect log is unchanged",
-               failures)
+               checks)
 
+        report["model_calls"] = {
+            "first_worker": calls_first, "resume": calls_resume,
+            "replay": new_calls, "divergence": server.calls - calls_before,
+        }
+    report["side_effects"] = dict(_counts(read_log(log), run_id))
+    report["acts"] = {"killed": paused, "resume": resumed, "replay": replayed, "divergence": drift}
+    failures = [c["check"] for c in checks if not c["ok"]]
     console.rule()
     if failures:
         console.print(f"[bold red]{len(failures)} check(s) failed[/]: " + "; ".join(failures))
@@ -270,7 +294,7 @@ def story(console: Console, workdir: Path, run_id: str, *, kept: bool = True) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo (``redrive demo [--dir DIR] [--run-id ID] [--keep]``); return the exit code.
+    """Run the demo (``redrive demo [--dir DIR] [--run-id ID] [--keep] [--json]``).
 
     Args:
         argv: command-line arguments (default ``sys.argv[1:]``).
@@ -290,10 +314,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--run-id", default=None, help="the run id (default: a fresh job id)")
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
+    parser.add_argument(
+        "--json", action="store_true", help="print the account as one JSON object instead"
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
-    console = Console(highlight=False)
+    console = Console(highlight=False, file=io.StringIO() if args.json else None)
     if importlib.util.find_spec("openai") is None:
-        console.print(
+        Console(stderr=True).print(
             "[bold red]demo error:[/] the demo drives the OpenAI Python SDK, which is not "
             "installed: pip install 'redrive[openai]'"
         )
@@ -302,11 +329,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="redrive-demo-")) if temp else Path(args.dir)
     workdir.mkdir(parents=True, exist_ok=True)
     run_id = args.run_id or f"support:job-{os.getpid() % 9000 + 1000}-{os.urandom(2).hex()}"
+    report: dict[str, Any] = {}
     try:
-        return story(console, workdir, run_id, kept=not temp or args.keep)
+        code = story(console, workdir, run_id, kept=not temp or args.keep, report=report)
     except DemoError as exc:
         console.print(f"[bold red]demo error:[/] {exc}")
-        return 2
+        report["error"] = str(exc)
+        code = 2
     finally:
         if temp and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        report["exit_code"] = code
+        print(json.dumps(report, indent=2, default=str))
+    return code

@@ -164,3 +164,15 @@ def test_demo_tells_the_story(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "FAIL" not in out
     ran = Counter(entry["tool"] for entry in read_log(tmp_path / "side_effects.jsonl"))
     assert ran == Counter({"lookup_customer": 1, "open_ticket": 1, "send_email": 1})
+
+
+def test_demo_json_account(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`redrive demo --json` reports the model calls per act and the side effects it counted."""
+    code = demo_main(["--dir", str(tmp_path), "--run-id", "support:job-json", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 == report["exit_code"]
+    assert report["model_calls"] == {"first_worker": 2, "resume": 2, "replay": 0, "divergence": 0}
+    assert report["side_effects"] == {"lookup_customer": 1, "open_ticket": 1, "send_email": 1}
+    assert report["acts"]["killed"]["exit_code"] == -signal.SIGKILL
+    assert report["acts"]["divergence"]["error"]["type"] == "DivergenceError"
+    assert all(check["ok"] for check in report["checks"])
