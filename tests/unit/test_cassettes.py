@@ -147,3 +147,31 @@ def test_imported_headers_are_scrubbed(tmp_path: Path) -> None:
     written = b"".join(f.payload for f in journal.frames(run_id))
     assert b"SECRET1" not in written and b"SECRET2" not in written
     assert b"application/json" in written
+
+
+@needs_shared
+def test_responses_stream_helper_replays_the_same_events() -> None:
+    """client.responses.stream() on an imported Responses stream yields the original events."""
+    path = CASSETTES / "crewai__openai_responses_stream.yaml"
+    item = load_cassette(path)[0]
+    body = json.loads(item.request_body)
+    kwargs = {k: v for k, v in body.items() if k != "stream"}
+
+    def events(client: Any) -> list[Any]:
+        with client.responses.stream(**kwargs) as stream:
+            seen = [event.model_dump() for event in stream]
+            return [seen, stream.get_final_response().model_dump(warnings=False)]
+
+    original = _client("openai", httpx2.MockTransport(
+        lambda request: httpx2.Response(item.status, headers=item.honest_headers(),
+                                         content=item.body)))
+    expected = events(original)
+    original.close()
+    journal = redrive.open_journal(":memory:")
+    run_id = import_cassette(path, journal)
+    wrapped = redrive.wrap(_client("openai", httpx2.MockTransport(
+        lambda request: httpx2.Response(599))))
+    with redrive.run(journal, run_id, live=False):
+        assert events(wrapped) == expected
+    wrapped.close()
+    assert len(expected[0]) > 3
