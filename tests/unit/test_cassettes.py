@@ -159,7 +159,7 @@ def test_responses_stream_helper_replays_the_same_events() -> None:
 
     def events(client: Any) -> list[Any]:
         with client.responses.stream(**kwargs) as stream:
-            seen = [event.model_dump() for event in stream]
+            seen = [event.model_dump(warnings=False) for event in stream]
             return [seen, stream.get_final_response().model_dump(warnings=False)]
 
     original = _client("openai", httpx2.MockTransport(
