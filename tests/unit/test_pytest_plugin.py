@@ -1,0 +1,142 @@
+"""The pytest plugin's record modes, run in pytester sandboxes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TEST_FILE = '''
+import pathlib
+import pytest
+import redrive
+
+CALLS = pathlib.Path(__file__).parent / "calls.log"
+
+@redrive.model(name="model:fake")
+def fake_model(prompt):
+    with CALLS.open("a") as log:
+        log.write(prompt + "\\n")
+    return {{"text": prompt.upper(), "usage": {{"input_tokens": 1, "output_tokens": 1}}}}
+
+@pytest.mark.redrive{marker}
+def test_agent():
+    for prompt in {prompts!r}:
+        assert fake_model(prompt)["text"] == prompt.upper()
+'''
+
+
+def _write(pytester: pytest.Pytester, prompts: list[str], marker: str = "") -> None:
+    pytester.makepyfile(test_agent=TEST_FILE.format(prompts=prompts, marker=marker))
+
+
+def _calls(pytester: pytest.Pytester) -> list[str]:
+    log = pytester.path / "calls.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def _journal(pytester: pytest.Pytester) -> Path:
+    return pytester.path / "journals" / "test_agent" / "test_agent.rdj"
+
+
+@pytest.fixture(autouse=True)
+def _no_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+
+
+def test_once_records_then_replays(pytester: pytest.Pytester) -> None:
+    """Mode once records when the journal is missing and replays without live calls after."""
+    _write(pytester, ["a", "b"])
+    pytester.runpytest("--redrive-record-mode=once").assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a", "b"] and _journal(pytester).exists()
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a", "b"]
+
+
+def test_none_fails_a_live_call_with_the_closest_steps(pytester: pytest.Pytester) -> None:
+    """Mode none fails an unrecorded call with ReplayMissError naming it and the closest steps."""
+    _write(pytester, ["a"])
+    pytester.runpytest().assert_outcomes(passed=1)
+    _write(pytester, ["a", "zzz"])
+    result = pytester.runpytest("--redrive-record-mode=none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ReplayMissError*model:fake*zzz*"])
+    assert _calls(pytester) == ["a"]
+
+
+def test_none_without_a_journal_errors(pytester: pytest.Pytester) -> None:
+    """Mode none with no recorded journal errors at setup and says how to record one."""
+    _write(pytester, ["a"])
+    result = pytester.runpytest("--redrive-record-mode=none")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no journal was recorded*--redrive-record-mode=once*"])
+    assert _calls(pytester) == []
+
+
+def test_all_records_again(pytester: pytest.Pytester) -> None:
+    """Mode all makes the live calls again and rewrites the journal."""
+    _write(pytester, ["a"])
+    pytester.runpytest().assert_outcomes(passed=1)
+    _write(pytester, ["b"])
+    pytester.runpytest("--redrive-record-mode=all").assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a", "b"]
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a", "b"]
+
+
+def test_new_episodes_records_only_new_calls(pytester: pytest.Pytester) -> None:
+    """Mode new_episodes replays the recorded call, records the new one, and saves both."""
+    _write(pytester, ["a"])
+    pytester.runpytest().assert_outcomes(passed=1)
+    _write(pytester, ["a", "c"])
+    pytester.runpytest("--redrive-record-mode=new_episodes").assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a", "c"]
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a", "c"]
+
+
+def test_ci_defaults_to_none_and_the_marker_overrides(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With CI=true the default is none; a marker's record_mode wins over it."""
+    monkeypatch.setenv("CI", "true")
+    _write(pytester, ["a"])
+    pytester.runpytest().assert_outcomes(errors=1)
+    _write(pytester, ["a"], marker='(record_mode="once")')
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a"]
+
+
+def test_failing_test_recording_is_not_saved(pytester: pytest.Pytester) -> None:
+    """A test that fails while recording leaves no journal behind."""
+    pytester.makepyfile(test_agent=TEST_FILE.format(prompts=["a"], marker="")
+                        + "    assert False\n")
+    pytester.runpytest().assert_outcomes(failed=1)
+    assert not _journal(pytester).exists()
+
+
+def test_unused_journal_is_reported(pytester: pytest.Pytester) -> None:
+    """A passing test that no longer makes every recorded call is listed in the summary."""
+    _write(pytester, ["a", "b"])
+    pytester.runpytest().assert_outcomes(passed=1)
+    _write(pytester, ["a"])
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*redrive: recorded journals not used completely*",
+        "*test_agent.rdj*left recorded steps unused*",
+    ])
+
+
+def test_plugin_imports_nothing_heavy() -> None:
+    """Loading the plugin module imports neither DuckDB, rich nor the SDKs."""
+    code = (
+        "import sys, redrive.pytest_plugin; "
+        "print(sorted({'duckdb', 'rich', 'openai', 'anthropic', 'httpx'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
