@@ -702,9 +702,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``redrive`` command line; return the exit code (see the module docstring)."""
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.command != "demo":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command == "demo":
+        args.rest = [*extra, *args.rest]
     out = _Out(bool(args.json))
     code = EXIT_FAILED
 
