@@ -441,8 +441,9 @@ def _set_schema(factory: Callable[..., Any], value: str) -> None:
         j = factory()
     finally:
         SqlJournal._migrate = opener  # type: ignore[method-assign]
-    with contextlib.closing(j), j._transaction() as cur:
-        cur.execute(j._sql("UPDATE redrive_meta SET value = ? WHERE key = ?"), [value, "schema"])
+    sql = getattr(j, "_store", j)  # the DuckDB journal keeps its tables in a store
+    with contextlib.closing(j), sql._transaction() as cur:
+        cur.execute(sql._sql("UPDATE redrive_meta SET value = ? WHERE key = ?"), [value, "schema"])
 
 
 def _checked(factory: Callable[..., Any]) -> None:
