@@ -14,6 +14,7 @@ corruption and raises :class:`~redrive.errors.JournalCorruptError`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections.abc import Iterator
@@ -134,10 +135,8 @@ class FrameLog:
                 raise OSError(f"{self.path}: short write ({written} of {len(blob)} bytes)")
             _sync(self._fd)
         except OSError:
-            try:
+            with contextlib.suppress(OSError):  # else the torn tail is cut off on next open
                 os.ftruncate(self._fd, end)
-            except OSError:
-                pass  # the torn tail is cut off on the next open
             raise
         return len(blob)
 
