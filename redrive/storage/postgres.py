@@ -2,7 +2,9 @@
 
 ``redrive.open_journal("postgresql://user@host/db")`` opens it. Connections
 come from a psycopg 3 connection pool; every operation is one short
-transaction. Appends lock the run's row (``SELECT ... FOR UPDATE``), so of two
+transaction, sent in pipeline mode (statements whose results are not read
+travel together, so an append costs two round trips: lock-and-read, then
+insert-update-commit). Appends lock the run's row (``SELECT ... FOR UPDATE``), so of two
 workers appending at the same seq exactly one commits and the other gets
 :class:`~redrive.errors.AppendConflictError`; the primary key
 ``(run_id, seq)`` of the frames table backs that up. Leases and fencing work
@@ -112,7 +114,12 @@ class PostgresJournal(SqlJournal):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Cursor]:
-        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with (
+            self._pool.connection() as conn,
+            conn.pipeline(),
+            conn.transaction(),
+            conn.cursor() as cur,
+        ):
             yield cur
 
     def _sql(self, statement: str) -> str:
@@ -124,8 +131,13 @@ class PostgresJournal(SqlJournal):
     def _lock_schema(self, cur: Cursor) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
 
+    def _on_conflict_nothing(self, column: str) -> str:
+        # RETURNING tells _inserted whether the row went in (rowcount is not known
+        # before the pipeline syncs)
+        return f" ON CONFLICT ({column}) DO NOTHING RETURNING 1"
+
     def _inserted(self, cur: Cursor) -> bool:
-        return bool(getattr(cur, "rowcount", 0) == 1)
+        return cur.fetchone() is not None
 
     # -- lifecycle ---------------------------------------------------------------
 
