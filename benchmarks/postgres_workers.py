@@ -27,7 +27,7 @@ from typing import Any
 import redrive
 from redrive.replay import set_boundary_hook
 
-DEFAULT_URL = os.environ.get("REDRIVE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_URL = os.environ.get("REDRIVE_PG_URL") or "postgresql://postgres@127.0.0.1:5432/test"
 RUNS_PER_WORKER = 8
 
 _claim_started = threading.local()

@@ -1,6 +1,6 @@
 """Shared fixtures: the ``--runslow`` switch and the PostgreSQL test database.
 
-Postgres tests use the server named by ``REDRIVE_TEST_PG`` (default
+Postgres tests use the server named by ``REDRIVE_PG_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``). Each test gets a schema of
 its own, dropped afterwards. When ``CI=true`` an unreachable server fails
 the tests; elsewhere they skip with instructions.
@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-PG_URL = os.environ.get("REDRIVE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+PG_URL = os.environ.get("REDRIVE_PG_URL") or "postgresql://postgres@127.0.0.1:5432/test"
 
 _HOW_TO = (
     "start PostgreSQL on 127.0.0.1:5432 with a database 'test' that user 'postgres' can use "
     "without a password (e.g. `docker run -d -p 5432:5432 -e POSTGRES_DB=test "
-    "-e POSTGRES_HOST_AUTH_METHOD=trust postgres:16`), or point REDRIVE_TEST_PG at one, "
+    "-e POSTGRES_HOST_AUTH_METHOD=trust postgres:16`), or point REDRIVE_PG_URL at one, "
     "then run `pytest -m postgres`"
 )
 
