@@ -1,0 +1,299 @@
+"""Claims and leases: the durable write path, losing an append race, run leases.
+
+Of several workers reaching the same unfinished step, the one whose append
+commits first has claimed it. A loser either raises ``RunBusyError``
+(``on_busy="raise"``) or waits for the winner's outcome and continues from
+its frames (``on_busy="wait"``). A run lease (``lease=seconds``) makes one
+worker the owner of a run; its epoch fences every append.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+from ..errors import LeaseLostError, ReplayError, RunBusyError
+from ..frames import Frame, Kind
+from ..storage import RunStatus, RunUpdate
+from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
+from ._state import RunState, _Adopted, _take_until
+
+__all__ = ["Claims"]
+
+
+def _reopened_step(pending: list[Frame]) -> int | None:
+    """Return the seq of the tool step a failed flush was settling, or None.
+
+    That is the claim (a trailing ``tool_start``) or the step an outcome or
+    attempt note refers to; the caller asks the cursor for it again.
+    """
+    if not pending:
+        return None
+    last = pending[-1]
+    if last.kind == Kind.TOOL_START.value:
+        return last.seq
+    if last.kind in (Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value, Kind.NOTE.value):
+        step = last.data().get("step")
+        return int(step) if isinstance(step, int) else None
+    return None
+
+
+
+class Claims(RunState):
+    """The claim, adoption and lease part of a Run."""
+
+    def _flush(self, update: RunUpdate | None = None) -> None:
+        """Append every queued frame in one durable transaction (group commit)."""
+        with self._lock:
+            if not self._pending and update is None:
+                return
+            if self._lease_lost is not None:
+                raise self._lease_lost
+            frames = self._pending
+            first = frames[0].seq if frames else self._next_seq
+            try:
+                self.journal.append(
+                    self.run_id, frames, expected_seq=first, update=update, epoch=self._epoch
+                )
+            except LeaseLostError as exc:
+                self._lease_lost = exc
+                raise
+            except ReplayError as exc:
+                if type(exc).__name__ == "AppendConflictError" and self._adoptable:
+                    self._adopt(frames, first, exc)
+                    raise _Adopted() from None
+                if type(exc).__name__ == "AppendConflictError":
+                    raise RunBusyError(
+                        f"run {self.run_id!r}: another worker appended to this run at seq "
+                        f"{first} while this one was executing it; this worker stops to avoid "
+                        "running a step twice. Use a run lease (lease=seconds) so only one "
+                        "worker executes a run, and resume later.",
+                        run_id=self.run_id,
+                        seq=first,
+                    ) from exc
+                raise
+            self._pending = []
+
+    @contextlib.contextmanager
+    def _adopting(self) -> Iterator[None]:
+        """Let a lost append race adopt the winner's frames (on_busy="wait") in this block."""
+        with self._lock:
+            before, self._adoptable = self._adoptable, self.on_busy == "wait"
+            try:
+                yield
+            finally:
+                self._adoptable = before
+
+    def _adopt(
+        self,
+        pending: list[Frame],
+        first: int,
+        cause: BaseException | None,
+        *,
+        reopen: int | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        """Wait for the worker that won the append at seq ``first``, then continue from its frames.
+
+        This worker's ``pending`` frames are dropped. Each step they opened must
+        be in the winner's frames with the same outcome (a model that answered
+        differently means this loop cannot continue); the step the caller asks
+        for again (the lost claim) must have an outcome. The cursor is rebuilt
+        over the journal as it stands, with the steps this loop already used
+        consumed, so the caller's retry replays the winner's outcome.
+
+        Raises:
+            RunBusyError: ``busy_timeout`` passed first, or the winner's frames
+                do not agree with what this worker already handed its loop.
+        """
+        if reopen is None:
+            reopen = _reopened_step(pending)
+        own_outcomes: dict[int, Frame] = {}
+        opened: list[Frame] = []
+        for frame in pending:
+            if frame.kind in STEP_KINDS and not (
+                frame.kind == Kind.TOOL_START.value and frame.seq == reopen
+            ):
+                opened.append(frame)
+            elif frame.kind == Kind.MODEL_RESPONSE.value:
+                own_outcomes[int(frame.data().get("step", -1))] = frame
+        keep = {s.seq for s in self._cursor.remaining()} if self._cursor is not None else set()
+        if deadline is None:
+            deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            record = self.journal.get_run(self.run_id)
+            assert record is not None
+            cursor = Cursor(
+                self.run_id,
+                _take_until(self.journal.frames(self.run_id), record.next_seq),
+                self.policy,
+            )
+            ready = self._fast_forward(cursor, first, reopen, keep, opened, own_outcomes)
+            if ready or RunStatus(record.status).terminal:
+                break
+            if time.monotonic() > deadline:
+                raise RunBusyError(
+                    f"run {self.run_id!r}: another worker claimed seq "
+                    f"{first if reopen is None else reopen} and has not recorded its outcome "
+                    f"within busy_timeout={self.busy_timeout} s (it may have died mid-step). "
+                    "Resume the run later; a lease (lease=seconds) lets "
+                    "another worker take over a dead one's run.",
+                    run_id=self.run_id,
+                    seq=first,
+                    timed_out=True,
+                ) from cause
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        self._cursor = cursor
+        self._pending = []
+        self._next_seq = record.next_seq
+        self._last_chain = record.last_chain
+        if RunStatus(record.status).terminal:
+            self.status = record.status
+            if record.status == RunStatus.SUCCEEDED.value:
+                self._finished_record = record
+
+    def _busy_step(self, step: RecordedStep) -> bool:
+        """Handle an in-flight ``step`` that may belong to a live worker.
+
+        A claim written while this Run was alive is another live worker's: wait
+        for its outcome (on_busy="wait": the retry replays it) or raise
+        ``RunBusyError``. Without a lease, under on_busy="wait", a claim found at
+        entry that is younger than ``busy_timeout`` is presumed live too: wait
+        until ``busy_timeout`` after the claim, and then (return True) treat it
+        as interrupted. Returns False for a step that is simply in flight.
+        """
+        live = step.seq >= self._known_seq
+        presumed = (
+            not live
+            and self._adoptable
+            and self.lease is None
+            and time.time() - step.start.at < self.busy_timeout
+        )
+        if not live and not presumed:
+            return False
+        if not self._adoptable:
+            raise RunBusyError(
+                f"run {self.run_id!r}: another worker claimed seq {step.seq} ({step.kind} "
+                f"{step.name}) while this one was executing the run; this worker stops so the "
+                "step runs once. Resume later, or pass on_busy='wait' to wait for its outcome.",
+                run_id=self.run_id,
+                seq=step.seq,
+            )
+        try:
+            self._adopt(
+                [], self._next_seq, None, reopen=step.seq,
+                deadline=time.monotonic() + self.busy_timeout - (time.time() - step.start.at)
+                if presumed else None,
+            )
+        except RunBusyError as exc:
+            if presumed and getattr(exc, "timed_out", False):
+                return True
+            raise
+        raise _Adopted()
+
+    def _fast_forward(
+        self,
+        cursor: Cursor,
+        first: int,
+        reopen: int | None,
+        keep: set[int],
+        opened: list[Frame],
+        own_outcomes: dict[int, Frame],
+    ) -> bool:
+        """Consume in ``cursor`` what this loop already used; True when the reopened step ended."""
+        steps = cursor.remaining()
+        for step in steps:
+            if step.seq < first and step.seq not in keep and step.seq != reopen:
+                cursor.consume(step)
+        new = iter([s for s in steps if s.seq >= first])
+        for frame in opened:
+            found = next(new, None)
+            if found is None or found.end is None:
+                return False
+            step = found
+            if (step.kind, step.name, step.key) != (STEP_KINDS[frame.kind], frame.name, frame.key):
+                raise self._disagree(frame, step)
+            if frame.kind == Kind.MODEL_REQUEST.value:
+                own = own_outcomes.get(frame.seq)
+                theirs = decode_outcome(step).get("response")
+                if own is None or own.data().get("response") != theirs:
+                    raise self._disagree(frame, step)
+            elif frame.kind == Kind.VALUE.value and (
+                frame.data().get("value") != step.data.get("value")
+            ):
+                raise self._disagree(frame, step)
+            cursor.consume(step)
+        if reopen is None:
+            return True
+        if reopen >= first:
+            target = next(new, None)
+        else:
+            target = next((s for s in steps if s.seq == reopen), None)
+        return target is not None and target.end is not None
+
+    def _disagree(self, frame: Frame, step: RecordedStep) -> RunBusyError:
+        return RunBusyError(
+            f"run {self.run_id!r}: another worker executed this run at the same time, and its "
+            f"step at seq {step.seq} ({step.kind} {step.name}) differs from what this worker "
+            f"already handed its loop ({frame.kind} {frame.name}); this worker stops. The run "
+            "continues in the other worker; resume it later to continue from its journal.",
+            run_id=self.run_id,
+            seq=step.seq,
+        )
+
+    def _ended_elsewhere(self) -> None:
+        """After losing the race to write ``run_end``: accept the other worker's ending."""
+        if self._finished_record is not None:
+            self._check_fully_replayed(None)
+            return
+        raise RunBusyError(
+            f"run {self.run_id!r}: this worker's loop finished, but another worker is still "
+            f"executing the run (status {self.status}); its ending is not recorded by this "
+            "worker. Resume the run later to read its outcome.",
+            run_id=self.run_id,
+            seq=self._next_seq,
+        )
+
+    def _take_lease(self) -> None:
+        assert self.lease is not None
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                self._epoch = self.journal.acquire_lease(self.run_id, self._owner, self.lease)
+                break
+            except RunBusyError:
+                if self.on_busy == "raise" or time.monotonic() > deadline:
+                    raise
+                time.sleep(min(0.05, self.lease / 10))
+        # the run may have moved while we waited for the lease: re-read it
+        try:
+            record = self.journal.get_run(self.run_id)
+            assert record is not None
+            if record.next_seq != self._next_seq:
+                self._cursor = None
+                self._finished_record = None
+                self._resume(record)
+        except BaseException:
+            # entering fails (ended elsewhere, input mismatch...): do not sit on the lease
+            with contextlib.suppress(Exception):
+                self.journal.release_lease(self.run_id, self._owner, self._epoch)
+            raise
+        self._renewer = threading.Thread(
+            target=self._renew_loop, name=f"redrive-lease-{self.run_id}", daemon=True
+        )
+        self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        assert self.lease is not None and self._epoch is not None
+        while not self._stop_renew.wait(self.lease / 3):
+            try:
+                self.journal.renew_lease(self.run_id, self._owner, self._epoch, self.lease)
+            except LeaseLostError as exc:
+                self._lease_lost = exc
+                return
+            except Exception:  # a transient database error: try again next period
+                continue

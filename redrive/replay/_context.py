@@ -1,0 +1,58 @@
+"""The run active in this context, the idempotency key of the tool running now,
+and the step-boundary hook used by crash tests."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._run import Run
+
+__all__ = ["current_run", "idempotency_key", "set_boundary_hook"]
+
+_current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("redrive_run", default=None)
+_current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "redrive_idempotency_key", default=None
+)
+
+#: Called at every step boundary when set (tests use it to crash at a point).
+_boundary_hook: Callable[[str, dict[str, Any]], None] | None = None
+
+
+def set_boundary_hook(hook: Callable[[str, dict[str, Any]], None] | None) -> None:
+    """Install ``hook(boundary, info)``, called at each step boundary (None removes it).
+
+    Boundaries: ``model_before`` (about to call the model), ``model_after``
+    (response received, before its frames are queued), ``tool_claimed``
+    (``tool_start`` durable, body not started), ``tool_body_done`` (body
+    returned or raised, outcome not yet journaled), ``tool_recorded``
+    (outcome durable, result not yet returned). ``info`` has ``run_id``,
+    ``seq``, ``name``. Used by crash tests; see :mod:`redrive.testing`.
+    """
+    global _boundary_hook
+    _boundary_hook = hook
+
+
+
+def _boundary(point: str, run_id: str, seq: int, name: str) -> None:
+    hook = _boundary_hook
+    if hook is not None:
+        hook(point, {"run_id": run_id, "seq": seq, "name": name})
+
+
+def current_run() -> Run | None:
+    """Return the run active in this context (thread / asyncio task), or None."""
+    return _current.get()
+
+
+def idempotency_key() -> str | None:
+    """Return the idempotency key of the tool step executing now, or None.
+
+    The key is ``"{run_id}:{seq}:{tool}"`` (seq of the step's ``tool_start``),
+    the same on every resume of the run; pass it to a payment or email API so
+    that a re-executed step is deduplicated downstream. None outside a tool
+    body run by redrive.
+    """
+    return _current_key.get()

@@ -1,0 +1,248 @@
+"""The state a Run carries, and the helpers every kind of step shares."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib.metadata
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from ..errors import DivergenceError, LeaseLostError, ReplayMissError
+from ..frames import Frame, Kind, canonical, make_frame
+from ..storage import Journal, RunRecord, RunStatus, RunUpdate
+from ._cursor import Cursor, Found, RecordedStep
+from ._delta import Expander
+from ._diff import short
+from ._policy import ReplayPolicy, compile_paths, redact_paths
+
+__all__ = ["RunState"]
+
+_UNSET: Any = object()
+_DEFAULT_RETRYABLE: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("redrive")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
+        return "0"
+
+
+def _take_until(frames: Iterator[Frame], limit: int) -> Iterator[Frame]:
+    for frame in frames:
+        if frame.seq >= limit:
+            return
+        yield frame
+
+
+
+class _Adopted(Exception):
+    """Internal: a lost append was replaced by the winner's frames; match the step again."""
+
+
+class RunState:
+    """Options, counters and the frame queue of a Run, and the matching helpers.
+
+    The Run is assembled from this state plus its tool steps
+    (:mod:`._tools`), claims and leases (:mod:`._claims`) and its lifecycle,
+    model and value steps (:mod:`._run`).
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        run_id: str,
+        *,
+        input: Any = _UNSET,
+        replay: str | ReplayPolicy = "strict",
+        on_in_flight: Literal["raise", "tell_model"] = "raise",
+        max_attempts: int = 3,
+        lease: float | None = None,
+        on_busy: Literal["raise", "wait"] = "raise",
+        busy_timeout: float = 30.0,
+        create: bool = True,
+        live: bool = True,
+        redact: tuple[str, ...] = (),
+        model_commit: Literal["group", "each"] = "group",
+        retryable: tuple[type[BaseException], ...] = _DEFAULT_RETRYABLE,
+        entrypoint: str | None = None,
+    ) -> None:
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty string, not {run_id!r}")
+        if on_in_flight not in ("raise", "tell_model"):
+            raise ValueError(f"on_in_flight={on_in_flight!r}: use 'raise' or 'tell_model'")
+        if on_busy not in ("raise", "wait"):
+            raise ValueError(f"on_busy={on_busy!r}: use 'raise' or 'wait'")
+        if model_commit not in ("group", "each"):
+            raise ValueError(f"model_commit={model_commit!r}: use 'group' or 'each'")
+        if lease is not None and lease <= 0:
+            raise ValueError(f"lease={lease!r}: a lease is a positive number of seconds")
+        self.journal = journal
+        self.run_id = run_id
+        self.policy = ReplayPolicy.of(replay)
+        self.on_in_flight = on_in_flight
+        self.max_attempts = max_attempts
+        self.lease = lease
+        self.on_busy = on_busy
+        self.busy_timeout = busy_timeout
+        self.create = create
+        self.live = live
+        self.model_commit = model_commit
+        self.retryable = tuple(retryable)
+        self.entrypoint = entrypoint
+        self._input = input
+        self._redact = compile_paths(redact)
+        self._lock = threading.RLock()
+        self._pending: list[Frame] = []
+        self._next_seq = 0
+        self._last_chain = ""
+        self._turn = 0
+        self._cursor: Cursor | None = None
+        self._requests = Expander()
+        self._token: contextvars.Token[Any] | None = None
+        self._finished_record: RunRecord | None = None
+        self._output: Any = None
+        self._output_set = False
+        self._epoch: int | None = None
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._renewer: threading.Thread | None = None
+        self._stop_renew = threading.Event()
+        self._lease_lost: LeaseLostError | None = None
+        self._adoptable = False
+        self._known_seq = 0
+        self._failed_keys: dict[tuple[str, str], int] = {}
+        self._tool_errors: dict[int, bool] = {}
+        self.status = RunStatus.RUNNING.value
+        self.replayed_steps = 0
+        self.live_steps = 0
+        self.resumed = False
+        self._resumed_at = 0
+        self.entered = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<redrive.Run {self.run_id!r} status={self.status} replayed={self.replayed_steps} "
+            f"live={self.live_steps}>"
+        )
+
+    @property
+    def finished(self) -> bool:
+        """True when the run had already succeeded before this execution."""
+        return self._finished_record is not None
+
+    @property
+    def output(self) -> Any:
+        """The run's output: recorded (finished run) or set by :meth:`finish`."""
+        if self._finished_record is not None and not self._output_set:
+            return self._finished_record.output_value()
+        return self._output
+
+    def _queue(self, kind: Kind, name: str, payload: Any, key: str = "") -> Frame:
+        frame = make_frame(
+            run_id=self.run_id,
+            seq=self._next_seq,
+            kind=kind,
+            name=name,
+            key=key,
+            payload=payload,
+            prev_chain=self._last_chain,
+            epoch=self._epoch or 0,
+        )
+        self._pending.append(frame)
+        self._next_seq += 1
+        self._last_chain = frame.chain
+        return frame
+
+    def _check_live(self, kind: str, name: str, args: Any, key: str) -> None:
+        if self._lease_lost is not None:
+            raise self._lease_lost
+        if self._finished_record is not None or not self.live:
+            cursor = self._cursor
+            closest = []
+            if cursor is not None:
+                closest = [
+                    f"{s.describe()} args {short(s.args)}"
+                    for s in cursor.remaining()
+                    if s.kind == kind
+                ][:3]
+            why = (
+                "the run already succeeded, so its journal is complete"
+                if self._finished_record is not None
+                else "this run replays only (live=False)"
+            )
+            raise ReplayMissError(
+                f"run {self.run_id!r}: the loop asked for {kind} {name!r} with arguments "
+                f"{short(args)}, which no recorded step answers, and {why}.\n"
+                + (
+                    "  closest recorded steps:\n    " + "\n    ".join(closest)
+                    if closest
+                    else "  no unconsumed recorded step of that kind"
+                )
+                + "\nWhat to do: re-record the run, or find the code change that added this "
+                "call (redrive show / redrive diff).",
+                run_id=self.run_id,
+                seq=self._next_seq,
+                kind=kind,
+                name=name,
+                found=args,
+                closest=closest,
+            )
+
+    def _match(self, kind: str, name: str, args: Any, key: str) -> RecordedStep | None:
+        cursor = self._cursor
+        if cursor is None:
+            return None
+        step = cursor.match(kind, name, args, key)
+        if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
+            raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+        if step is not None and step.kind == "model":
+            self._turn = max(self._turn, step.turn)
+        return step
+
+    def _prepare(self, args: Any, path: str) -> Any:
+        return redact_paths(canonical(args, path), self._redact)
+
+    def _check_fully_replayed(self, exc: BaseException | None) -> None:
+        if exc is not None or self._cursor is None:
+            return
+        # a lenient rule lets recorded steps of its kind go unasked (removed calls)
+        left = [s for s in self._cursor.remaining() if self.policy.rule(s.kind) != "lenient"]
+        if left:
+            step = left[0]
+            raise DivergenceError(
+                f"run {self.run_id!r}: the loop finished but the journal has more steps, from "
+                f"seq {step.seq} ({step.kind} {step.name}); the code took a shorter path than "
+                f"the record. {len(left)} recorded step(s) were not asked for. If the change is "
+                "intended, record a new run.",
+                run_id=self.run_id,
+                seq=step.seq,
+                kind=step.kind,
+                name=step.name,
+                found_kind=None,
+                found_name=None,
+                expected=step.args,
+                found=None,
+                expected_key=step.key,
+                found_key=None,
+                diff=[],
+                context=[s.describe() for s in left[:5]],
+            )
+
+    # -- implemented by the other parts of the Run ------------------------------
+
+    def _flush(self, update: RunUpdate | None = None) -> None:
+        raise NotImplementedError
+
+    def _adopting(self) -> contextlib.AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _busy_step(self, step: RecordedStep) -> bool:
+        raise NotImplementedError
+
+    def _resume(self, record: RunRecord) -> None:
+        raise NotImplementedError

@@ -1,0 +1,442 @@
+"""Tool steps: replay a recorded outcome, or claim the step and run the body.
+
+Also the resume policy for a tool step that was in flight or failed: restart
+safety, ``recover()``, the block and the not-safely-resumable outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
+
+import attrs
+
+from ..errors import RecordedToolError, RetryLimitExceededError, SideEffectRetryBlockedError
+from ..frames import Kind, call_key, canonical
+from ._context import _boundary, _current_key
+from ._cursor import RecordedStep, decode_outcome
+from ._diff import short
+from ._policy import match_view
+from ._state import RunState, _Adopted
+
+__all__ = ["Recovery", "ToolSpec", "ToolSteps", "rebuild_error"]
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Recovery:
+    """What a tool's ``recover(args, idempotency_key)`` found about an in-flight call.
+
+    Build with :meth:`done`, :meth:`not_done` or :meth:`unknown`.
+    """
+
+    state: Literal["done", "not_done", "unknown"]
+    result: Any = None
+    reason: str = ""
+
+    @classmethod
+    def done(cls, result: Any) -> Recovery:
+        """The call completed with ``result``: journal it, do not run the body."""
+        return cls("done", result)
+
+    @classmethod
+    def not_done(cls) -> Recovery:
+        """The call never took effect: run the body now."""
+        return cls("not_done")
+
+    @classmethod
+    def unknown(cls, reason: str = "") -> Recovery:
+        """The outcome cannot be told: block the step."""
+        return cls("unknown", reason=reason)
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """How a tool behaves on resume (built by :func:`redrive.tool`).
+
+    Attributes:
+        name: the tool's step name.
+        restart_safe: True when re-running an in-flight call is harmless.
+        read_only: the tool has no side effect (implies restart safe).
+        recover: ``fn(args: dict, idempotency_key: str) -> Recovery`` or None.
+        retryable: exception types after which the run stays resumable.
+        declared: whether ``restart_safe`` was declared (False: the name heuristic decided).
+    """
+
+    name: str
+    restart_safe: bool = False
+    read_only: bool = False
+    recover: Callable[[dict[str, Any], str], Recovery] | None = None
+    retryable: tuple[type[BaseException], ...] = ()
+    declared: bool = True
+
+
+@attrs.define
+class _Plan:
+    seq: int
+    key: str
+    name: str
+    turn: int
+    replayed: bool = False
+    value: Any = None
+    error: BaseException | None = None
+    match_key: str = ""
+
+
+def _error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
+    cls = type(exc)
+    try:
+        args = canonical(list(exc.args), "error.args")
+    except TypeError:
+        args = None
+    return {
+        "type": f"{cls.__module__}.{cls.__qualname__}",
+        "module": cls.__module__,
+        "qualname": cls.__qualname__,
+        "message": str(exc),
+        "args": args,
+        "retryable": retryable,
+    }
+
+
+def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> BaseException:
+    """Rebuild a recorded tool exception as its own type, or a RecordedToolError.
+
+    The type is only looked up in modules already imported (a journal never
+    causes an import), must be an Exception subclass, and must accept the
+    recorded ``args``.
+    """
+    module = sys.modules.get(str(error.get("module")))
+    obj: Any = module
+    for part in str(error.get("qualname", "")).split("."):
+        obj = getattr(obj, part, None) if obj is not None else None
+    args = error.get("args")
+    if isinstance(obj, type) and issubclass(obj, Exception) and isinstance(args, list):
+        try:
+            rebuilt = obj(*args)
+        except Exception:
+            rebuilt = None
+        if rebuilt is not None and str(rebuilt) == error.get("message"):
+            return rebuilt
+    return RecordedToolError(
+        f"run {run_id!r} seq {seq}: tool {tool!r} raised {error.get('type')}: "
+        f"{error.get('message')} when it was recorded (the type cannot be rebuilt here, so it "
+        "is replayed as this error)",
+        run_id=run_id,
+        seq=seq,
+        tool=tool,
+        error_type=error.get("type"),
+        error_message=error.get("message"),
+    )
+
+
+
+class ToolSteps(RunState):
+    """The tool-step part of a Run."""
+
+    def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
+        # A lost claim under on_busy="wait" adopts the winner's frames (_adopt) and
+        # matches the step again: now it replays the winner's outcome.
+        while True:
+            with self._adopting():
+                try:
+                    return self._tool_begin_once(spec, arguments)
+                except _Adopted:
+                    continue
+
+    def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
+        stored = self._prepare(arguments, "args")
+        key = call_key(spec.name, match_view(stored))
+        with self._lock:
+            turn = self._turn
+            step = self._match("tool", spec.name, stored, key)
+            if step is not None and step.end is not None and not self._ended_run(step):
+                self.replayed_steps += 1
+                return self._tool_replayed(spec, step, key)
+            if step is not None and step.end is None and self._busy_step(step):
+                return self._tool_in_flight(spec, step, stored, key)  # presumed live: it was not
+            if step is not None:
+                # in flight, or a retryable error that ended the last execution: unsettled
+                return self._tool_in_flight(spec, step, stored, key)
+            self._check_live("tool", spec.name, stored, key)
+            failed_at = self._failed_keys.get((spec.name, key))
+            if failed_at is not None and not (spec.restart_safe or spec.read_only):
+                return self._blocked(spec, failed_at, stored, key, turn, attempts=1, retry=True)
+            seq = self._next_seq
+            idem = f"{self.run_id}:{seq}:{spec.name}"
+            self._queue(
+                Kind.TOOL_START,
+                spec.name,
+                {
+                    "args": stored,
+                    "turn": turn,
+                    "restart_safe": spec.restart_safe,
+                    "read_only": spec.read_only,
+                    "idempotency_key": idem,
+                },
+                key,
+            )
+            self._flush()
+            self.live_steps += 1
+        _boundary("tool_claimed", self.run_id, seq, spec.name)
+        return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, match_key=key)
+
+    def _ended_run(self, step: RecordedStep) -> bool:
+        """True for a retryable tool error that ended the last execution (no step after it).
+
+        Such a step is not settled: resuming re-attempts it under the in-flight
+        rules (restart safe: run again; recover(); else block or tell the model),
+        so a retryable error leaves a run that makes progress when resumed.
+        """
+        if step.end is None or step.end.kind != Kind.TOOL_ERROR.value:
+            return False
+        if not self.live or self._finished_record is not None or self._cursor is None:
+            return False
+        error = decode_outcome(step).get("error") or {}
+        return bool(error.get("retryable")) and self._cursor.exhausted
+
+    def _tool_replayed(self, spec: ToolSpec, step: RecordedStep, key: str) -> _Plan:
+        outcome = decode_outcome(step)
+        idem = f"{self.run_id}:{step.seq}:{spec.name}"
+        plan = _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, replayed=True)
+        assert step.end is not None
+        if step.end.kind == Kind.TOOL_ERROR.value:
+            error = outcome.get("error") or {}
+            plan.error = rebuild_error(self.run_id, step.seq, spec.name, error)
+            self._tool_errors[id(plan.error)] = bool(error.get("retryable"))
+            if not (spec.restart_safe or spec.read_only):
+                self._failed_keys[(spec.name, key)] = step.seq
+        else:
+            plan.value = outcome.get("result")
+        return plan
+
+    def _tool_in_flight(
+        self, spec: ToolSpec, step: RecordedStep, stored: Any, key: str
+    ) -> _Plan:
+        idem = f"{self.run_id}:{step.seq}:{spec.name}"
+        self._check_live("tool", spec.name, stored, key)
+        if step.attempts >= self.max_attempts:
+            raise RetryLimitExceededError(
+                f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} was started "
+                f"{step.attempts} times without finishing (limit {self.max_attempts}); the run "
+                "stops instead of looping. Find out why the worker dies in this tool, settle the "
+                "outcome by hand, then fork the run or raise max_attempts.",
+                run_id=self.run_id,
+                seq=step.seq,
+                tool=spec.name,
+                arguments=stored,
+                idempotency_key=idem,
+                attempts=step.attempts,
+            )
+        if spec.recover is not None:
+            try:
+                found = spec.recover(dict(stored), idem)
+            except Exception as exc:
+                raise self._blocked_error(spec, step.seq, stored, idem, step.attempts,
+                                          cause=f"its recover() raised {type(exc).__name__}: {exc}"
+                                          ) from exc
+            if not isinstance(found, Recovery):
+                raise TypeError(
+                    f"tool {spec.name!r}: recover() returned {found!r}; return "
+                    "redrive.Recovery.done(result), .not_done() or .unknown()"
+                )
+            if found.state == "done":
+                self._queue(
+                    Kind.TOOL_DONE,
+                    spec.name,
+                    {"step": step.seq, "result": self._result(found.result), "recovered": True},
+                )
+                self._flush()
+                self.replayed_steps += 1
+                return _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn,
+                             replayed=True, value=canonical(found.result, "result"))
+            if found.state == "unknown":
+                return self._blocked(spec, step.seq, stored, key, step.turn, step.attempts,
+                                     cause=found.reason or "recover() could not tell")
+            return self._rerun(spec, step, idem, key)
+        if spec.restart_safe or spec.read_only:
+            return self._rerun(spec, step, idem, key)
+        return self._blocked(spec, step.seq, stored, key, step.turn, step.attempts)
+
+    def _rerun(self, spec: ToolSpec, step: RecordedStep, idem: str, key: str) -> _Plan:
+        self._queue(
+            Kind.NOTE,
+            spec.name,
+            {"event": "attempt", "step": step.seq, "attempt": step.attempts + 1},
+        )
+        self._flush()
+        self.live_steps += 1
+        _boundary("tool_claimed", self.run_id, step.seq, spec.name)
+        return _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, match_key=key)
+
+    def _blocked_error(
+        self, spec: ToolSpec, seq: int, stored: Any, idem: str, attempts: int,
+        cause: str = "", retry: bool = False,
+    ) -> SideEffectRetryBlockedError:
+        what = (
+            f"tool {spec.name!r} already ran at seq {seq} and failed; calling it again with the "
+            "same arguments could repeat its side effect"
+            if retry
+            else f"tool {spec.name!r} was in flight at seq {seq} when the run stopped: it "
+            "started, and whether its side effect happened is unknown"
+        )
+        return SideEffectRetryBlockedError(
+            f"run {self.run_id!r}: {what}. It is not restart-safe, so redrive will not run it "
+            f"again.\n  arguments: {short(stored)}\n  idempotency key: {idem}\n"
+            + (f"  cause: {cause}\n" if cause else "")
+            + "What to do: check the external system for this call, then declare the tool "
+            "restart_safe=True (if it dedupes on the idempotency key), give it a recover() hook, "
+            "or resume with on_in_flight='tell_model' to let the model reconcile.",
+            run_id=self.run_id,
+            seq=seq,
+            tool=spec.name,
+            arguments=stored,
+            idempotency_key=idem,
+            attempts=attempts,
+        )
+
+    def _blocked(
+        self, spec: ToolSpec, seq: int, stored: Any, key: str, turn: int, attempts: int,
+        cause: str = "", retry: bool = False,
+    ) -> _Plan:
+        idem = f"{self.run_id}:{seq}:{spec.name}"
+        error = self._blocked_error(spec, seq, stored, idem, attempts, cause, retry)
+        if self.on_in_flight == "raise":
+            raise error
+        outcome = {
+            "status": "not_safely_resumable",
+            "tool": spec.name,
+            "arguments": stored,
+            "idempotency_key": idem,
+            "rerun": False,
+            "reason": (
+                "this call was interrupted while running; it was not re-run to avoid a "
+                "duplicate side effect"
+                if not retry
+                else "this call failed earlier with the same arguments; it was not retried to "
+                "avoid a duplicate side effect"
+            ),
+            "reconcile": (
+                f"check whether {spec.name} took effect (idempotency key {idem}) before "
+                "deciding what to do; do not assume it did or did not"
+            ),
+        }
+        if cause:
+            outcome["cause"] = cause
+        if retry:
+            new_seq = self._next_seq
+            self._queue(
+                Kind.TOOL_START,
+                spec.name,
+                {"args": stored, "turn": turn, "restart_safe": False,
+                 "read_only": False, "idempotency_key": idem, "blocked": True},
+                key,
+            )
+            self._queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": outcome})
+            seq = new_seq
+        else:
+            self._queue(Kind.TOOL_DONE, spec.name, {"step": seq, "result": outcome})
+        self._flush()
+        return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, replayed=True, value=outcome)
+
+    def _result(self, value: Any) -> Any:
+        return canonical(value, "result")
+
+    def _tool_done(self, spec: ToolSpec, plan: _Plan, value: Any) -> Any:
+        _boundary("tool_body_done", self.run_id, plan.seq, spec.name)
+        try:
+            result = self._result(value)
+        except TypeError as exc:
+            error = TypeError(
+                f"run {self.run_id!r} seq {plan.seq}: tool {spec.name!r} ran, but its result "
+                f"cannot be journaled: {exc}. Return plain data, or give the tool a "
+                "result_type/codec. The call is recorded as failed so it is not re-run."
+            )
+            self._tool_failed(spec, plan, error)
+            raise error from None
+        with self._lock:
+            self._queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": result})
+            self._flush()
+        _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
+        return result
+
+    def _tool_failed(self, spec: ToolSpec, plan: _Plan, exc: BaseException) -> None:
+        if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | GeneratorExit):
+            return  # cancelled mid-body: the outcome is unknown, the step stays in flight
+        retryable = bool(
+            isinstance(exc, spec.retryable + self.retryable)
+            or getattr(exc, "retryable", None) is True
+            or getattr(exc, "is_retryable", None) is True
+        )
+        if not isinstance(exc, Exception):
+            return
+        _boundary("tool_body_done", self.run_id, plan.seq, spec.name)
+        with self._lock:
+            self._queue(
+                Kind.TOOL_ERROR,
+                spec.name,
+                {"step": plan.seq, "error": _error_payload(exc, retryable)},
+            )
+            self._flush()
+            # a body that ran and failed may have had its side effect, retryable or not:
+            # the same call again in this run is blocked unless the tool is restart safe
+            if not (spec.restart_safe or spec.read_only) and plan.match_key:
+                self._failed_keys[(spec.name, plan.match_key)] = plan.seq
+        self._tool_errors[id(exc)] = retryable
+        _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
+
+    def tool_step(
+        self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]
+    ) -> Any:
+        """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``.
+
+        Args:
+            spec: the tool's resume behaviour.
+            arguments: the call's arguments by parameter name (canonically encodable).
+            body: runs the tool; receives the step's idempotency key.
+
+        Returns:
+            The tool's result as journaled (canonical plain data), or the
+            not-safely-resumable outcome dict under ``on_in_flight="tell_model"``.
+
+        Raises:
+            DivergenceError, SideEffectRetryBlockedError, ReplayMissError,
+            RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+            Any exception the tool raised (or its recorded twin on replay).
+        """
+        plan = self._tool_begin(spec, arguments)
+        if plan.replayed:
+            if plan.error is not None:
+                raise plan.error
+            return plan.value
+        token = _current_key.set(plan.key)
+        try:
+            value = body(plan.key)
+        except BaseException as exc:
+            self._tool_failed(spec, plan, exc)
+            raise
+        finally:
+            _current_key.reset(token)
+        return self._tool_done(spec, plan, value)
+
+    async def atool_step(
+        self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], Awaitable[T]]
+    ) -> Any:
+        """The async form of :meth:`tool_step` (``body`` returns an awaitable)."""
+        plan = self._tool_begin(spec, arguments)
+        if plan.replayed:
+            if plan.error is not None:
+                raise plan.error
+            return plan.value
+        token = _current_key.set(plan.key)
+        try:
+            value = await body(plan.key)
+        except BaseException as exc:
+            self._tool_failed(spec, plan, exc)
+            raise
+        finally:
+            _current_key.reset(token)
+        return self._tool_done(spec, plan, value)
