@@ -17,6 +17,7 @@ subclasses that too, so ``except LookupError`` keeps working::
     ├── JournalCorruptError             a journal failed its integrity checks
     ├── JournalFormatError              a journal of another format version
     ├── JournalLockedError              a DuckDB file in use by another process
+    ├── JournalWriteError               a write failed (disk full, I/O error, connection lost)
     └── RecordedToolError               a recorded tool exception that cannot be rebuilt
 
 Each error carries structured fields (``run_id``, ``seq``...) besides its
@@ -33,6 +34,7 @@ __all__ = [
     "JournalCorruptError",
     "JournalFormatError",
     "JournalLockedError",
+    "JournalWriteError",
     "LeaseLostError",
     "RecordedToolError",
     "ReplayError",
@@ -160,6 +162,18 @@ class JournalFormatError(ReplayError):
 
 class JournalLockedError(ReplayError):
     """A DuckDB journal file is open for writing in another process."""
+
+
+class JournalWriteError(ReplayError):
+    """A journal write failed for a reason outside redrive (disk full, I/O error,
+    lost database connection). The underlying error is its ``__cause__``.
+
+    The run stays resumable: nothing from ``seq`` on was acknowledged, so a
+    tool whose claim failed did not run. (With a lost connection the write may
+    still have committed; a resume then finds that claim in flight and applies
+    the in-flight rules, which fail closed.) Fields: ``run_id``, ``seq`` (first
+    seq of the failed write), ``journal`` (its URL), ``frames`` (how many).
+    """
 
 
 class RecordedToolError(ReplayError):

@@ -14,7 +14,13 @@ import threading
 import time
 from collections.abc import Iterator
 
-from ..errors import LeaseLostError, ReplayError, RunBusyError
+from ..errors import (
+    AppendConflictError,
+    JournalWriteError,
+    LeaseLostError,
+    ReplayError,
+    RunBusyError,
+)
 from ..frames import Frame, Kind
 from ..storage import RunStatus, RunUpdate
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
@@ -60,11 +66,23 @@ class Claims(RunState):
             except LeaseLostError as exc:
                 self._lease_lost = exc
                 raise
-            except ReplayError as exc:
-                if type(exc).__name__ == "AppendConflictError" and self._adoptable:
+            except Exception as exc:
+                if not isinstance(exc, ReplayError):
+                    raise JournalWriteError(
+                        f"run {self.run_id!r}: writing seq {first}..{first + len(frames) - 1} "
+                        f"to journal {self.journal.url} failed: {type(exc).__name__}: {exc}. "
+                        "Those frames are not journaled (a tool whose claim this was did not "
+                        "run); the run stays resumable: fix the journal (space, permissions, "
+                        "connection) and run it again with the same run_id.",
+                        run_id=self.run_id,
+                        seq=first,
+                        journal=self.journal.url,
+                        frames=len(frames),
+                    ) from exc
+                if isinstance(exc, AppendConflictError) and self._adoptable:
                     self._adopt(frames, first, exc)
                     raise _Adopted() from None
-                if type(exc).__name__ == "AppendConflictError":
+                if isinstance(exc, AppendConflictError):
                     raise RunBusyError(
                         f"run {self.run_id!r}: another worker appended to this run at seq "
                         f"{first} while this one was executing it; this worker stops to avoid "

@@ -233,6 +233,24 @@ class RunState:
                 context=[s.describe() for s in left[:5]],
             )
 
+    @contextlib.contextmanager
+    def _unqueue_on_failure(self) -> Iterator[None]:
+        """Drop the frames queued in this block if it fails (their write was refused).
+
+        A claim whose append failed must not be written later with other
+        frames: its body never ran, and a resume would take it for in flight.
+        """
+        mark = (len(self._pending), self._next_seq, self._last_chain)
+        try:
+            yield
+        except _Adopted:
+            raise  # the pending frames were replaced by the winner's
+        except BaseException:
+            if len(self._pending) > mark[0] and self._next_seq > mark[1]:
+                del self._pending[mark[0] :]
+                self._next_seq, self._last_chain = mark[1], mark[2]
+            raise
+
     # -- implemented by the other parts of the Run ------------------------------
 
     def _flush(self, update: RunUpdate | None = None) -> None:

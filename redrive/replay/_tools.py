@@ -167,19 +167,20 @@ class ToolSteps(RunState):
                 return self._blocked(spec, failed_at, stored, key, turn, attempts=1, retry=True)
             seq = self._next_seq
             idem = f"{self.run_id}:{seq}:{spec.name}"
-            self._queue(
-                Kind.TOOL_START,
-                spec.name,
-                {
-                    "args": stored,
-                    "turn": turn,
-                    "restart_safe": spec.restart_safe,
-                    "read_only": spec.read_only,
-                    "idempotency_key": idem,
-                },
-                key,
-            )
-            self._flush()
+            with self._unqueue_on_failure():
+                self._queue(
+                    Kind.TOOL_START,
+                    spec.name,
+                    {
+                        "args": stored,
+                        "turn": turn,
+                        "restart_safe": spec.restart_safe,
+                        "read_only": spec.read_only,
+                        "idempotency_key": idem,
+                    },
+                    key,
+                )
+                self._flush()
             self.live_steps += 1
         _boundary("tool_claimed", self.run_id, seq, spec.name)
         return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, match_key=key)
@@ -262,12 +263,13 @@ class ToolSteps(RunState):
         return self._blocked(spec, step.seq, stored, key, step.turn, step.attempts)
 
     def _rerun(self, spec: ToolSpec, step: RecordedStep, idem: str, key: str) -> _Plan:
-        self._queue(
-            Kind.NOTE,
-            spec.name,
-            {"event": "attempt", "step": step.seq, "attempt": step.attempts + 1},
-        )
-        self._flush()
+        with self._unqueue_on_failure():
+            self._queue(
+                Kind.NOTE,
+                spec.name,
+                {"event": "attempt", "step": step.seq, "attempt": step.attempts + 1},
+            )
+            self._flush()
         self.live_steps += 1
         _boundary("tool_claimed", self.run_id, step.seq, spec.name)
         return _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, match_key=key)

@@ -59,7 +59,7 @@ def _frames(journal: Any, run_id: str) -> list[Any]:
 def test_disk_full_stops_before_the_tool_body_and_keeps_the_journal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A write failing with ENOSPC surfaces as is, runs no unclaimed body, loses nothing."""
+    """A write failing with ENOSPC is a JournalWriteError; no unclaimed body runs; nothing lost."""
     path = str(tmp_path / "runs.duckdb")
     journal = DuckDBJournal(path)
     real = DuckDBJournal.append
@@ -72,9 +72,12 @@ def test_disk_full_stops_before_the_tool_body_and_keeps_the_journal(
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(DuckDBJournal, "append", full)
-    with pytest.raises(OSError, match="No space left") as info, redrive.run(journal, "job:1"):
+    with pytest.raises(redrive.JournalWriteError, match="No space left") as info, redrive.run(
+        journal, "job:1"
+    ) as failed:
         loop(["a", "b", "c"])
-    assert info.value.errno == errno.ENOSPC
+    assert isinstance(info.value.__cause__, OSError) and info.value.__cause__.errno == errno.ENOSPC
+    assert failed.status == "running"  # a journal failure leaves the run resumable
     assert EFFECTS == ["a", "b"]  # c's claim was never durable, so its body never ran
     monkeypatch.setattr(DuckDBJournal, "append", real)
     journal.close()
@@ -181,13 +184,12 @@ def test_postgres_connection_dropped_mid_append(pg_schema: str,
         real(self, cur, frames)
 
     monkeypatch.setattr(PostgresJournal, "_insert_frames", drop)
-    # a journal error is not retryable by default (the run would end failed): declare it so
-    with pytest.raises(psycopg.OperationalError), redrive.run(
-        journal, "job:4", retryable=(psycopg.OperationalError,)
-    ):
+    # a journal error leaves the run resumable (JournalWriteError, caused by the driver's)
+    with pytest.raises(redrive.JournalWriteError) as info, redrive.run(journal, "job:4"):
         loop(["a"])
         state["armed"] = True  # the next append (b's claim) loses its connection
         loop(["b"])
+    assert isinstance(info.value.__cause__, psycopg.OperationalError)
     assert EFFECTS == ["a"]
     monkeypatch.setattr(PostgresJournal, "_insert_frames", real)
     with contextlib.closing(PostgresJournal(PG_URL, schema=pg_schema)) as fresh:
@@ -196,12 +198,11 @@ def test_postgres_connection_dropped_mid_append(pg_schema: str,
         assert [f.kind for f in kept].count("tool_done") == 1
         record = fresh.get_run("job:4")
         assert record is not None and record.next_seq == len(kept)
-        # fail-closed: the claim that lost its connection is re-sent when the run closes, so
-        # resume treats b as in flight and blocks it (b's body never ran; it is not re-run)
-        with (
-            pytest.raises(redrive.SideEffectRetryBlockedError, match="send_invoice"),
-            redrive.run(fresh, "job:4"),
-        ):
-            loop(["a", "b"])
-    assert EFFECTS == ["a"]
+        assert record.status == "running"
+        # the claim whose write failed is dropped, not written later: b did not run, so a
+        # resume runs it once
+        with redrive.run(fresh, "job:4") as resumed:
+            out = loop(["a", "b"])
+        assert out[-1] == "inv-b" and resumed.live_steps == 1
+    assert EFFECTS == ["a", "b"]
     journal.close()
