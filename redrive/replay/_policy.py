@@ -103,6 +103,12 @@ def redact_paths(args: Any, patterns: tuple[re.Pattern[str], ...]) -> Any:
     return _walk(args, "$", patterns, drop=False, ids=False)
 
 
+def _paths(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class ReplayPolicy:
     """How recorded steps are matched on replay, per step kind.
@@ -128,7 +134,7 @@ class ReplayPolicy:
     tool: Rule = "strict"
     model: Rule = "strict"
     value: Rule = "strict"
-    ignore: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    ignore: tuple[str, ...] = attrs.field(default=(), converter=_paths)
 
     def __attrs_post_init__(self) -> None:
         for kind in ("tool", "model", "value"):
