@@ -160,7 +160,9 @@ class Cursor:
                 data=data,
             )
             if self._ignore:
-                step.key = call_key(step.name, match_view(step.args, self._ignore))
+                step.key = call_key(
+                    step.name, match_view(step.args, self._ignore, kind=step.kind)
+                )
             self._steps[frame.seq] = step
             self._order.append(step)
             self._by_turn[step.turn].append(step)
@@ -256,7 +258,7 @@ class Cursor:
                 the record has one.
         """
         if self._ignore:
-            key = call_key(name, match_view(args, self._ignore))
+            key = call_key(name, match_view(args, self._ignore, kind=kind))
         rule = self.policy.rule(kind)
         if rule == "lenient":
             bucket = self._by_key.get((kind, name, key))

@@ -230,7 +230,7 @@ def _steps(frames: Iterable[Frame]) -> tuple[list[StepView], Any]:
                 seq=seq,
                 kind=STEP_KINDS[frame.kind],
                 name=frame.name,
-                args=match_view(data.get("args")),
+                args=match_view(data.get("args"), kind=STEP_KINDS[frame.kind]),
                 outcome=outcomes.get(seq, {"in_flight": True}),
             )
         )

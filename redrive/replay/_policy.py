@@ -86,14 +86,18 @@ def _walk(
     return value
 
 
-def match_view(args: Any, ignore: tuple[re.Pattern[str], ...] = ()) -> Any:
+def match_view(
+    args: Any, ignore: tuple[re.Pattern[str], ...] = (), *, kind: str = "model"
+) -> Any:
     """Return canonical ``args`` without what must not decide a match.
 
-    Drops model-minted ids (``tool_call_id``, ``tool_use_id``, ``call_id``, the
-    ``id`` of tool-call objects) and the idempotency key, and every path that
-    matches one of ``ignore``.
+    For model requests (``kind="model"``) drops model-minted ids
+    (``tool_call_id``, ``tool_use_id``, ``call_id``, the ``id`` of tool-call
+    objects): a resumed conversation may carry other ids for the same calls.
+    A tool's or value's own arguments keep every field (an argument named
+    ``call_id`` is data). For every kind, drops each path matching ``ignore``.
     """
-    return _walk(args, "$", ignore, drop=True, ids=True)
+    return _walk(args, "$", ignore, drop=True, ids=kind == "model")
 
 
 def redact_paths(args: Any, patterns: tuple[re.Pattern[str], ...]) -> Any:

@@ -149,7 +149,7 @@ class ToolSteps(RunState):
 
     def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
         stored = self._prepare(arguments, "args")
-        key = call_key(spec.name, match_view(stored))
+        key = call_key(spec.name, match_view(stored, kind="tool"))
         with self._lock:
             turn = self._turn
             step = self._match("tool", spec.name, stored, key)

@@ -366,3 +366,27 @@ def test_durable_decorator_records_entrypoint(journal: Journal) -> None:
     assert record.entrypoint.endswith("test_durable_decorator_records_entrypoint.<locals>.handle")
     first = next(iter(journal.frames("job:7"))).data()
     assert first["input"] == {"job_id": 7, "text": "hi"}
+
+
+def test_tool_arguments_named_like_model_ids_are_matched(journal: Journal) -> None:
+    """A tool's own `call_id` or nested `id` arguments are data: changing them diverges."""
+
+    @redrive.tool
+    def hang_up(call_id: str) -> str:
+        return f"hung up {call_id}"
+
+    @redrive.tool
+    def assign(employee: dict[str, Any]) -> int:
+        return int(employee["id"])
+
+    with redrive.run(journal, "ids") as run:
+        run.finish([hang_up("CALL-A"), assign({"id": 1, "function": "billing"})])
+    with pytest.raises(redrive.DivergenceError, match=r"\$\.call_id"), redrive.run(
+        journal, "ids", live=False
+    ):
+        hang_up("CALL-B")
+    with pytest.raises(redrive.DivergenceError, match=r"\$\.employee\.id"), redrive.run(
+        journal, "ids", live=False
+    ):
+        hang_up("CALL-A")
+        assign({"id": 999, "function": "billing"})
