@@ -269,10 +269,12 @@ class Cursor:
         window = self._window(head)
         for step in window:
             if step.kind == kind and step.name == name and step.key == key:
+                self._check_turn_order(step, window, Found(kind, name, key, args))
                 return self.consume(step)
         same_name = [s for s in window if s.kind == kind and s.name == name]
         if rule == "warn" and same_name:
             step = same_name[0]
+            self._check_turn_order(step, window, Found(kind, name, key, args))
             diff = diff_values(step.args, args)
             warnings.warn(
                 ReplayDriftWarning(
@@ -284,6 +286,21 @@ class Cursor:
             return self.consume(step)
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
+
+    def _check_turn_order(
+        self, step: RecordedStep, window: list[RecordedStep], found: Found
+    ) -> None:
+        """Tool and value steps of a turn commute; a model step comes after them.
+
+        Raises:
+            DivergenceError: a model step is asked for while a tool or value
+                step recorded before it in its turn is still unconsumed.
+        """
+        if step.kind != "model":
+            return
+        before = next((s for s in window if s.seq < step.seq and s.kind != "model"), None)
+        if before is not None:
+            raise self.divergence(before, found)
 
     def divergence(self, step: RecordedStep, found: Found) -> DivergenceError:
         """Build the :class:`DivergenceError` for a recorded step and the step asked for."""

@@ -390,3 +390,24 @@ def test_tool_arguments_named_like_model_ids_are_matched(journal: Journal) -> No
     ):
         hang_up("CALL-A")
         assign({"id": 999, "function": "billing"})
+
+
+def test_model_call_moved_before_a_tool_diverges(journal: Journal) -> None:
+    """Tools of a turn commute, but a model call moved ahead of a recorded tool diverges."""
+
+    @redrive.model
+    def llm(prompt: str) -> str:
+        return prompt
+
+    @redrive.tool
+    def charge_card(amount: int) -> dict[str, int]:
+        return {"charged": amount}
+
+    with redrive.run(journal, "order") as run:
+        run.finish([llm("plan"), charge_card(10), llm("summarize")])
+    with pytest.raises(redrive.DivergenceError) as info, redrive.run(
+        journal, "order", live=False
+    ):
+        llm("plan")
+        llm("summarize")
+    assert info.value.name == "charge_card" and info.value.found_name == "model:llm"
