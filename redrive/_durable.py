@@ -87,7 +87,7 @@ def durable(
                                     **kwargs: Any) -> Any:
                 async with start(redrive_run_id, args, kwargs, {}) as run:
                     if run.finished and run.live:
-                        return run.output
+                        return run.recorded_output()
                     return run.finish(await func(*args, **kwargs))
 
             async_wrapper.redrive_entrypoint = entry  # type: ignore[attr-defined]
@@ -97,13 +97,15 @@ def durable(
         def wrapper(*args: Any, redrive_run_id: str | None = None, **kwargs: Any) -> Any:
             with start(redrive_run_id, args, kwargs, {}) as run:
                 if run.finished:
-                    return run.output
+                    return run.recorded_output()
                 return run.finish(func(*args, **kwargs))
 
         def redrive_run(rid: str, *args: Any, redrive_options: dict[str, Any] | None = None,
                         **kwargs: Any) -> Run:
             with start(rid, args, kwargs, redrive_options or {}) as run:
-                if not (run.finished and run.live):
+                if run.finished and run.live:
+                    run.recorded_output()
+                else:
                     run.finish(func(*args, **kwargs))
             return run
 

@@ -29,7 +29,7 @@ from ._context import _boundary, _current, current_run, idempotency_key, set_bou
 from ._cursor import Cursor, RecordedStep, decode_outcome
 from ._policy import match_view
 from ._state import _UNSET, _Adopted, _take_until, _version
-from ._tools import Recovery, ToolSpec, ToolSteps, rebuild_error
+from ._tools import Recovery, ToolSpec, ToolSteps, rebuild_error, tool_error_retryable
 
 __all__ = [
     "Recovery",
@@ -99,8 +99,36 @@ class Run(ToolSteps, Claims):
         self._known_seq = self._next_seq
         self._token = _current.set(self)
 
+    def _stored_input(self) -> Any:
+        """The run's input as journaled: canonical, with ``redact`` paths replaced."""
+        if self._input is _UNSET:
+            return None
+        try:
+            return self._prepare(self._input, "input")
+        except TypeError as exc:
+            raise TypeError(
+                f"run {self.run_id!r}: the run's input cannot be journaled: {exc}"
+            ) from None
+
+    def recorded_output(self) -> Any:
+        """Return a finished run's recorded output without re-driving its loop.
+
+        Exiting the block then skips the check that every recorded step was
+        asked for (``@redrive.durable`` uses this when called again after success).
+
+        Raises:
+            RuntimeError: the run has not finished (there is no recorded output).
+        """
+        if self._finished_record is None:
+            raise RuntimeError(
+                f"run {self.run_id!r} has not succeeded yet (status {self.status}): there is "
+                "no recorded output; run the loop"
+            )
+        self._short_circuited = True
+        return self._finished_record.output_value()
+
     def _start_new(self) -> RunRecord | None:
-        inp = None if self._input is _UNSET else self._input
+        inp = self._stored_input()
         input_fp = fingerprint(inp)
         payload: dict[str, Any] = {
             "input": inp,
@@ -143,12 +171,12 @@ class Run(ToolSteps, Claims):
 
     def _resume(self, record: RunRecord) -> None:
         self.resumed = True
-        if self._input is not _UNSET and fingerprint(self._input) != record.input_fp:
+        if self._input is not _UNSET and fingerprint(self._stored_input()) != record.input_fp:
             start = next(iter(self.journal.frames(self.run_id)), None)
             recorded = start.data().get("input") if start is not None else None
             from ._diff import diff_values, format_diff
 
-            diff = diff_values(recorded, canonical(self._input, "input"))
+            diff = diff_values(recorded, self._stored_input())
             raise RunInputMismatchError(
                 f"run {self.run_id!r} was started with another input; resuming it with this "
                 "one would replay answers to a different question.\n"
@@ -190,9 +218,14 @@ class Run(ToolSteps, Claims):
     def _close(self, exc: BaseException | None) -> None:
         try:
             if self._finished_record is not None:
-                self._check_fully_replayed(exc)
+                if not self._short_circuited:
+                    self._check_fully_replayed(exc)
                 return
             if self._lease_lost is not None:
+                return
+            if not self.live:  # a replay-only run never writes
+                if exc is None:
+                    self._check_fully_replayed(None)
                 return
             if exc is None:
                 self._check_fully_replayed(None)
@@ -201,6 +234,8 @@ class Run(ToolSteps, Claims):
                         self._end(RunStatus.SUCCEEDED, output=self._output)
                 except _Adopted:
                     self._ended_elsewhere()
+            elif isinstance(exc, SystemExit):
+                self._flush()  # a deploy's SIGTERM handler: like a crash, stay resumable
             elif isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | GeneratorExit):
                 self._end(RunStatus.CANCELLED, error=f"cancelled: {type(exc).__name__}")
             elif isinstance(exc, _Suspended):
@@ -222,7 +257,7 @@ class Run(ToolSteps, Claims):
     def _resumable(self, exc: BaseException) -> bool:
         if isinstance(exc, ReplayError):
             return not isinstance(exc, TerminalRunError)
-        retryable = self._tool_errors.get(id(exc))
+        retryable = tool_error_retryable(exc)
         if retryable is not None:
             return retryable
         if getattr(exc, "retryable", None) is True or getattr(exc, "is_retryable", None) is True:

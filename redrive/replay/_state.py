@@ -108,6 +108,7 @@ class RunState:
         self._finished_record: RunRecord | None = None
         self._output: Any = None
         self._output_set = False
+        self._short_circuited = False
         self._epoch: int | None = None
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._renewer: threading.Thread | None = None
@@ -116,7 +117,6 @@ class RunState:
         self._adoptable = False
         self._known_seq = 0
         self._failed_keys: dict[tuple[str, str], int] = {}
-        self._tool_errors: dict[int, bool] = {}
         self.status = RunStatus.RUNNING.value
         self.replayed_steps = 0
         self.live_steps = 0

@@ -7,6 +7,7 @@ safety, ``recover()``, the block and the not-safely-resumable outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
@@ -15,7 +16,7 @@ import attrs
 
 from ..errors import RecordedToolError, RetryLimitExceededError, SideEffectRetryBlockedError
 from ..frames import Kind, call_key, canonical
-from ._context import _boundary, _current_key
+from ._context import _boundary, _current, _current_key
 from ._cursor import RecordedStep, decode_outcome
 from ._diff import short
 from ._policy import match_view
@@ -134,6 +135,18 @@ def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> Ba
 
 
 
+def _mark_retryable(exc: BaseException, retryable: bool) -> None:
+    """Remember on the exception itself whether the tool error that raised it is retryable."""
+    with contextlib.suppress(AttributeError, TypeError):  # an exception refusing attributes
+        exc.__redrive_retryable__ = retryable  # type: ignore[attr-defined]
+
+
+def tool_error_retryable(exc: BaseException) -> bool | None:
+    """Return whether ``exc`` came from a tool step marked retryable (None: not a tool's)."""
+    found = getattr(exc, "__redrive_retryable__", None)
+    return found if isinstance(found, bool) else None
+
+
 class ToolSteps(RunState):
     """The tool-step part of a Run."""
 
@@ -207,7 +220,7 @@ class ToolSteps(RunState):
         if step.end.kind == Kind.TOOL_ERROR.value:
             error = outcome.get("error") or {}
             plan.error = rebuild_error(self.run_id, step.seq, spec.name, error)
-            self._tool_errors[id(plan.error)] = bool(error.get("retryable"))
+            _mark_retryable(plan.error, bool(error.get("retryable")))
             if not (spec.restart_safe or spec.read_only):
                 self._failed_keys[(spec.name, key)] = step.seq
         else:
@@ -387,7 +400,7 @@ class ToolSteps(RunState):
             # the same call again in this run is blocked unless the tool is restart safe
             if not (spec.restart_safe or spec.read_only) and plan.match_key:
                 self._failed_keys[(spec.name, plan.match_key)] = plan.seq
-        self._tool_errors[id(exc)] = retryable
+        _mark_retryable(exc, retryable)
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
 
     def tool_step(
@@ -414,13 +427,16 @@ class ToolSteps(RunState):
             if plan.error is not None:
                 raise plan.error
             return plan.value
-        token = _current_key.set(plan.key)
+        # the body is a black box: calls inside it (models, tools, values) are part of
+        # its one recorded outcome, not steps of the run
+        token, outer = _current_key.set(plan.key), _current.set(None)
         try:
             value = body(plan.key)
         except BaseException as exc:
             self._tool_failed(spec, plan, exc)
             raise
         finally:
+            _current.reset(outer)
             _current_key.reset(token)
         return self._tool_done(spec, plan, value)
 
@@ -433,12 +449,15 @@ class ToolSteps(RunState):
             if plan.error is not None:
                 raise plan.error
             return plan.value
-        token = _current_key.set(plan.key)
+        # the body is a black box: calls inside it (models, tools, values) are part of
+        # its one recorded outcome, not steps of the run
+        token, outer = _current_key.set(plan.key), _current.set(None)
         try:
             value = await body(plan.key)
         except BaseException as exc:
             self._tool_failed(spec, plan, exc)
             raise
         finally:
+            _current.reset(outer)
             _current_key.reset(token)
         return self._tool_done(spec, plan, value)

@@ -51,8 +51,10 @@ def get_weather(city: str, unit: Literal["c", "f"] = "c") -> dict[str, Any]:
     """
     with lock:
         executed.append(city)
-        run = redrive.current_run()
-        seen_runs.append(run.run_id if run is not None else None)
+        # inside a body the run is not "current" (calls there belong to the tool), but
+        # its idempotency key names the run: the thread carried the run's context
+        key = redrive.idempotency_key()
+        seen_runs.append(key.rsplit(":", 2)[0] if key is not None else None)
     return {"city": city, "temp": len(city)}
 
 

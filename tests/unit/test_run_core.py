@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 from collections.abc import Iterator
 from pathlib import Path
@@ -411,3 +412,95 @@ def test_model_call_moved_before_a_tool_diverges(journal: Journal) -> None:
         llm("plan")
         llm("summarize")
     assert info.value.name == "charge_card" and info.value.found_name == "model:llm"
+
+
+def test_replay_only_run_never_writes(journal: Journal, world: Counter) -> None:
+    """A live=False run that raises leaves the journal exactly as it was."""
+    loop = make_loop(world)
+    with pytest.raises(ConnectionError), redrive.run(journal, "ro"):
+        loop(crash_after="lookup")
+    before = [f.chain for f in journal.frames("ro")]
+    with pytest.raises(AssertionError), redrive.run(journal, "ro", live=False):
+        raise AssertionError("debugging: stopped while replaying")
+    assert [f.chain for f in journal.frames("ro")] == before
+    assert journal.get_run("ro").status == "running"  # type: ignore[union-attr]
+
+
+def test_system_exit_leaves_the_run_resumable(journal: Journal, world: Counter) -> None:
+    """SystemExit (a deploy's SIGTERM handler) leaves the run running, like a crash."""
+    loop = make_loop(world)
+    with pytest.raises(SystemExit), redrive.run(journal, "exit"):
+        loop()
+        raise SystemExit(0)
+    assert journal.get_run("exit").status == "running"  # type: ignore[union-attr]
+
+
+def test_retryable_mark_lives_on_the_exception(journal: Journal) -> None:
+    """A handled retryable tool error does not make a later plain bug look retryable."""
+
+    class RateLimited(Exception):
+        pass
+
+    @redrive.tool(read_only=True, retryable=(RateLimited,))
+    def fetch_quote(n: int) -> int:
+        raise RateLimited("slow down")
+
+    for i in range(20):
+        with pytest.raises(RuntimeError), redrive.run(journal, f"bug:{i}"):
+            with contextlib.suppress(RateLimited):
+                fetch_quote(1)
+            raise RuntimeError("a plain bug")
+        assert journal.get_run(f"bug:{i}").status == "failed"  # type: ignore[union-attr]
+
+
+def test_durable_called_again_after_success_returns_output(journal: Journal) -> None:
+    """A redelivered job whose run succeeded gets the recorded output, no error, no call."""
+    effects: list[str] = []
+
+    @redrive.tool
+    def open_ticket(subject: str) -> dict[str, str]:
+        effects.append(subject)
+        return {"id": "T-1"}
+
+    @redrive.durable(journal, run_id="d:{x}")
+    def handle(x: int) -> dict[str, str]:
+        return open_ticket(f"s{x}")  # type: ignore[no-any-return]
+
+    assert handle(1) == {"id": "T-1"}
+    assert handle(1) == {"id": "T-1"}
+    assert effects == ["s1"]
+
+
+def test_calls_inside_a_tool_body_belong_to_the_tool(journal: Journal) -> None:
+    """now()/model calls inside a tool body are part of its one outcome, not run steps."""
+    inner: list[str] = []
+
+    @redrive.model
+    def summarize(text: str) -> str:
+        inner.append(text)
+        return text[:3]
+
+    @redrive.tool
+    def file_report(text: str) -> dict[str, str]:
+        assert redrive.current_run() is None and redrive.idempotency_key() is not None
+        return {"at": str(redrive.now()), "summary": summarize(text)}
+
+    with redrive.run(journal, "inner") as run:
+        out = run.finish(file_report("hello"))
+    with redrive.run(journal, "inner") as again:
+        assert file_report("hello") == out
+    assert inner == ["hello"] and again.replayed_steps == 1
+    assert [f.kind for f in journal.frames("inner")].count("value") == 0
+
+
+def test_redacted_input_is_not_journaled(journal: Journal) -> None:
+    """redact= applies to the run's input too, and resuming with it still matches."""
+    with redrive.run(journal, "sec", input={"token": "INPUT-SECRET", "q": 1},
+                     redact=("$.token",)):
+        pass
+    first = next(iter(journal.frames("sec"))).data()
+    assert first["input"] == {"token": "[REDACTED]", "q": 1}
+    assert b"INPUT-SECRET" not in b"".join(f.payload for f in journal.frames("sec"))
+    with redrive.run(journal, "sec", input={"token": "INPUT-SECRET", "q": 1},
+                     redact=("$.token",)) as again:
+        assert again.finished
