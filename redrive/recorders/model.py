@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..replay import current_run
+from ..replay import check_lost_context, current_run
 
 __all__ = ["model"]
 
@@ -57,6 +57,7 @@ def model(
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 run = current_run()
                 if run is None:
+                    check_lost_context("model", step_name)
                     return await func(*args, **kwargs)
                 return await run.amodel_step(
                     step_name, request(args, kwargs), lambda: func(*args, **kwargs),
@@ -69,6 +70,7 @@ def model(
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             run = current_run()
             if run is None:
+                check_lost_context("model", step_name)
                 return func(*args, **kwargs)
             return run.model_step(
                 step_name, request(args, kwargs), lambda: func(*args, **kwargs),

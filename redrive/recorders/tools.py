@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from ..replay import Recovery, ToolSpec, current_run
+from ..replay import Recovery, ToolSpec, check_lost_context, current_run
 
 __all__ = ["CLAUSE_WORDS", "SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
 
@@ -186,6 +186,7 @@ def tool(
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 run = current_run()
                 if run is None:
+                    check_lost_context("tool", step_name)
                     return await func(*args, **kwargs)
 
                 async def body(key: str) -> Any:
@@ -200,6 +201,7 @@ def tool(
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             run = current_run()
             if run is None:
+                check_lost_context("tool", step_name)
                 return func(*args, **kwargs)
             return build(
                 run.tool_step(

@@ -1,6 +1,7 @@
 """Replay: runs, the cursor over recorded steps, matching, divergence, resume policy."""
 
 from ._approval import await_approval, pending_approvals
+from ._context import check_lost_context
 from ._cursor import Cursor, RecordedStep, ReplayDriftWarning
 from ._diff import diff_values, format_diff
 from ._fork import RunDiff, StepView, diff_runs, fork
@@ -27,6 +28,7 @@ __all__ = [
     "StepView",
     "ToolSpec",
     "await_approval",
+    "check_lost_context",
     "current_run",
     "diff_runs",
     "diff_values",

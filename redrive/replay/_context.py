@@ -4,13 +4,15 @@ and the step-boundary hook used by crash tests."""
 from __future__ import annotations
 
 import contextvars
+import threading
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._run import Run
 
-__all__ = ["current_run", "idempotency_key", "set_boundary_hook"]
+__all__ = ["check_lost_context", "current_run", "idempotency_key", "set_boundary_hook"]
 
 _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("redrive_run", default=None)
 _current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -56,3 +58,41 @@ def idempotency_key() -> str | None:
     body run by redrive.
     """
     return _current_key.get()
+
+
+#: Runs entered in this process, by the thread that entered them: {id(run): (run_id, thread id)}.
+_entered: dict[int, tuple[str, int]] = {}
+_entered_lock = threading.Lock()
+
+
+def _enter(run: Run) -> None:
+    with _entered_lock:
+        _entered[id(run)] = (run.run_id, threading.get_ident())
+
+
+def _leave(run: Run) -> None:
+    with _entered_lock:
+        _entered.pop(id(run), None)
+
+
+def check_lost_context(kind: str, name: str) -> None:
+    """Warn when a step is called outside any run while a run is active in another thread.
+
+    That is nearly always a loop that handed work to a thread pool without
+    its context (``ThreadPoolExecutor`` does not copy contextvars): the call is
+    neither recorded nor replayed. Called by recorders on their pass-through path.
+    """
+    if not _entered or _current_key.get() is not None:
+        return
+    me = threading.get_ident()
+    with _entered_lock:
+        others = [run_id for run_id, thread in _entered.values() if thread != me]
+    if others:
+        warnings.warn(
+            f"{kind} {name!r} was called outside any run while run {others[0]!r} is active in "
+            "another thread, so it is neither recorded nor replayed. If it belongs to that run, "
+            "carry the run's context into the thread: "
+            "pool.submit(contextvars.copy_context().run, fn, ...).",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from ..errors import DivergenceError, JournalCorruptError
-from ..frames import Frame, Kind, call_key, decode
+from ..frames import GENESIS, Frame, Kind, call_key, decode
 from ._delta import Expander
 from ._diff import diff_values, format_diff, short
 from ._policy import ReplayPolicy, match_view
@@ -119,6 +119,8 @@ class Cursor:
         self.run_start: dict[str, Any] | None = None
         self.run_end: dict[str, Any] | None = None
         self.frames_read = 0
+        self._prev_chain = GENESIS
+        self._last_seq = -1
         #: the last full model request per step name (to resolve prefix deltas)
         self.expander = Expander()
         if "lenient" in (policy.tool, policy.model, policy.value):
@@ -133,10 +135,11 @@ class Cursor:
         if frame is None:
             self._frames = None
             return False
+        self._check_integrity(frame)
         self.frames_read += 1
         kind = frame.kind
         if kind in STEP_KINDS:
-            data = frame.data()
+            data = self._payload(frame)
             if kind == Kind.MODEL_REQUEST.value:
                 try:
                     data = self.expander.request(frame, data)
@@ -169,7 +172,7 @@ class Cursor:
             self._by_key[(step.kind, step.name, step.key)].append(step)
             self._max_loaded_turn = max(self._max_loaded_turn, step.turn)
         elif kind in _END_KINDS or kind == Kind.NOTE.value:
-            data = frame.data()
+            data = self._payload(frame)
             ref = data.get("step")
             if ref is None:
                 return True
@@ -190,10 +193,42 @@ class Cursor:
             elif data.get("event") == "attempt":
                 target.attempts += 1
         elif kind == Kind.RUN_START.value:
-            self.run_start = frame.data()
+            self.run_start = self._payload(frame)
         elif kind == Kind.RUN_END.value:
-            self.run_end = frame.data()
+            self.run_end = self._payload(frame)
         return True
+
+    def _corrupt(self, frame: Frame, reason: str, what: str) -> JournalCorruptError:
+        last_good = self._last_seq
+        return JournalCorruptError(
+            f"run {self.run_id!r}: frame seq {frame.seq} {what}; the journal was altered, "
+            f"reordered or truncated (last good seq {last_good}). Nothing was replayed from "
+            "it. Run `redrive verify` on the journal; restore it from a copy or an export.",
+            run_id=self.run_id,
+            seq=frame.seq,
+            last_good_seq=last_good,
+            reason=reason,
+        )
+
+    def _check_integrity(self, frame: Frame) -> None:
+        """Check seq density and the hash chain of each frame as it is read."""
+        if frame.seq != self._last_seq + 1:
+            raise self._corrupt(frame, "seq", f"follows seq {self._last_seq} (a gap or reordering)")
+        if frame.chain != frame.expected_chain(self._prev_chain):
+            raise self._corrupt(frame, "chain", "fails its chain check")
+        self._prev_chain = frame.chain
+        self._last_seq = frame.seq
+
+    def _payload(self, frame: Frame) -> dict[str, Any]:
+        try:
+            data = frame.data()
+        except ValueError as exc:
+            raise self._corrupt(frame, "payload", f"has an unreadable payload ({exc})") from None
+        if not isinstance(data, dict):
+            raise self._corrupt(
+                frame, "payload", f"has a {type(data).__name__} payload where a map belongs"
+            )
+        return data
 
     def _load_all(self) -> None:
         while self._load_one():

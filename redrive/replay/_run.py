@@ -25,7 +25,15 @@ from ..errors import (
 from ..frames import FORMAT_VERSION, Frame, Kind, call_key, canonical, fingerprint, make_frame
 from ..storage import Journal, RunRecord, RunStatus, RunUpdate
 from ._claims import Claims
-from ._context import _boundary, _current, current_run, idempotency_key, set_boundary_hook
+from ._context import (
+    _boundary,
+    _current,
+    _enter,
+    _leave,
+    current_run,
+    idempotency_key,
+    set_boundary_hook,
+)
 from ._cursor import Cursor, RecordedStep, decode_outcome
 from ._policy import match_view
 from ._state import _UNSET, _Adopted, _take_until, _version
@@ -98,6 +106,7 @@ class Run(ToolSteps, Claims):
         # there belongs to a live worker, not to a crash)
         self._known_seq = self._next_seq
         self._token = _current.set(self)
+        _enter(self)
 
     def _stored_input(self) -> Any:
         """The run's input as journaled: canonical, with ``redact`` paths replaced."""
@@ -253,6 +262,7 @@ class Run(ToolSteps, Claims):
             if self._token is not None:
                 _current.reset(self._token)
                 self._token = None
+            _leave(self)
 
     def _resumable(self, exc: BaseException) -> bool:
         if isinstance(exc, ReplayError):

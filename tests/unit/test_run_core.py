@@ -151,6 +151,7 @@ def test_in_flight_tool_blocks_unless_restart_safe(journal: Journal) -> None:
         finally:
             redrive.replay.set_boundary_hook(None)
             redrive.replay._run._current.set(None)
+            redrive.replay._context._leave(run)
     assert runs == []
     with pytest.raises(redrive.SideEffectRetryBlockedError) as info, redrive.run(journal, "b1"):
         charge_card(5)
@@ -504,3 +505,48 @@ def test_redacted_input_is_not_journaled(journal: Journal) -> None:
     with redrive.run(journal, "sec", input={"token": "INPUT-SECRET", "q": 1},
                      redact=("$.token",)) as again:
         assert again.finished
+
+
+def test_replay_checks_the_chain(tmp_path: Path) -> None:
+    """A frame altered in the journal is refused with JournalCorruptError, not replayed."""
+    import duckdb
+
+    from redrive.frames import encode
+
+    path = str(tmp_path / "runs.duckdb")
+    journal = DuckDBJournal(path)
+
+    @redrive.tool(read_only=True)
+    def get_balance(account: str) -> dict[str, int]:
+        return {"balance": 100}
+
+    with redrive.run(journal, "b:1") as run:
+        run.finish(get_balance("A"))
+    journal.close()
+    con = duckdb.connect(path)
+    con.execute(
+        "UPDATE redrive_frames SET payload = ? WHERE kind = 'tool_done'",
+        [encode({"step": 1, "result": {"balance": 1_000_000}})],
+    )
+    con.close()
+    journal = DuckDBJournal(path)
+    with pytest.raises(redrive.JournalCorruptError) as info, redrive.run(
+        journal, "b:1", live=False
+    ):
+        get_balance("A")
+    assert info.value.seq == 2 and info.value.last_good_seq == 1
+    journal.close()
+
+
+def test_thread_without_the_run_context_warns(journal: Journal) -> None:
+    """A tool called from a pool thread that lost the run's context warns loudly."""
+
+    @redrive.tool
+    def send_email(to: str) -> str:
+        return to
+
+    with redrive.run(journal, "threads"), concurrent.futures.ThreadPoolExecutor(1) as pool:
+        with pytest.warns(RuntimeWarning, match="copy_context"):
+            pool.submit(send_email, "a@x").result()
+        assert pool.submit(contextvars.copy_context().run, send_email, "b@x").result() == "b@x"
+    assert [f.kind for f in journal.frames("threads")].count("tool_start") == 1
