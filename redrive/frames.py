@@ -22,18 +22,30 @@ same bytes on every machine and Python version:
 * ``list``, ``tuple``: msgpack array (decoded as ``list``).
 * ``set``, ``frozenset``: array sorted by each element's encoded bytes.
 * ``dict`` (and any Mapping): map with keys sorted, ints before strings, ints
-  by value and strings by code point; only ``str`` and ``int`` keys.
+  by value and strings by code point; only ``str`` and ``int`` keys (ints
+  within 64 bits); an ``enum.Enum`` key is its value, and two keys that
+  become the same key (``{E.A: 1, "a": 2}`` with ``E.A.value == "a"``) are a
+  TypeError rather than one silently dropped.
 * ``datetime``: aware ones are converted to UTC, ext type 1 (ISO text);
   naive ones ext type 2; ``date`` ext 3; ``time`` ext 4; ``timedelta`` ext 8
   (days, seconds, microseconds); ``uuid.UUID`` ext 5 (16 bytes);
-  ``decimal.Decimal`` ext 6 (text).
+  ``decimal.Decimal`` ext 6 (text). Decimals that are equal give the same
+  bytes: the text is of the value with trailing zeros stripped from its
+  coefficient (like ``Decimal.normalize()`` but never rounded by the current
+  context), in ``str()`` notation with a capital ``E`` (``1.10`` and ``1.1``
+  are ``"1.1"``, ``100`` and ``1E+2`` are ``"1E+2"``); every zero is ``"0"``,
+  every NaN (signed, signalling, with a payload) is ``"NaN"``, infinities are
+  ``"Infinity"`` and ``"-Infinity"``. Decoding gives an equal ``Decimal``.
 * :class:`PrefixRef` (internal): ext 9, a list given as a prefix of the
   previous model request's list plus a tail (see :mod:`redrive.replay._delta`).
+  A prefix reference never nests inside another one (decoding refuses it).
 * ``enum.Enum``: its value. attrs classes, dataclasses and pydantic models:
   a map of their fields (decoded as ``dict``).
 * Anything else raises ``TypeError`` naming the path (``args.items[2].when``).
 
 Nothing is ever pickled, and decoding never imports or calls user code.
+:func:`decode` takes untrusted bytes: whatever they hold, it returns a value
+or raises ``ValueError`` (nesting is bounded across ext levels too).
 """
 
 from __future__ import annotations
@@ -86,6 +98,9 @@ _EXT_BIGINT = 7
 _EXT_TIMEDELTA = 8
 _EXT_PREFIX = 9
 
+#: Most digits accepted for a big int (CPython's int/str conversion limit).
+_MAX_TEXT = 4300
+
 _INT_MIN = -(2**63)
 _UINT_MAX = 2**64 - 1
 
@@ -122,6 +137,29 @@ def _path_key(path: str, key: object) -> str:
     if isinstance(key, str) and key.isidentifier():
         return f"{path}.{key}"
     return f"{path}[{key!r}]"
+
+
+#: Context for rendering decimals: ``str()`` follows the current context's
+#: ``capitals``, which must not change the canonical text.
+_DECIMAL_TEXT = decimal.Context(capitals=1)
+
+
+def _decimal_text(value: decimal.Decimal) -> str:
+    """Return the one canonical text of ``value`` (see the module docstring)."""
+    if value.is_nan():
+        return "NaN"
+    if value.is_infinite():
+        return "-Infinity" if value.is_signed() else "Infinity"
+    if value.is_zero():
+        return "0"
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    strip = len(digits) - len(bytes(digits).rstrip(b"\x00"))
+    if strip:
+        digits = digits[:-strip]
+        exponent += strip
+    with decimal.localcontext(_DECIMAL_TEXT):
+        return str(decimal.Decimal((sign, digits, exponent)))
 
 
 def _key_order(key: object) -> tuple[int, Any]:
@@ -168,13 +206,30 @@ def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
         return bytes(value)
     if isinstance(value, Mapping):
         items = []
-        for key, item in value.items():
-            if isinstance(key, enum.Enum):
+        seen: dict[Any, Any] = {}
+        for original, item in value.items():
+            key = original
+            while isinstance(key, enum.Enum):
                 key = key.value
             if isinstance(key, bool) or not isinstance(key, str | int):
                 raise TypeError(
                     f"{path}: map key {key!r} of type {type(key).__name__} is not str or int"
                 )
+            if isinstance(key, int):
+                if not _INT_MIN <= key <= _UINT_MAX:
+                    raise TypeError(
+                        f"{path}: map key {key!r} is outside the 64-bit range"
+                        f" [-2**63, 2**64 - 1]; use a str key"
+                    )
+                key = int(key)
+            else:
+                key = str(key)
+            if key in seen:
+                raise TypeError(
+                    f"{path}: map keys {seen[key]!r} and {original!r} both encode as {key!r};"
+                    " one would be lost, so give them distinct keys"
+                )
+            seen[key] = original
             items.append((key, canonical(item, _path_key(path, key), _depth + 1)))
         items.sort(key=lambda kv: _key_order(kv[0]))
         return dict(items)
@@ -204,7 +259,7 @@ def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
         tail = canonical(value.tail, f"{path}.tail", _depth + 1)
         return msgpack.ExtType(_EXT_PREFIX, _pack([int(value.count), tail]))
     if isinstance(value, decimal.Decimal):
-        return msgpack.ExtType(_EXT_DECIMAL, str(value).encode())
+        return msgpack.ExtType(_EXT_DECIMAL, _decimal_text(value).encode())
     if attrs.has(type(value)):
         fields = {f.name: getattr(value, f.name) for f in attrs.fields(type(value))}
         return canonical(fields, path, _depth + 1)
@@ -234,49 +289,70 @@ def encode(value: Any, path: str = "$") -> bytes:
     return _pack(canonical(value, path))
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
-    try:
-        if code == _EXT_DATETIME_AWARE:
-            return _dt.datetime.fromisoformat(data.decode())
-        if code == _EXT_DATETIME_NAIVE:
-            return _dt.datetime.fromisoformat(data.decode())
-        if code == _EXT_DATE:
-            return _dt.date.fromisoformat(data.decode())
-        if code == _EXT_TIME:
-            return _dt.time.fromisoformat(data.decode())
-        if code == _EXT_UUID:
-            return uuid.UUID(bytes=data)
-        if code == _EXT_DECIMAL:
-            return decimal.Decimal(data.decode())
-        if code == _EXT_BIGINT:
-            if len(data) > 4300:
-                raise ValueError("big int longer than 4300 digits")
-            return int(data.decode())
-        if code == _EXT_TIMEDELTA:
-            days, seconds, micros = msgpack.unpackb(data)
-            return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
-        if code == _EXT_PREFIX:
-            count, tail = msgpack.unpackb(
-                data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
-            )
-            if not isinstance(count, int) or count < 0 or not isinstance(tail, list):
-                raise ValueError("malformed prefix reference")
-            return PrefixRef(count, tail)
-    except (
-        ValueError,
-        TypeError,
-        decimal.InvalidOperation,
-        UnicodeDecodeError,
-        msgpack.ExtraData,
-        msgpack.FormatError,
-        msgpack.StackError,
-    ) as exc:
-        raise ValueError(f"bad ext type {code} value: {exc}") from None
+def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
+    if code == _EXT_DATETIME_AWARE:
+        return _dt.datetime.fromisoformat(data.decode())
+    if code == _EXT_DATETIME_NAIVE:
+        return _dt.datetime.fromisoformat(data.decode())
+    if code == _EXT_DATE:
+        return _dt.date.fromisoformat(data.decode())
+    if code == _EXT_TIME:
+        return _dt.time.fromisoformat(data.decode())
+    if code == _EXT_UUID:
+        return uuid.UUID(bytes=data)
+    if code == _EXT_DECIMAL:
+        return decimal.Decimal(data.decode())
+    if code == _EXT_BIGINT:
+        if len(data) > _MAX_TEXT:
+            raise ValueError(f"big int longer than {_MAX_TEXT} digits")
+        return int(data.decode())
+    if code == _EXT_TIMEDELTA:
+        days, seconds, micros = msgpack.unpackb(data, raw=False)
+        if not all(type(part) is int for part in (days, seconds, micros)):
+            raise ValueError("timedelta parts are not ints")
+        return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
+    if code == _EXT_PREFIX:
+        if nested:
+            raise ValueError("a prefix reference inside a prefix reference")
+        count, tail = msgpack.unpackb(
+            data, raw=False, strict_map_key=False, ext_hook=_nested_ext_hook, use_list=True
+        )
+        if type(count) is not int or count < 0 or not isinstance(tail, list):
+            raise ValueError("malformed prefix reference")
+        return PrefixRef(count, tail)
     raise ValueError(f"unknown ext type {code}")
+
+
+class _ExtError(ValueError):
+    """A malformed ext value (its message already names the ext type)."""
+
+
+def _ext(code: int, data: bytes, *, nested: bool) -> Any:
+    try:
+        return _ext_value(code, data, nested=nested)
+    except _ExtError:
+        raise
+    except ValueError as exc:
+        raise _ExtError(f"bad ext type {code} value: {exc}") from None
+    except Exception as exc:
+        # Untrusted bytes reach stdlib constructors here; whatever they raise
+        # (OverflowError, RecursionError, MemoryError, InvalidOperation...)
+        # means "not a canonical value", never a crash of the reader.
+        raise _ExtError(f"bad ext type {code} value: {type(exc).__name__}: {exc}") from None
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    return _ext(code, data, nested=False)
+
+
+def _nested_ext_hook(code: int, data: bytes) -> Any:
+    return _ext(code, data, nested=True)
 
 
 def decode(data: bytes) -> Any:
     """Decode canonical msgpack bytes written by :func:`encode`.
+
+    Safe on untrusted bytes: nothing but ``ValueError`` comes out of it.
 
     Args:
         data: the bytes of exactly one value.
@@ -286,7 +362,9 @@ def decode(data: bytes) -> Any:
 
     Raises:
         ValueError: the bytes are not one well-formed value (including extra
-            bytes after it, unknown ext types, nesting deeper than 256).
+            bytes after it, unknown or malformed ext types, a prefix reference
+            inside another one, nesting deeper than 256 levels counted
+            through prefix references too).
     """
     try:
         value = msgpack.unpackb(
@@ -298,8 +376,12 @@ def decode(data: bytes) -> Any:
         )
     except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise ValueError(f"not one canonical msgpack value: {exc}") from None
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         raise ValueError(f"not a canonical msgpack value: {exc}") from None
+    except Exception as exc:
+        # msgpack itself may raise TypeError (unhashable map key), MemoryError,
+        # RecursionError...; to callers all of these are malformed bytes.
+        raise ValueError(f"not a canonical msgpack value: {type(exc).__name__}: {exc}") from None
     _check_depth(value)
     return value
 
@@ -312,6 +394,8 @@ def _check_depth(value: Any) -> None:
             raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
         if isinstance(item, list):
             stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, PrefixRef):
+            stack.append((item.tail, depth + 1))
         elif isinstance(item, dict):
             stack.extend((child, depth + 1) for child in item.values())
 

@@ -69,7 +69,43 @@ SECRET_HEADERS = frozenset(
     }
 )
 #: Query parameters whose value is replaced by ``[REDACTED]`` in a stored request.
-SECRET_QUERY_PARAMS = frozenset({"api-key", "api_key", "key", "access_token", "token"})
+#: Matched case-insensitively, with ``_`` and ``-`` alike (``API_KEY``, ``Api-Key``).
+#: Keys (``key``, ``api-key``, Azure APIM ``subscription-key``), OAuth tokens and
+#: secrets, and signed-URL signatures (Azure SAS ``sig``, AWS ``X-Amz-Signature``).
+SECRET_QUERY_PARAMS = frozenset(
+    {
+        "key",
+        "api-key",
+        "api_key",
+        "apikey",
+        "x-api-key",
+        "x-goog-api-key",
+        "subscription-key",
+        "ocp-apim-subscription-key",
+        "access_token",
+        "access-token",
+        "refresh_token",
+        "id_token",
+        "token",
+        "auth",
+        "authorization",
+        "client_secret",
+        "secret",
+        "password",
+        "sig",
+        "signature",
+        "x-amz-signature",
+        "x-amz-credential",
+        "x-amz-security-token",
+    }
+)
+_SECRET_QUERY_NAMES = frozenset(name.replace("_", "-") for name in SECRET_QUERY_PARAMS)
+
+
+def _secret_query_param(name: str) -> bool:
+    """Whether a query parameter's value must never be journaled."""
+    return name.strip().lower().replace("_", "-") in _SECRET_QUERY_NAMES
+
 # Headers dropped from a stored response because the stored body makes them wrong.
 _BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection",
                            "keep-alive"})
@@ -186,7 +222,7 @@ def describe_request(
         path = path[len(base) :] or "/"
     params: dict[str, Any] = {}
     for key, value in query:
-        value = "[REDACTED]" if key.lower() in SECRET_QUERY_PARAMS else value
+        value = "[REDACTED]" if _secret_query_param(key) else value
         if key in params:
             prior = params[key]
             params[key] = [*prior, value] if isinstance(prior, list) else [prior, value]

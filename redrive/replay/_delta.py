@@ -11,10 +11,11 @@ memory stays bounded by one conversation, not by the journal.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..frames import Frame, Kind, PrefixRef
+from ..frames import Frame, Kind, PrefixRef, encode
 
 __all__ = ["compress", "expand", "expand_frames"]
 
@@ -24,8 +25,63 @@ MAX_DEPTH = 4
 MIN_PREFIX = 2
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` have the same canonical encoding, type-strictly.
+
+    Python's ``==`` says ``1 == 1.0 == True``, but those are different bytes
+    and different prompts; here bool, int and float (and list vs tuple, dict
+    vs other mappings) are never the same. It may answer False for values
+    that do encode alike (a NaN, ``-0.0``); that only costs a stored item.
+    """
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, list | tuple):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif isinstance(x, dict):
+            if len(x) != len(y) or {(type(k), k) for k in x} != {(type(k), k) for k in y}:
+                return False
+            stack.extend((item, y[key]) for key, item in x.items())
+        elif isinstance(x, float):
+            if not (x == y and math.copysign(1.0, x) == math.copysign(1.0, y)):
+                return False
+        elif isinstance(x, _PLAIN):
+            if x != y:
+                return False
+        elif _bytes_of(x) != _bytes_of(y) or _bytes_of(x) is None:
+            return False
+    return True
+
+
+#: Types whose ``==`` is already type-strict and agrees with their encoding.
+_PLAIN = (str, bytes, int, type(None))
+
+
+def _bytes_of(value: Any) -> bytes | None:
+    try:
+        return encode(value)
+    except TypeError:
+        return None
+
+
+def _same_items(value: list[Any], before: list[Any]) -> bool:
+    """Whether ``value`` starts with exactly the items of ``before``."""
+    return len(value) >= len(before) and all(
+        _same(x, y) for x, y in zip(value, before, strict=False)
+    )
+
+
 def compress(previous: Any, current: Any, _depth: int = 0) -> Any:
-    """Return ``current`` with lists that extend ``previous``'s as :class:`PrefixRef`."""
+    """Return ``current`` with lists that extend ``previous``'s as :class:`PrefixRef`.
+
+    A list is a prefix only if its items are type-strictly the same values
+    (``True``, ``1`` and ``1.0`` differ), so the stored request always
+    expands to the one that was sent.
+    """
     if _depth > MAX_DEPTH or not isinstance(current, dict) or not isinstance(previous, dict):
         return current
     out = {}
@@ -36,7 +92,7 @@ def compress(previous: Any, current: Any, _depth: int = 0) -> Any:
             and isinstance(before, list)
             and len(before) >= MIN_PREFIX
             and len(value) >= len(before)
-            and value[: len(before)] == before
+            and _same_items(value, before)
         ):
             out[key] = PrefixRef(len(before), value[len(before) :])
         elif isinstance(value, dict):

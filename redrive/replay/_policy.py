@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from collections.abc import Iterable
@@ -30,22 +31,124 @@ VOLATILE_KEYS = frozenset({"tool_call_id", "tool_use_id", "call_id", "idempotenc
 _ID_TYPES = frozenset({"function", "tool_use", "function_call", "server_tool_use", "tool_call"})
 
 
+#: One child step of a rendered path: ``.name`` (identifier keys) or ``[...]``
+#: (list indexes, int keys, and ``repr`` of other str keys), as ``_child`` writes.
+_ANY_CHILD = r"""(?:\.[^.\[]+|\[(?:-?\d+|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\])"""
+
+_PATTERN_HELP = (
+    "write segments as .name, ['any key'], [3] or [*], with .. for any depth,"
+    " e.g. $.metadata['x-secret'], $.messages[*].content, $..api-key"
+)
+
+
+def _key_regex(name: str, *, glob: bool) -> str:
+    """Regex for the child ``name`` as the walker renders it (see ``_child``)."""
+    if glob and "*" in name:
+        # A glob inside a name (``tool_*``): match either rendering of the key.
+        plain = "[^.\\[]*".join(re.escape(part) for part in name.split("*"))
+        quoted = "(?:[^'\\\\]|\\\\.)*".join(
+            re.escape(repr(part)[1:-1]) for part in name.split("*")
+        )
+        return rf"(?:\.{plain}|\['{quoted}'\])"
+    if name.isidentifier():
+        return r"\." + re.escape(name)
+    regex = r"\[" + re.escape(repr(name)) + r"\]"
+    if re.fullmatch(r"-?\d+", name):
+        # ``.0`` may mean the str key "0" or list index 0: redact either.
+        regex = rf"(?:{regex}|\[{int(name)}\])"
+    return regex
+
+
+def _segments(pattern: str) -> list[str]:
+    """Split a path pattern into child regexes (``..`` becomes its own item)."""
+    out: list[str] = []
+    i, n = 1, len(pattern)
+    while i < n:
+        if pattern.startswith("..", i):
+            out.append("..")
+            i += 2
+            if i >= n:
+                raise ValueError("'..' must be followed by a name, * or [...]")
+            if pattern[i] == ".":
+                raise ValueError(f"'...' at offset {i - 2}")
+            if pattern[i] != "[":
+                i -= 1  # the name after '..' is read like one after '.'
+            continue
+        char = pattern[i]
+        if char == ".":
+            j = i + 1
+            while j < n and pattern[j] not in ".[":
+                j += 1
+            name = pattern[i + 1 : j]
+            if not name:
+                raise ValueError(f"empty name at offset {i}")
+            out.append(_ANY_CHILD if name == "*" else _key_regex(name, glob=True))
+            i = j
+        elif char == "[":
+            j = i + 1
+            if j < n and pattern[j] in "'\"":
+                quote, k = pattern[j], j + 1
+                while k < n and pattern[k] != quote:
+                    k += 2 if pattern[k] == "\\" else 1
+                if k >= n:
+                    raise ValueError(f"unclosed quote at offset {j}")
+                try:
+                    name = ast.literal_eval(pattern[j : k + 1])
+                except (ValueError, SyntaxError):
+                    raise ValueError(f"bad quoted name at offset {j}") from None
+                regex, end = _key_regex(str(name), glob=False), k + 1
+            else:
+                end = pattern.find("]", j)
+                if end < 0:
+                    raise ValueError(f"unclosed '[' at offset {i}")
+                inner = pattern[j:end].strip()
+                if inner == "*":
+                    regex = _ANY_CHILD
+                elif re.fullmatch(r"-?\d+", inner):
+                    regex = rf"\[{int(inner)}\]"
+                else:
+                    raise ValueError(f"[{inner}] is neither [*], an index nor a quoted name")
+            if end >= n or pattern[end] != "]":
+                raise ValueError(f"expected ']' at offset {end}")
+            out.append(regex)
+            i = end + 1
+        else:
+            raise ValueError(f"unexpected {char!r} at offset {i}")
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def _compile(pattern: str) -> re.Pattern[str]:
-    if not pattern.startswith("$"):
-        pattern = "$." + pattern
-    text = re.escape(pattern)
-    text = text.replace(r"\.\.", "(?:\\..+)?\\.")
-    text = text.replace(r"\[\*\]", r"\[\d+\]")
-    text = text.replace(r"\*", r"[^.\[\]]+")
-    return re.compile(text + r"\Z")
+    text = pattern.strip()
+    if not text.startswith("$"):
+        text = ("$" if text.startswith((".", "[")) else "$.") + text
+    try:
+        segments = _segments(text)
+    except ValueError as exc:
+        raise ValueError(f"path pattern {pattern!r} is not valid: {exc}; {_PATTERN_HELP}") from None
+    regex = r"\$" + "".join(f"{_ANY_CHILD}*" if seg == ".." else seg for seg in segments)
+    return re.compile(regex + r"\Z")
 
 
 def compile_paths(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-    """Compile JSON-path-like patterns: ``$.a.b``, ``$.items[*].id``, ``$..timestamp``, ``*``.
+    """Compile JSON-path-like patterns into matchers of the walker's rendered paths.
+
+    A pattern is ``$`` (optional) and segments: ``.name`` or ``['name']``
+    (both spellings work for every key: ``$.a.api-key`` and
+    ``$.a['api-key']`` are the same pattern), ``[3]`` (an index or int key),
+    ``.*`` or ``[*]`` (any one child), ``..`` (any depth, including none:
+    ``$..token``), and ``*`` inside a name as a glob (``$.tool_*``). A pattern
+    without ``$`` is relative to the root (``a.b`` is ``$.a.b``).
+
+    Returns:
+        One compiled regex per pattern, matched against paths such as
+        ``$.messages[0]['x-id']``.
 
     Raises:
         TypeError: a pattern is not a string.
+        ValueError: a pattern is malformed (an unclosed ``[`` or quote, an
+            empty name, a trailing ``..``); a redaction that can never match
+            is refused rather than silently leaking.
     """
     out = []
     for pattern in patterns:
@@ -79,10 +182,14 @@ def _walk(
             out[key] = _walk(item, where, patterns, drop=drop, ids=ids)
         return out
     if isinstance(value, list):
-        return [
-            _walk(item, f"{path}[{i}]", patterns, drop=drop, ids=ids)
-            for i, item in enumerate(value)
-        ]
+        out_list = []
+        for i, item in enumerate(value):
+            where = f"{path}[{i}]"
+            if not drop and patterns and any(p.match(where) for p in patterns):
+                out_list.append(REDACTED)  # ``$.keys[*]``: each item is the secret
+            else:
+                out_list.append(_walk(item, where, patterns, drop=drop, ids=ids))
+        return out_list
     return value
 
 
