@@ -110,10 +110,12 @@ class Cursor:
         self._ignore = policy.ignore_patterns
         self._steps: dict[int, RecordedStep] = {}
         self._order: collections.deque[RecordedStep] = collections.deque()
-        self._by_turn: dict[int, list[RecordedStep]] = collections.defaultdict(list)
-        self._by_key: dict[tuple[str, str, str], collections.deque[RecordedStep]] = (
-            collections.defaultdict(collections.deque)
-        )
+        # indexes over the loaded, unconsumed steps; consumed steps leave them eagerly
+        # when at the front (the usual, in-order case) and lazily otherwise
+        self._by_turn: dict[int, collections.deque[RecordedStep]] = {}
+        self._by_turn_key: dict[tuple[int, str, str, str], collections.deque[RecordedStep]] = {}
+        self._turn_others: dict[int, collections.deque[RecordedStep]] = {}
+        self._by_key: dict[tuple[str, str, str], collections.deque[RecordedStep]] = {}
         self._max_loaded_turn = -1
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         self.run_start: dict[str, Any] | None = None
@@ -168,8 +170,15 @@ class Cursor:
                 )
             self._steps[frame.seq] = step
             self._order.append(step)
-            self._by_turn[step.turn].append(step)
-            self._by_key[(step.kind, step.name, step.key)].append(step)
+            self._by_turn.setdefault(step.turn, collections.deque()).append(step)
+            self._by_turn_key.setdefault(
+                (step.turn, step.kind, step.name, step.key), collections.deque()
+            ).append(step)
+            if step.kind != "model":
+                self._turn_others.setdefault(step.turn, collections.deque()).append(step)
+            self._by_key.setdefault((step.kind, step.name, step.key), collections.deque()).append(
+                step
+            )
             self._max_loaded_turn = max(self._max_loaded_turn, step.turn)
         elif kind in _END_KINDS or kind == Kind.NOTE.value:
             data = self._payload(frame)
@@ -244,10 +253,33 @@ class Cursor:
                 return None
 
     def _window(self, head: RecordedStep) -> list[RecordedStep]:
-        # load until a later turn shows up, so every step of head's turn is known
+        """Every unconsumed step of head's turn (loads the whole turn; the slow path)."""
         while self._frames is not None and self._max_loaded_turn <= head.turn:
             self._load_one()
         return [s for s in self._by_turn.get(head.turn, ()) if s.seq in self._steps]
+
+    def _first_alive(self, index: dict[Any, collections.deque[RecordedStep]], key: Any) -> (
+        RecordedStep | None
+    ):
+        queue = index.get(key)
+        while queue and queue[0].seq not in self._steps:
+            queue.popleft()
+        if not queue:
+            index.pop(key, None)
+            return None
+        return queue[0]
+
+    def _find(self, turn: int, kind: str, name: str, key: str) -> RecordedStep | None:
+        """The first unconsumed step of ``turn`` equal to (kind, name, key), loading lazily.
+
+        Loads only as far as needed: for a loop that replays in order the match
+        is the next step, so memory stays bounded however long the journal.
+        """
+        while True:
+            step = self._first_alive(self._by_turn_key, (turn, kind, name, key))
+            if step is not None or self._frames is None or self._max_loaded_turn > turn:
+                return step
+            self._load_one()
 
     @property
     def exhausted(self) -> bool:
@@ -263,19 +295,18 @@ class Cursor:
 
     def consume(self, step: RecordedStep) -> RecordedStep:
         """Mark ``step`` used; make sure its outcome is known if it looks in flight."""
-        if step.end is None and step.kind != "value":
-            self._load_all()
+        # its outcome usually follows within a few frames; a step truly in flight
+        # (the crash point) reads to the end once
+        while step.end is None and step.kind != "value" and self._load_one():
+            pass
         self._steps.pop(step.seq, None)
-        turn = self._by_turn.get(step.turn)
-        if turn is not None:
-            turn.remove(step)
-            if not turn:
-                del self._by_turn[step.turn]
-        bucket = self._by_key.get((step.kind, step.name, step.key))
-        if bucket is not None:
-            bucket.remove(step)
-            if not bucket:
-                del self._by_key[(step.kind, step.name, step.key)]
+        for index, key in (
+            (self._by_turn, step.turn),
+            (self._by_turn_key, (step.turn, step.kind, step.name, step.key)),
+            (self._turn_others, step.turn),
+            (self._by_key, (step.kind, step.name, step.key)),
+        ):
+            self._first_alive(index, key)  # drops consumed steps from the front
         self._recent.append(step.describe())
         return step
 
@@ -296,20 +327,20 @@ class Cursor:
             key = call_key(name, match_view(args, self._ignore, kind=kind))
         rule = self.policy.rule(kind)
         if rule == "lenient":
-            bucket = self._by_key.get((kind, name, key))
-            return self.consume(bucket[0]) if bucket else None
+            found = self._first_alive(self._by_key, (kind, name, key))
+            return self.consume(found) if found is not None else None
         head = self._head()
         if head is None:
             return None
+        match = self._find(head.turn, kind, name, key)
+        if match is not None:
+            self._check_turn_order(match, Found(kind, name, key, args))
+            return self.consume(match)
         window = self._window(head)
-        for step in window:
-            if step.kind == kind and step.name == name and step.key == key:
-                self._check_turn_order(step, window, Found(kind, name, key, args))
-                return self.consume(step)
         same_name = [s for s in window if s.kind == kind and s.name == name]
         if rule == "warn" and same_name:
             step = same_name[0]
-            self._check_turn_order(step, window, Found(kind, name, key, args))
+            self._check_turn_order(step, Found(kind, name, key, args))
             diff = diff_values(step.args, args)
             warnings.warn(
                 ReplayDriftWarning(
@@ -322,9 +353,7 @@ class Cursor:
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
 
-    def _check_turn_order(
-        self, step: RecordedStep, window: list[RecordedStep], found: Found
-    ) -> None:
+    def _check_turn_order(self, step: RecordedStep, found: Found) -> None:
         """Tool and value steps of a turn commute; a model step comes after them.
 
         Raises:
@@ -333,8 +362,8 @@ class Cursor:
         """
         if step.kind != "model":
             return
-        before = next((s for s in window if s.seq < step.seq and s.kind != "model"), None)
-        if before is not None:
+        before = self._first_alive(self._turn_others, step.turn)
+        if before is not None and before.seq < step.seq:
             raise self.divergence(before, found)
 
     def divergence(self, step: RecordedStep, found: Found) -> DivergenceError:

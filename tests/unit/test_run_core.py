@@ -550,3 +550,22 @@ def test_thread_without_the_run_context_warns(journal: Journal) -> None:
             pool.submit(send_email, "a@x").result()
         assert pool.submit(contextvars.copy_context().run, send_email, "b@x").result() == "b@x"
     assert [f.kind for f in journal.frames("threads")].count("tool_start") == 1
+
+
+def test_long_turn_replays_without_reading_ahead() -> None:
+    """Strict replay of a long tool-only turn reads the journal lazily, not all at once."""
+    journal = MemoryJournal()
+
+    @redrive.tool(read_only=True)
+    def get_item(n: int) -> int:
+        return n
+
+    with redrive.run(journal, "long") as run:
+        run.finish([get_item(n) for n in range(300)])
+    with redrive.run(journal, "long") as again:
+        get_item(0)
+        cursor = again._cursor
+        assert cursor is not None and cursor.frames_read < 10
+        for n in range(1, 300):
+            get_item(n)
+    assert again.replayed_steps == 300
