@@ -569,3 +569,23 @@ def test_long_turn_replays_without_reading_ahead() -> None:
         for n in range(1, 300):
             get_item(n)
     assert again.replayed_steps == 300
+
+
+def test_closing_a_streaming_run_early_cancels_it(journal: Journal) -> None:
+    """A run driven by a generator that the consumer closes early ends cancelled."""
+
+    @redrive.tool(read_only=True)
+    def get_event(n: int) -> str:
+        return f"event {n}"
+
+    def stream_events() -> Iterator[str]:
+        with redrive.run(journal, "gen"):
+            for n in range(5):
+                yield get_event(n)
+
+    events = stream_events()
+    assert next(events) == "event 0"
+    events.close()
+    record = journal.get_run("gen")
+    assert record is not None and record.status == "cancelled"
+    assert "GeneratorExit" in (record.error or "")
