@@ -332,6 +332,7 @@ class HttpRecorder:
         self, run: Run, begun: _Begun, payload: dict[str, Any]
     ) -> None:
         """Journal a finished exchange as the step ``begun`` opened."""
+        payload = _redact_body(run, payload)
         run.model_record(
             begun.name,
             begun.stored,
@@ -341,6 +342,21 @@ class HttpRecorder:
             view=self.make_view(begun.stored, payload),
             unfinished=begun.step,
         )
+
+
+def _redact_body(run: Run, payload: dict[str, Any]) -> dict[str, Any]:
+    """Apply the run's ``redact`` patterns to a JSON response body (``$.body...``)."""
+    body = payload.get("body")
+    if not run.redacting or not isinstance(body, str):
+        return payload
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return payload
+    redacted = run.redact({"body": parsed})["body"]
+    if redacted == parsed:
+        return payload
+    return {**payload, "body": json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))}
 
 
 @attrs.define

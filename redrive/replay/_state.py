@@ -204,6 +204,19 @@ class RunState:
             self._turn = max(self._turn, step.turn)
         return step
 
+    @property
+    def redacting(self) -> bool:
+        """True when the run was given ``redact`` path patterns."""
+        return bool(self._redact)
+
+    def redact(self, value: Any) -> Any:
+        """Return canonical ``value`` with every ``redact`` path replaced by ``[REDACTED]``.
+
+        Recorders apply it to what they journal besides requests (e.g. a JSON
+        response body, as ``{"body": ...}``, so ``$.body...`` patterns match).
+        """
+        return redact_paths(canonical(value, "value"), self._redact)
+
     def _prepare(self, args: Any, path: str) -> Any:
         return redact_paths(canonical(args, path), self._redact)
 

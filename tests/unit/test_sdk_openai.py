@@ -397,3 +397,27 @@ def test_async_stream_records_then_replays(server: ScriptServer, journal: Journa
     assert first == second
     assert len(first) == 6
     assert len(server.requests) == 1
+
+
+def test_redact_applies_to_json_response_bodies(server: ScriptServer, tmp_path: Any) -> None:
+    """redact= patterns under $.body also scrub JSON response bodies before they are journaled."""
+    secret = "RESPONSE-SECRET-0042"
+    leaky = {
+        **CHAT,
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": f"your code is {secret}"}}],
+    }
+    server.add(Reply(body=leaky))
+    path = tmp_path / "runs.duckdb"
+    journal = redrive.open_journal(str(path))
+    wrapped = client(server)
+    pattern = ("$.body.choices[*].message.content",)
+    with redrive.run(journal, "red", redact=pattern):
+        live = wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert secret in (live.choices[0].message.content or "")
+    with redrive.run(journal, "red", redact=pattern):
+        replayed = wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert replayed.choices[0].message.content == "[REDACTED]"
+    journal.close()
+    for file in tmp_path.iterdir():
+        assert secret.encode() not in file.read_bytes(), file
