@@ -11,7 +11,8 @@ Exit codes:
        or a replay error
     2  usage error (bad arguments)
     3  not found: no such run, file or journal
-    4  the journal cannot be read: corrupt, of a newer format, or locked by another process
+    4  the journal cannot be read: corrupt, of a newer format, locked by another process,
+       or its database cannot be connected to
 """
 
 from __future__ import annotations
@@ -140,6 +141,11 @@ def _journal_path(url: str) -> str | None:
     return url.removeprefix("duckdb://")
 
 
+#: Journals opened by the running command, by URL (one object per file: a DuckDB file
+#: cannot be opened for writing twice in one process); closed when the command ends.
+_opened: dict[str, Any] = {}
+
+
 def _open(url: str, *, must_exist: bool = True) -> Any:
     from .storage import open_journal
 
@@ -148,7 +154,17 @@ def _open(url: str, *, must_exist: bool = True) -> Any:
         raise FileNotFoundError(
             f"no journal at {path}; pass --journal URL (or set REDRIVE_JOURNAL)"
         )
-    return open_journal(url)
+    journal = _opened.get(url)
+    if journal is None or getattr(journal, "closed", False):
+        journal = _opened[url] = open_journal(url)
+    return journal
+
+
+def _close_opened() -> None:
+    while _opened:
+        _url, journal = _opened.popitem()
+        if not getattr(journal, "closed", False):
+            journal.close()
 
 
 def _source(target: str, url: str) -> tuple[Any, str]:
@@ -493,6 +509,24 @@ def _payload_json(payload: bytes | None) -> str | None:
         return None
 
 
+def _frames_json(frames: list[Frame]) -> list[tuple[Frame, str | None]]:
+    """Return each frame of one run (in seq order) with its payload as JSON text.
+
+    Model requests stored as prefix deltas are resolved to the full request.
+    If the run's requests cannot be resolved (a damaged journal), each payload
+    is decoded on its own instead.
+    """
+    from .replay._delta import expand_frames
+
+    try:
+        return [
+            (frame, json.dumps(_plain(data), sort_keys=True))
+            for frame, data in expand_frames(frames)
+        ]
+    except ValueError:
+        return [(frame, _payload_json(frame.payload)) for frame in frames]
+
+
 def _cmd_sql(args: argparse.Namespace, out: _Out) -> int:
     import duckdb
 
@@ -528,8 +562,8 @@ def _cmd_sql(args: argparse.Namespace, out: _Out) -> int:
             )
             rows = [
                 [f.run_id, f.seq, f.kind, f.name, f.key, f.payload, f.chain, f.at, f.epoch,
-                 _payload_json(f.payload)]
-                for f in journal.frames(r.run_id)
+                 data]
+                for f, data in _frames_json(list(journal.frames(r.run_id)))
             ]
             if rows:
                 con.executemany("INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
@@ -625,7 +659,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="redrive",
         description="Inspect, move, verify and check redrive journals.",
         epilog="exit codes: 0 ok; 1 check/verify/diff negative or replay error; 2 usage; "
-        "3 not found; 4 journal unreadable (corrupt, newer format, locked)",
+        "3 not found; 4 journal unreadable (corrupt, newer format, locked, cannot connect)",
     )
     parser.add_argument(
         "--journal", default=os.environ.get("REDRIVE_JOURNAL", "runs.duckdb"),
@@ -721,7 +755,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code
 
     try:
-        code = int(args.func(args, out))
+        try:
+            code = int(args.func(args, out))
+        finally:
+            _close_opened()
     except (UnknownRunError, FileNotFoundError) as exc:
         return fail(exc, EXIT_NOT_FOUND)
     except (JournalCorruptError, JournalFormatError, JournalLockedError) as exc:
@@ -732,6 +769,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(exc, EXIT_FAILED)
     except BrokenPipeError:  # pragma: no cover - `redrive runs | head`
         return EXIT_OK
+    except ConnectionError as exc:  # a journal database that cannot be reached
+        return fail(exc, EXIT_JOURNAL)
     return code
 
 

@@ -6,9 +6,17 @@ Backends are chosen by URL and imported lazily::
     open_journal(":memory:")                # in this process's memory
     open_journal("postgresql://host/db")    # Postgres, for many workers
     open_journal("incident.rdj")            # an exported run (read-only)
+
+:func:`shared_journal` returns one journal per URL per process (a DuckDB file
+cannot be open twice for writing in one process).
 """
 
 from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
 
 from ._base import (
     Decision,
@@ -28,8 +36,13 @@ __all__ = [
     "RunStatus",
     "RunUpdate",
     "open_journal",
+    "shared_journal",
     "verify_frames",
 ]
+
+_shared: dict[str, Journal] = {}
+_shared_lock = threading.Lock()
+_atexit_registered = False
 
 
 def open_journal(url: str = "runs.duckdb", **options: object) -> Journal:
@@ -67,3 +80,64 @@ def open_journal(url: str = "runs.duckdb", **options: object) -> Journal:
 
     path = url.removeprefix("duckdb://") if url.startswith("duckdb://") else url
     return DuckDBJournal(path, **options)  # type: ignore[arg-type]
+
+
+def _shared_key(url: str) -> str:
+    """The identity of ``url``'s journal: the real path for files, else the URL."""
+    if url == ":memory:" or url.startswith(("postgresql://", "postgres://")):
+        return url
+    path = url.removeprefix("duckdb://") if url.startswith("duckdb://") else url
+    return os.path.realpath(path)
+
+
+def shared_journal(url: str) -> Journal:
+    """Return this process's journal for ``url``, opening it on first use.
+
+    Every call with the same URL (for files: the same real path, however it is
+    spelled) returns the same journal object, from any thread. Use it wherever
+    a journal is named by URL, so that one process never holds two journal
+    objects on one DuckDB file. The journals are closed when the process exits
+    (:mod:`atexit`); a shared journal that was closed by hand is opened again
+    on the next call.
+
+    Args:
+        url: as for :func:`open_journal` (opened with default options).
+
+    Returns:
+        The shared :class:`Journal`.
+
+    Raises:
+        JournalLockedError: the DuckDB file is open in another process, or
+            in this process through a journal object not obtained here.
+        JournalFormatError, JournalCorruptError, ImportError: as :func:`open_journal`.
+    """
+    global _atexit_registered
+    key = _shared_key(url)
+    with _shared_lock:
+        journal = _shared.get(key)
+        if journal is not None and not getattr(journal, "closed", False):
+            return journal
+        journal = open_journal(url)
+        _shared[key] = journal
+        if not _atexit_registered:
+            atexit.register(_close_shared)
+            _atexit_registered = True
+        return journal
+
+
+def _close_shared() -> None:
+    """Close every shared journal (at exit); report a failed close on stderr."""
+    with _shared_lock:
+        journals = list(_shared.values())
+        _shared.clear()
+    for journal in journals:
+        if getattr(journal, "closed", False):
+            continue
+        try:
+            journal.close()
+        except Exception as exc:  # at exit: report it, then close the others
+            print(
+                f"redrive: closing journal {getattr(journal, 'url', journal)!r} at exit "
+                f"failed: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )

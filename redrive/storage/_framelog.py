@@ -7,9 +7,15 @@ DuckDB in bulk at checkpoints, then empties the log.
 
 File layout: the 8-byte magic ``RDLOG\\x00\\x01\\n``, then records of
 ``u32 big-endian body length | 8-byte xxh3-64 of the body | body`` where the
-body is canonical msgpack. A torn record at the end (a write that never
-returned) is cut off on open; a bad record followed by more data is
-corruption and raises :class:`~redrive.errors.JournalCorruptError`.
+body is canonical msgpack of plain values (no ext types).
+
+Reading streams the file record by record (memory bounded by the largest
+record). A record that fails its checks is a *torn tail* (a write that never
+returned) only when no valid record (length fits, checksum matches) starts
+anywhere after it; only then is it cut off, and only when the log is open for
+writing. Otherwise the log is damaged mid-file and reading raises
+:class:`~redrive.errors.JournalCorruptError` without changing the file, since
+the records after the damage are durable, acknowledged writes.
 """
 
 from __future__ import annotations
@@ -18,12 +24,13 @@ import contextlib
 import os
 import struct
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
+import msgpack
 import xxhash
 
 from ..errors import JournalCorruptError, JournalFormatError
-from ..frames import decode, encode
+from ..frames import encode
 
 __all__ = ["FrameLog"]
 
@@ -31,8 +38,85 @@ MAGIC: Final = b"RDLOG\x00\x01\n"
 _HEAD = struct.Struct(">I8s")
 #: Largest record accepted on read (a guard against a damaged length field).
 MAX_RECORD: Final = 256 * 1024 * 1024
+#: Bytes read at a time while looking for a valid record after a damaged one.
+_SCAN_CHUNK: Final = 1 << 16
 
 _sync = getattr(os, "fdatasync", os.fsync)
+
+#: What to do about a damaged log (never "throw it away": it holds durable writes).
+ADVICE: Final = (
+    "Keep a copy of the log and do not delete it: it may hold acknowledged writes (tool "
+    "claims and results) that are not in the database yet; without them a tool could run "
+    "twice. Stop the workers using this journal and inspect or report the file; to see what "
+    "was already checkpointed, copy the database file alone (without its .rdlog) and run "
+    "`redrive --journal COPY verify` or `redrive --journal COPY sql ...` on the copy."
+)
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise ValueError(f"msgpack ext type {code} in a log record (log records hold plain values)")
+
+
+def _decode_record(body: bytes) -> Any:
+    """Decode one log record body: plain msgpack values only.
+
+    Raises:
+        ValueError: the bytes are not exactly one plain msgpack value.
+    """
+    try:
+        return msgpack.unpackb(
+            body, raw=False, strict_map_key=False, ext_hook=_no_ext, use_list=True
+        )
+    except (
+        msgpack.ExtraData,
+        msgpack.FormatError,
+        msgpack.StackError,
+        ValueError,
+        TypeError,
+        OverflowError,
+        RecursionError,
+        UnicodeDecodeError,
+    ) as exc:
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
+def _is_record_at(f: BinaryIO, offset: int, size: int) -> bool:
+    """Return whether a record whose length fits and whose checksum matches starts at ``offset``."""
+    f.seek(offset)
+    head = f.read(_HEAD.size)
+    if len(head) < _HEAD.size:
+        return False
+    length, digest = _HEAD.unpack(head)
+    if length == 0 or length > MAX_RECORD or offset + _HEAD.size + length > size:
+        return False
+    return bool(xxhash.xxh3_64_digest(f.read(length)) == digest)
+
+
+def _next_record(f: BinaryIO, start: int, size: int) -> int | None:
+    """Return the offset of the first valid record starting at or after ``start``, or None.
+
+    Reads the file in bounded chunks. A record's length must fit in the rest
+    of the file, so its leading length bytes must be zero; only positions with
+    those zero bytes are looked at, and a candidate's body is read (and
+    hashed) only when its length fits.
+    """
+    pos = start
+    while pos + _HEAD.size <= size:
+        f.seek(pos)
+        chunk = f.read(_SCAN_CHUNK + _HEAD.size - 1)
+        last = min(len(chunk) - _HEAD.size, _SCAN_CHUNK - 1)
+        limit = min(MAX_RECORD, size - pos - _HEAD.size)
+        zeros = b"\x00" * (4 - (limit.bit_length() + 7) // 8)
+        i = chunk.find(zeros, 0, last + len(zeros))
+        while 0 <= i <= last:
+            (length,) = struct.unpack_from(">I", chunk, i)
+            at = pos + i
+            fits = 0 < length <= MAX_RECORD and at + _HEAD.size + length <= size
+            if fits and _is_record_at(f, at, size):
+                return at
+            i = chunk.find(zeros, i + 1, last + len(zeros))
+        pos += last + 1
+    return None
 
 
 class FrameLog:
@@ -40,7 +124,8 @@ class FrameLog:
 
     Args:
         path: the log file (created when missing unless ``read_only``).
-        read_only: never write; a missing file reads as empty.
+        read_only: never write (a torn tail is skipped, not cut); a missing
+            file reads as empty.
 
     Raises:
         JournalFormatError: the file exists and is not a redrive log.
@@ -58,63 +143,98 @@ class FrameLog:
             _sync(self._fd)
 
     def records(self) -> Iterator[Any]:
-        """Yield every complete record in order; cut a torn tail off (when writable).
+        """Yield every complete record in order; see :meth:`entries`."""
+        for _offset, record in self.entries():
+            yield record
+
+    def entries(self) -> Iterator[tuple[int, Any]]:
+        """Yield ``(byte offset, record)`` for every complete record, in order.
+
+        A damaged record with no valid record anywhere after it is a torn
+        tail: it ends the iteration and, when the log is writable, is cut
+        off. Memory use is bounded by the largest record, not the file.
 
         Raises:
             JournalFormatError: not a redrive log.
-            JournalCorruptError: a damaged record that is not the last one.
+            JournalCorruptError: a record fails its length or checksum check
+                and a valid record follows it (the file is left untouched), or
+                a record with a good checksum is not one plain msgpack value.
+                Fields: ``source`` (the file), ``offset`` (bytes),
+                ``record_index`` (0-based), ``reason``.
         """
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below; a generator holds it
         except FileNotFoundError:
             return
-        if not data:
-            return
-        if data[: len(MAGIC)] != MAGIC:
-            raise JournalFormatError(
-                f"{self.path} is not a redrive journal log (bad magic); move it away if it is "
-                "not yours",
-                path=self.path,
-            )
-        offset = len(MAGIC)
-        good = offset
-        while offset < len(data):
-            if offset + _HEAD.size > len(data):
-                break  # torn header
-            length, digest = _HEAD.unpack_from(data, offset)
-            start = offset + _HEAD.size
-            end = start + length
-            if length > MAX_RECORD or end > len(data):
-                break  # torn body or a damaged length at the tail
-            body = data[start:end]
-            if xxhash.xxh3_64_digest(body) != digest:
-                if end < len(data):
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return
+            if f.read(len(MAGIC)) != MAGIC:
+                raise JournalFormatError(
+                    f"{self.path} is not a redrive journal log (bad magic); move it away if it "
+                    "is not yours",
+                    path=self.path,
+                )
+            offset = len(MAGIC)
+            index = 0
+            while offset < size:
+                body, reason = self._read_at(f, offset, size)
+                if body is None:
+                    self._torn(f, offset, size, index, reason)
+                    return
+                try:
+                    record = _decode_record(body)
+                except ValueError as exc:
                     raise JournalCorruptError(
-                        f"{self.path}: record at byte {offset} fails its checksum and more "
-                        "records follow it; the log is damaged. Keep a copy, then move the log "
-                        "away to open the journal without its last writes.",
+                        f"{self.path}: record {index} at byte {offset} has a good checksum but "
+                        f"is not a plain msgpack value ({exc}); the log was written by "
+                        "something other than redrive or damaged before it was checksummed. "
+                        + ADVICE,
                         source=self.path,
                         offset=offset,
-                        reason="checksum",
+                        record_index=index,
+                        reason="decode",
                         last_good_seq=None,
-                    )
-                break
-            try:
-                record = decode(body)
-            except ValueError as exc:
-                raise JournalCorruptError(
-                    f"{self.path}: record at byte {offset} is not canonical msgpack ({exc})",
-                    source=self.path,
-                    offset=offset,
-                    reason="decode",
-                    last_good_seq=None,
-                ) from None
-            yield record
-            offset = end
-            good = end
-        if good < len(data) and self._fd is not None:
-            os.ftruncate(self._fd, good)
+                    ) from None
+                yield offset, record
+                offset += _HEAD.size + len(body)
+                index += 1
+
+    @staticmethod
+    def _read_at(f: BinaryIO, offset: int, size: int) -> tuple[bytes | None, str]:
+        """Return ``(body, "")`` for a good record at ``offset``, else ``(None, why not)``."""
+        if offset + _HEAD.size > size:
+            return None, f"a header of {size - offset} bytes, {_HEAD.size} expected"
+        f.seek(offset)
+        length, digest = _HEAD.unpack(f.read(_HEAD.size))
+        if length > MAX_RECORD:
+            return None, f"a length of {length} bytes, over the {MAX_RECORD}-byte limit"
+        if offset + _HEAD.size + length > size:
+            return None, f"a length of {length} bytes, past the end of the file ({size} bytes)"
+        body = f.read(length)
+        if xxhash.xxh3_64_digest(body) != digest:
+            return None, "a checksum that does not match its bytes"
+        return body, ""
+
+    def _torn(self, f: BinaryIO, offset: int, size: int, index: int, reason: str) -> None:
+        """Cut a torn tail at ``offset``, or raise when valid records follow it."""
+        found = _next_record(f, offset + 1, size)
+        if found is not None:
+            raise JournalCorruptError(
+                f"{self.path}: record {index} at byte {offset} has {reason}, and a valid "
+                f"record follows it at byte {found}; the log is damaged in the middle, not "
+                "torn at its end, so the records after the damage (acknowledged writes) "
+                "cannot be read. The file was not changed. " + ADVICE,
+                source=self.path,
+                offset=offset,
+                record_index=index,
+                next_record_offset=found,
+                reason="checksum" if "checksum" in reason else "length",
+                last_good_seq=None,
+            )
+        if self._fd is not None:
+            os.ftruncate(self._fd, offset)
             _sync(self._fd)
 
     def append(self, record: Any) -> int:
@@ -161,3 +281,4 @@ class FrameLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+

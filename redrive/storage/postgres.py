@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -41,6 +42,21 @@ def _redacted(url: str) -> str:
     return _PASSWORD.sub(r"\1***@", url)
 
 
+def _unreachable(url: str, exc: psycopg.Error) -> ConnectionError:
+    """The one-line error for a journal database that cannot be connected to."""
+    said = " ".join(str(exc).split())
+    with contextlib.suppress(ValueError):
+        password = urllib.parse.urlsplit(url).password
+        if password:
+            said = said.replace(password, "***")
+    return ConnectionError(
+        f"cannot connect to the Postgres journal {_redacted(url)}: {said}. Check the URL "
+        "(host, port, user, database name) and that the server is running and accepts this "
+        "user; the database must exist (create it with `createdb`), redrive creates only "
+        "its tables."
+    )
+
+
 class PostgresJournal(SqlJournal):
     """Journal in a PostgreSQL database, shared by many workers.
 
@@ -51,11 +67,15 @@ class PostgresJournal(SqlJournal):
         min_size / max_size: connection pool bounds.
         migrate: apply pending migrations on open (default True); False only
             checks that the schema is current (read-only).
-        connect_timeout: seconds to wait for the server when opening.
+        connect_timeout: seconds to wait for the server when opening (libpq
+            waits at least 2).
 
     Raises:
-        psycopg.OperationalError: the server cannot be reached (within
-            ``connect_timeout``).
+        ConnectionError: one direct connection attempt, made before the pool
+            opens, failed: the server cannot be reached within
+            ``connect_timeout``, the database does not exist, or the login
+            was refused. The message names the URL (password hidden) and
+            the server's answer; the psycopg error is its ``__cause__``.
         JournalFormatError: the schema is newer than this redrive, or older
             and ``migrate=False``.
         ValueError: ``schema`` is not a plain identifier.
@@ -75,7 +95,7 @@ class PostgresJournal(SqlJournal):
         min_size: int = 1,
         max_size: int = 8,
         migrate: bool = True,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = 5.0,
     ) -> None:
         if schema is not None and not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema={schema!r}: use a plain identifier (letters, digits, _)")
@@ -83,14 +103,23 @@ class PostgresJournal(SqlJournal):
         self.url = shown if schema is None else f"{shown} (schema {schema})"
         self.schema = schema
         kwargs: dict[str, Any] = {"autocommit": True}
-        if schema is not None:
-            # created before the pool hands out connections that point at it
+        # one direct attempt first: a wrong URL fails at once with the server's
+        # answer, instead of a pool retrying in the background until it times out
+        try:
             with psycopg.connect(
-                url, autocommit=True, connect_timeout=max(1, int(connect_timeout))
-            ) as conn, contextlib.suppress(psycopg.errors.UniqueViolation):
-                conn.execute(
-                    pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(schema))
-                )
+                url, autocommit=True, connect_timeout=max(2, int(connect_timeout))
+            ) as conn:
+                if schema is not None:
+                    # created before the pool hands out connections that point at it
+                    with contextlib.suppress(psycopg.errors.UniqueViolation):
+                        conn.execute(
+                            pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                                pgsql.Identifier(schema)
+                            )
+                        )
+        except psycopg.OperationalError as exc:
+            raise _unreachable(url, exc) from exc
+        if schema is not None:
             kwargs["options"] = f"-c search_path={schema}"
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
@@ -140,6 +169,11 @@ class PostgresJournal(SqlJournal):
         return cur.fetchone() is not None
 
     # -- lifecycle ---------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return bool(self._pool.closed)
 
     def close(self) -> None:
         """Close the connection pool (idempotent)."""

@@ -23,6 +23,13 @@ def record_run(journal: DuckDBJournal, run_id: str, steps: int) -> None:
         run.finish([get_item(n) for n in range(steps)])
 
 
+def crash(journal: DuckDBJournal) -> None:
+    """Drop a journal as a killed process would: no checkpoint, the file released."""
+    journal._log.close()  # type: ignore[union-attr]
+    journal._store.close()
+    journal._release()
+
+
 def test_log_holds_writes_until_checkpoint(tmp_path: Path) -> None:
     """Acknowledged writes live in the log, are readable at once, and survive a reopen."""
     path = str(tmp_path / "runs.duckdb")
@@ -32,8 +39,7 @@ def test_log_holds_writes_until_checkpoint(tmp_path: Path) -> None:
     assert journal.get_run("r").status == "succeeded"  # type: ignore[union-attr]
     frames = list(journal.frames("r"))
     assert verify_frames(iter(frames), source="test") == 12
-    journal._log.close()  # type: ignore[union-attr]  # like a crash: no checkpoint at close
-    journal._store.close()
+    crash(journal)
     reopened = DuckDBJournal(path)
     assert [f.chain for f in reopened.frames("r")] == [f.chain for f in frames]
     assert os.path.getsize(path + ".rdlog") == len(MAGIC)  # checkpointed on open
