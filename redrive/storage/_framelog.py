@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import struct
 from collections.abc import Iterator
 from typing import Any, BinaryIO, Final
@@ -42,6 +43,9 @@ MAX_RECORD: Final = 256 * 1024 * 1024
 _SCAN_CHUNK: Final = 1 << 16
 
 _sync = getattr(os, "fdatasync", os.fsync)
+#: The first bytes of every record body: a msgpack fixarray, then a fixstr header.
+_BODY_START: Final = re.compile(rb"[\x91-\x9f][\xa1-\xbf]")
+_TAG: Final = re.compile(rb"[a-z_]{1,31}")
 
 #: What to do about a damaged log (never "throw it away": it holds durable writes).
 ADVICE: Final = (
@@ -95,28 +99,42 @@ def _is_record_at(f: BinaryIO, offset: int, size: int) -> bool:
 def _next_record(f: BinaryIO, start: int, size: int) -> int | None:
     """Return the offset of the first valid record starting at or after ``start``, or None.
 
-    Reads the file in bounded chunks. A record's length must fit in the rest
-    of the file, so its leading length bytes must be zero; only positions with
-    those zero bytes are looked at, and a candidate's body is read (and
-    hashed) only when its length fits.
+    Every record body starts with the msgpack header of a list of 1 to 15
+    items and a type tag of 1 to 31 letters (see :meth:`FrameLog.append`), so
+    only the places where those bytes appear are candidates (found with a
+    regular expression, in chunks read one at a time); a candidate counts when
+    its length fits in the file and its checksum matches.
     """
-    pos = start
-    while pos + _HEAD.size <= size:
+    pos = start + _HEAD.size
+    overlap = 2 + 31
+    while pos < size:
         f.seek(pos)
-        chunk = f.read(_SCAN_CHUNK + _HEAD.size - 1)
-        last = min(len(chunk) - _HEAD.size, _SCAN_CHUNK - 1)
-        limit = min(MAX_RECORD, size - pos - _HEAD.size)
-        zeros = b"\x00" * (4 - (limit.bit_length() + 7) // 8)
-        i = chunk.find(zeros, 0, last + len(zeros))
-        while 0 <= i <= last:
-            (length,) = struct.unpack_from(">I", chunk, i)
-            at = pos + i
-            fits = 0 < length <= MAX_RECORD and at + _HEAD.size + length <= size
-            if fits and _is_record_at(f, at, size):
-                return at
-            i = chunk.find(zeros, i + 1, last + len(zeros))
-        pos += last + 1
+        chunk = f.read(_SCAN_CHUNK + overlap)
+        for match in _BODY_START.finditer(chunk, 0, min(len(chunk), _SCAN_CHUNK + overlap)):
+            i = match.start()
+            if i >= _SCAN_CHUNK:
+                break
+            tag = chunk[i + 2 : i + 2 + (chunk[i + 1] & 0x1F)]
+            if len(tag) < (chunk[i + 1] & 0x1F) or not _TAG.fullmatch(tag):
+                continue
+            if _is_record_at(f, pos + i - _HEAD.size, size):
+                return pos + i - _HEAD.size
+        pos += _SCAN_CHUNK
     return None
+
+
+def _check_shape(record: Any) -> None:
+    """Raise ValueError unless ``record`` is a list of 1..15 items led by a tag of 1..31 letters."""
+    if (
+        not isinstance(record, list)
+        or not 1 <= len(record) <= 15
+        or not isinstance(record[0], str)
+        or not _TAG.fullmatch(record[0].encode())
+    ):
+        raise ValueError(
+            "a log record must be a list of 1 to 15 items whose first item is a type tag of "
+            f"1 to 31 lowercase letters or underscores; got {type(record).__name__}"
+        )
 
 
 class FrameLog:
@@ -240,12 +258,19 @@ class FrameLog:
     def append(self, record: Any) -> int:
         """Append one record and fsync it; return the bytes written.
 
+        Args:
+            record: a list of 1 to 15 plain values whose first item is a
+                type tag of 1 to 31 lowercase letters or underscores (the
+                fixed start lets a damaged log be told from a torn one fast).
+
         Raises:
+            ValueError: ``record`` does not have that shape.
             OSError: the write or the fsync failed (disk full, I/O error); the
                 log is cut back to its previous end so no partial record stays.
         """
         if self._fd is None:
             raise OSError(f"{self.path}: the journal log is open read-only")
+        _check_shape(record)
         body = encode(record)
         blob = _HEAD.pack(len(body), xxhash.xxh3_64_digest(body)) + body
         end = os.lseek(self._fd, 0, os.SEEK_END)

@@ -163,7 +163,16 @@ def test_reads_are_bounded_by_the_largest_record(
         f.write(struct.pack(">I", 5000) + b"z" * 3000)
     reads.clear()
     assert len(list(FrameLog(log, read_only=True).records())) == 200
-    assert max(reads) <= framelog._SCAN_CHUNK + 12
+    assert max(reads) <= framelog._SCAN_CHUNK + 64
+
+
+@pytest.mark.parametrize("bad", [5, [], ["Run"], [1, 2], ["t", *range(15)]])
+def test_append_refuses_records_without_a_type_tag(tmp_path: Path, bad: Any) -> None:
+    """Records must be short lists led by a lowercase tag (what the damage scan looks for)."""
+    log = FrameLog(str(tmp_path / "x.rdlog"))
+    with pytest.raises(ValueError, match="type tag"):
+        log.append(bad)
+    assert log.size() == len(MAGIC)
 
 
 # -- 2. one writable journal per file per process ----------------------------------------
