@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .replay import Run
-from .storage import Journal, open_journal
+from .storage import Journal, shared_journal
 
 __all__ = ["durable", "entrypoint_of"]
 
@@ -35,7 +35,8 @@ def durable(
     recorded so ``redrive check`` can re-drive saved runs against new code.
 
     Args:
-        journal: a journal or URL (opened on first call).
+        journal: a journal or URL (opened on first call, once per process:
+            :func:`redrive.storage.shared_journal`).
         run_id: a format string over the arguments (``"support:{ticket_id}"``)
             or a function of the same arguments returning the id.
         **options: passed to :func:`redrive.run` (``replay``, ``lease``...).
@@ -51,14 +52,8 @@ def durable(
     def decorate(func: F) -> F:
         signature = inspect.signature(func)
         entry = entrypoint_of(func)
-        opened: list[Journal] = []
-
         def get_journal() -> Journal:
-            if isinstance(journal, str):
-                if not opened:
-                    opened.append(open_journal(journal))
-                return opened[0]
-            return journal
+            return shared_journal(journal) if isinstance(journal, str) else journal
 
         def make_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
             if callable(run_id):

@@ -485,7 +485,8 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
     """Start or resume the run ``run_id``; use as ``with`` or ``async with``.
 
     Args:
-        journal: a journal, or a URL for :func:`redrive.open_journal`.
+        journal: a journal, or a URL (opened once per process and reused:
+            :func:`redrive.storage.shared_journal`).
         run_id: the caller-chosen id, e.g. ``"support:{job.id}"`` (the job's
             id, never a session's).
         input: the run's input; fingerprinted, and a resume with a different
@@ -509,7 +510,7 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
         JournalCorruptError.
     """
     if isinstance(journal, str):
-        from ..storage import open_journal
+        from ..storage import shared_journal
 
-        journal = open_journal(journal)
+        journal = shared_journal(journal)
     return Run(journal, run_id, **options)

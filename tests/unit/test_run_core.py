@@ -589,3 +589,26 @@ def test_closing_a_streaming_run_early_cancels_it(journal: Journal) -> None:
     record = journal.get_run("gen")
     assert record is not None and record.status == "cancelled"
     assert "GeneratorExit" in (record.error or "")
+
+
+def test_run_by_url_reuses_one_journal(tmp_path: Path) -> None:
+    """redrive.run(path, ...) shares one journal per file in a process (no leak, no twin)."""
+    from redrive.storage import shared_journal
+
+    path = str(tmp_path / "shared.duckdb")
+
+    @redrive.tool
+    def charge_card(amount: int) -> int:
+        return amount
+
+    runs = []
+    for i in range(5):
+        with redrive.run(path, f"job:{i}") as run:
+            charge_card(i)
+        runs.append(run)
+    assert len({id(r.journal) for r in runs}) == 1
+    assert runs[0].journal is shared_journal(path)
+    with redrive.run(path, "job:0") as again:
+        charge_card(0)
+    assert again.replayed_steps == 1
+    runs[0].journal.close()
