@@ -620,7 +620,8 @@ def _cmd_check(args: argparse.Namespace, out: _Out) -> int:
     results: list[CheckResult] = []
     with out.progress("checking runs", len(sources)) as update:
         for result in iter_checks(
-            sources, fail_fast=args.fail_fast, import_paths=[os.getcwd()]
+            sources, fail_fast=args.fail_fast,
+            import_paths=[*(os.path.abspath(d) for d in args.import_path), os.getcwd()],
         ):
             results.append(result)
             update(len(results), len(sources))
@@ -728,6 +729,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help=".rdj files or directories")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     p.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report")
+    p.add_argument("-I", "--import-path", action="append", default=[], metavar="DIR",
+                   help="also import entrypoints from DIR (repeatable; the current directory "
+                   "is always searched)")
     p.set_defaults(func=_cmd_check)
     return parser
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import json
 import os
 import shutil
@@ -242,3 +244,44 @@ def test_incident_workflow(journal_url: str, tmp_path: Path,
     code, data = _json(capsys, "--journal", local, "diff", PROMPT, "refund:A-100:fixed")
     assert code == cli.EXIT_FAILED
     assert data["first_divergent_step"]["diff"][0][0] == "$.messages[0].content"
+
+
+def test_check_import_path_from_another_directory(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """check -I DIR finds entrypoints when run outside the project; without it, it says why."""
+    import importlib
+    import subprocess
+    import sys
+    import textwrap
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    module = f"agent_{uuid.uuid4().hex[:8]}"
+    (project / f"{module}.py").write_text(textwrap.dedent("""
+        import redrive
+
+        @redrive.tool(read_only=True)
+        def get_price(sku: str) -> int:
+            return 42
+
+        def handle(sku: str) -> int:
+            return get_price(sku) + 1
+    """))
+    monkeypatch.syspath_prepend(str(project))
+    agent = importlib.import_module(module)
+    journal = redrive.open_journal(":memory:")
+    entry = redrive.durable(journal, run_id="price:{sku}")(agent.handle)
+    assert entry("A1") == 43
+    saved = tmp_path / "price.rdj"
+    redrive.export_run(journal, "price:A1", saved)
+    sys.modules.pop(module, None)
+
+    command = [sys.executable, "-m", "redrive.cli", "--json", "check", str(saved)]
+    without = subprocess.run(command, cwd=elsewhere, capture_output=True, text=True, timeout=120)
+    assert without.returncode == cli.EXIT_FAILED
+    assert "cannot load entrypoint" in without.stdout
+    with_path = subprocess.run(
+        [*command, "-I", str(project)], cwd=elsewhere, capture_output=True, text=True, timeout=120
+    )
+    assert with_path.returncode == 0, with_path.stdout + with_path.stderr
