@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-
 import json
 import os
 import shutil
 import subprocess
 import sys
+import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
