@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -14,6 +16,7 @@ from ..frames import GENESIS, Frame, decode
 __all__ = [
     "Decision",
     "Journal",
+    "RunIndexOps",
     "RunRecord",
     "RunStatus",
     "RunUpdate",
@@ -296,6 +299,51 @@ def verify_frames(frames: Iterator[Frame], *, source: str) -> int:
         last_good = frame.seq
         count += 1
     return count
+
+
+class RunIndexOps:
+    """Journal methods written once over two primitives of a backend.
+
+    A backend provides ``runs(status=, limit=)`` and ``_change_run(run_id,
+    change)`` (apply ``change(record) -> record`` atomically; write only when
+    it returns a new record; raise ``UnknownRunError`` for a missing run) and
+    gets the run sweeps and the lease operations from here.
+    """
+
+    def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        raise NotImplementedError
+
+    def _change_run(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> RunRecord:
+        raise NotImplementedError
+
+    def interrupted_runs(self) -> list[RunRecord]:
+        """Return runs left ``running`` (a worker may have died in them)."""
+        return self.runs(status=RunStatus.RUNNING.value)
+
+    def stale_runs(self, *, older_than: float = 0.0) -> list[RunRecord]:
+        """Return running runs whose lease expired at least ``older_than`` seconds ago."""
+        cutoff = time.time() - older_than
+        rows = [
+            r
+            for r in self.interrupted_runs()
+            if r.lease_expires is not None and r.lease_expires <= cutoff
+        ]
+        rows.sort(key=lambda r: r.lease_expires or 0.0)
+        return rows
+
+    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> int:
+        """Take the run's lease for ``ttl`` seconds; return the new epoch (see :class:`Journal`)."""
+        record = self._change_run(run_id, lambda r: lease_taken(r, owner, ttl, time.time()))
+        return record.lease_epoch
+
+    def renew_lease(self, run_id: str, owner: str, epoch: int, ttl: float) -> None:
+        """Extend a held lease by ``ttl`` seconds from now, or raise ``LeaseLostError``."""
+        self._change_run(run_id, lambda r: lease_renewed(r, owner, epoch, ttl, time.time()))
+
+    def release_lease(self, run_id: str, owner: str, epoch: int) -> None:
+        """Give the lease up (no error when it was already lost or the run is gone)."""
+        with contextlib.suppress(LookupError):
+            self._change_run(run_id, lambda r: lease_released(r, owner, epoch))
 
 
 def lease_taken(record: RunRecord, owner: str, ttl: float, now: float) -> RunRecord:

@@ -19,15 +19,13 @@ from ..errors import JournalFormatError
 from ..frames import FORMAT_VERSION, Frame
 from ._base import (
     Decision,
+    RunIndexOps,
     RunRecord,
     RunStatus,
     RunUpdate,
     after_append,
     check_append,
     check_fence,
-    lease_released,
-    lease_renewed,
-    lease_taken,
 )
 from .memory import unknown_run
 
@@ -151,7 +149,7 @@ def _frame(row: Sequence[Any]) -> Frame:
     return Frame(**values)
 
 
-class SqlJournal:
+class SqlJournal(RunIndexOps):
     """Journal protocol over a SQL database; see the module docstring.
 
     Subclasses implement :meth:`_transaction` (a context manager yielding a
@@ -411,9 +409,6 @@ class SqlJournal:
             cur.execute(self._sql(sql), params)
             return [_record(row) for row in cur.fetchall()]
 
-    def interrupted_runs(self) -> list[RunRecord]:
-        return self.runs(status=RunStatus.RUNNING.value)
-
     def stale_runs(self, *, older_than: float = 0.0) -> list[RunRecord]:
         cutoff = time.time() - older_than
         with self._transaction() as cur:
@@ -438,17 +433,6 @@ class SqlJournal:
             if changed is not record:
                 self._write_run(cur, changed)
             return changed
-
-    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> int:
-        record = self._change_run(run_id, lambda r: lease_taken(r, owner, ttl, time.time()))
-        return record.lease_epoch
-
-    def renew_lease(self, run_id: str, owner: str, epoch: int, ttl: float) -> None:
-        self._change_run(run_id, lambda r: lease_renewed(r, owner, epoch, ttl, time.time()))
-
-    def release_lease(self, run_id: str, owner: str, epoch: int) -> None:
-        with contextlib.suppress(LookupError):
-            self._change_run(run_id, lambda r: lease_released(r, owner, epoch))
 
     # -- approvals -------------------------------------------------------------
 

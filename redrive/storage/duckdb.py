@@ -36,15 +36,13 @@ from ..errors import JournalCorruptError, JournalLockedError
 from ..frames import Frame
 from ._base import (
     Decision,
+    RunIndexOps,
     RunRecord,
     RunStatus,
     RunUpdate,
     after_append,
     check_append,
     check_fence,
-    lease_released,
-    lease_renewed,
-    lease_taken,
 )
 from ._framelog import ADVICE as _ADVICE
 from ._framelog import FrameLog
@@ -204,7 +202,7 @@ def _frame_row(frame: Frame) -> list[Any]:
     return [getattr(frame, a) for a in FRAME_ATTRS]
 
 
-class DuckDBJournal:
+class DuckDBJournal(RunIndexOps):
     """Journal in a DuckDB database file, with a fsynced log as its write path.
 
     Args:
@@ -418,19 +416,6 @@ class DuckDBJournal:
         rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         return rows if limit is None else rows[:limit]
 
-    def interrupted_runs(self) -> list[RunRecord]:
-        return self.runs(status=RunStatus.RUNNING.value)
-
-    def stale_runs(self, *, older_than: float = 0.0) -> list[RunRecord]:
-        cutoff = time.time() - older_than
-        rows = [
-            r
-            for r in self.interrupted_runs()
-            if r.lease_expires is not None and r.lease_expires <= cutoff
-        ]
-        rows.sort(key=lambda r: r.lease_expires or 0.0)
-        return rows
-
     # -- leases ----------------------------------------------------------------
 
     def _change_run(self, run_id: str, change: Any) -> RunRecord:
@@ -442,17 +427,6 @@ class DuckDBJournal:
             if changed is not record:
                 self._write(["run", _run_row(changed)])
             return changed
-
-    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> int:
-        record = self._change_run(run_id, lambda r: lease_taken(r, owner, ttl, time.time()))
-        return record.lease_epoch
-
-    def renew_lease(self, run_id: str, owner: str, epoch: int, ttl: float) -> None:
-        self._change_run(run_id, lambda r: lease_renewed(r, owner, epoch, ttl, time.time()))
-
-    def release_lease(self, run_id: str, owner: str, epoch: int) -> None:
-        with contextlib.suppress(LookupError):
-            self._change_run(run_id, lambda r: lease_released(r, owner, epoch))
 
     # -- approvals -------------------------------------------------------------
 

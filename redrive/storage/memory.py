@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
@@ -12,15 +12,12 @@ from ..errors import UnknownRunError
 from ..frames import Frame
 from ._base import (
     Decision,
+    RunIndexOps,
     RunRecord,
-    RunStatus,
     RunUpdate,
     after_append,
     check_append,
     check_fence,
-    lease_released,
-    lease_renewed,
-    lease_taken,
 )
 
 __all__ = ["MemoryJournal"]
@@ -35,7 +32,7 @@ def unknown_run(run_id: str) -> UnknownRunError:
     )
 
 
-class MemoryJournal:
+class MemoryJournal(RunIndexOps):
     """A journal held in this process's memory (``":memory:"``); lost at exit.
 
     Thread-safe; every operation is atomic under one lock. Used by tests and
@@ -100,31 +97,12 @@ class MemoryJournal:
         rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         return rows if limit is None else rows[:limit]
 
-    def interrupted_runs(self) -> list[RunRecord]:
-        return self.runs(status=RunStatus.RUNNING.value)
-
-    def stale_runs(self, *, older_than: float = 0.0) -> list[RunRecord]:
-        cutoff = time.time() - older_than
-        return [
-            r
-            for r in self.interrupted_runs()
-            if r.lease_expires is not None and r.lease_expires <= cutoff
-        ]
-
-    def acquire_lease(self, run_id: str, owner: str, ttl: float) -> int:
+    def _change_run(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> RunRecord:
         with self._lock:
-            record = lease_taken(self._row(run_id), owner, ttl, time.time())
-            self._runs[run_id] = record
-            return record.lease_epoch
-
-    def renew_lease(self, run_id: str, owner: str, epoch: int, ttl: float) -> None:
-        with self._lock:
-            self._runs[run_id] = lease_renewed(self._row(run_id), owner, epoch, ttl, time.time())
-
-    def release_lease(self, run_id: str, owner: str, epoch: int) -> None:
-        with self._lock:
-            if run_id in self._runs:
-                self._runs[run_id] = lease_released(self._runs[run_id], owner, epoch)
+            record = self._row(run_id)
+            changed: RunRecord = change(record)
+            self._runs[run_id] = changed
+            return changed
 
     def decide(
         self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
