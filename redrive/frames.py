@@ -182,6 +182,24 @@ def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
             ``str``/``int``, a string that is not valid Unicode, or nesting
             deeper than 256 levels; the message names the path.
     """
+    kind = type(value)
+    # fast paths for the exact plain types that make up nearly every payload
+    if kind is str:
+        if value.isascii():
+            return value
+    elif kind is int:
+        if _INT_MIN <= value <= _UINT_MAX:
+            return value
+    elif kind is bool or value is None:
+        return value
+    elif kind is dict and _depth < MAX_DEPTH and all(type(k) is str for k in value):
+        return {
+            k: canonical(value[k], path + "." + k if k.isidentifier() else _path_key(path, k),
+                         _depth + 1)
+            for k in sorted(value)
+        }
+    elif kind is list and _depth < MAX_DEPTH:
+        return [canonical(item, f"{path}[{i}]", _depth + 1) for i, item in enumerate(value)]
     if _depth > MAX_DEPTH:
         raise TypeError(f"{path}: nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool):
@@ -392,12 +410,15 @@ def _check_depth(value: Any) -> None:
         item, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        # only containers can nest: leaves are not pushed
         if isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
+            stack.extend((c, depth + 1) for c in item if isinstance(c, list | dict | PrefixRef))
         elif isinstance(item, PrefixRef):
             stack.append((item.tail, depth + 1))
         elif isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values())
+            stack.extend(
+                (c, depth + 1) for c in item.values() if isinstance(c, list | dict | PrefixRef)
+            )
 
 
 def _hash(data: bytes) -> str:
