@@ -328,6 +328,10 @@ class Cursor:
         rule = self.policy.rule(kind)
         if rule == "lenient":
             found = self._first_alive(self._by_key, (kind, name, key))
+            if found is None and kind == "tool":
+                # no recorded call has these arguments; but a call of this tool whose
+                # outcome is unknown must not be silently followed by another one
+                found = self._unsettled_side_effect(name)
             return self.consume(found) if found is not None else None
         head = self._head()
         if head is None:
@@ -338,6 +342,13 @@ class Cursor:
             return self.consume(match)
         window = self._window(head)
         same_name = [s for s in window if s.kind == kind and s.name == name]
+        if rule == "warn" and kind == "tool" and same_name:
+            # a side-effecting tool never gets another call's outcome: for it drift is
+            # strict (the drifted call may be a different call, not yet recorded)
+            harmless = [s for s in same_name if _harmless(s)]
+            if not harmless:
+                raise self.divergence(same_name[0], Found(kind, name, key, args))
+            same_name = harmless
         if rule == "warn" and same_name:
             step = same_name[0]
             self._check_turn_order(step, Found(kind, name, key, args))
@@ -352,6 +363,18 @@ class Cursor:
             return self.consume(step)
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
+
+    def _unsettled_side_effect(self, name: str) -> RecordedStep | None:
+        """An unconsumed in-flight call of tool ``name`` that is not restart safe, if any."""
+        return next(
+            (
+                s
+                for s in self._order
+                if s.seq in self._steps and s.kind == "tool" and s.name == name
+                and s.end is None and not _harmless(s)
+            ),
+            None,
+        )
 
     def _check_turn_order(self, step: RecordedStep, found: Found) -> None:
         """Tool and value steps of a turn commute; a model step comes after them.
@@ -411,6 +434,11 @@ class Cursor:
             diff=diff,
             context=list(self._recent),
         )
+
+
+def _harmless(step: RecordedStep) -> bool:
+    """True for a recorded tool call declared read-only or restart-safe."""
+    return bool(step.data.get("read_only") or step.data.get("restart_safe"))
 
 
 def decode_outcome(step: RecordedStep) -> dict[str, Any]:

@@ -232,6 +232,8 @@ class ToolSteps(RunState):
     ) -> _Plan:
         idem = f"{self.run_id}:{step.seq}:{spec.name}"
         self._check_live("tool", spec.name, stored, key)
+        if step.args is not None:
+            stored = step.args  # errors and recover() speak of the call that was in flight
         if step.attempts >= self.max_attempts:
             raise RetryLimitExceededError(
                 f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} was started "

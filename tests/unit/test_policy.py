@@ -176,3 +176,67 @@ def test_lenient_read_only_tool_is_never_blocked() -> None:
         assert search("y") == "found y"
         assert search("x") == "found x"
     assert calls == ["search:y"]
+
+
+def test_warn_never_hands_a_side_effecting_tool_another_calls_outcome() -> None:
+    """Under tool='warn', a drifted call of a non-restart-safe tool is a divergence."""
+    journal = MemoryJournal()
+    charged: list[str] = []
+
+    @redrive.tool
+    def charge_card(card: str, amount: int) -> dict[str, Any]:
+        charged.append(card)
+        return {"charged": card}
+
+    @redrive.tool(read_only=True)
+    def get_rate(currency: str) -> float:
+        return 1.5
+
+    policy = redrive.ReplayPolicy(tool="warn")
+    with redrive.run(journal, "w") as run:
+        run.finish([charge_card("A", 5), get_rate("EUR")])
+    with pytest.raises(redrive.DivergenceError, match="charge_card"), redrive.run(
+        journal, "w", replay=policy, live=False
+    ):
+        charge_card("B", 7)
+    with pytest.warns(redrive.ReplayDriftWarning), redrive.run(
+        journal, "w", replay=policy, live=False
+    ):
+        charge_card("A", 5)
+        assert get_rate("USD") == 1.5  # a read-only tool may drift with a warning
+    assert charged == ["A"]
+
+
+def test_lenient_does_not_follow_an_unsettled_side_effect_with_another_call() -> None:
+    """Lenient replay blocks a new call of a tool whose earlier call is still in flight."""
+    journal = MemoryJournal()
+    charged: list[str] = []
+
+    @redrive.tool
+    def charge_card(card: str, memo: str) -> str:
+        charged.append(memo)
+        return "ok"
+
+    class Crash(BaseException):
+        pass
+
+    def crash(point: str, info: dict[str, Any]) -> None:
+        if point == "tool_body_done":
+            raise Crash
+
+    run = redrive.run(journal, "len", replay="lenient")
+    run.__enter__()
+    redrive.replay.set_boundary_hook(crash)
+    try:
+        with pytest.raises(Crash):
+            charge_card("A", "attempt 1")
+    finally:
+        redrive.replay.set_boundary_hook(None)
+        redrive.replay._context._current.set(None)
+        redrive.replay._context._leave(run)
+    with pytest.raises(redrive.SideEffectRetryBlockedError) as info, redrive.run(
+        journal, "len", replay="lenient"
+    ):
+        charge_card("A", "attempt 2")
+    assert info.value.arguments == {"card": "A", "memo": "attempt 1"}
+    assert charged == ["attempt 1"]
