@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import DivergenceError
 from ..frames import Kind
 from ..storage import Decision, Journal
+from ._diff import diff_values, format_diff
 from ._run import _Suspended, current_run
 
 __all__ = ["APPROVAL_STEP", "await_approval", "pending_approvals"]
@@ -58,8 +60,33 @@ def await_approval(name: str, payload: Any = None) -> Decision:
 
     def decide() -> dict[str, Any]:
         found = run.journal.decision(run.run_id, name)
+        asked, requested = _requested(run.journal, run.run_id, name)
+        if found is not None and asked:
+            current = run.redact({"payload": payload})["payload"]
+            if requested != current:
+                diff = diff_values(requested, current)
+                raise DivergenceError(
+                    f"run {run.run_id!r}: approval {name!r} was decided by {found.by!r} for "
+                    "another payload than the loop asks for now; applying that decision "
+                    f"would approve something nobody saw.\n  differences (approved -> asked):\n"
+                    f"{format_diff(diff)}\nWhat to do: ask under a new approval name for the "
+                    "new payload, or restore the code that made the original request.",
+                    run_id=run.run_id,
+                    seq=None,
+                    kind="value",
+                    name=APPROVAL_STEP,
+                    found_kind="value",
+                    found_name=APPROVAL_STEP,
+                    expected=requested,
+                    found=current,
+                    expected_key=None,
+                    found_key=None,
+                    diff=diff,
+                    context=[],
+                )
         if found is None:
-            _request(run.journal, run.run_id, name, payload, run)
+            if not asked:
+                run.note(_REQUESTED, {"name": name, "payload": payload})
             raise _Suspended(
                 f"run {run.run_id!r} waits for approval {name!r}; record it with "
                 f"journal.decide({run.run_id!r}, {name!r}, approved, by=...) and resume the run"
@@ -77,16 +104,14 @@ def await_approval(name: str, payload: Any = None) -> Decision:
     )
 
 
-def _request(journal: Journal, run_id: str, name: str, payload: Any, run: Any) -> None:
-    """Journal the request note unless this approval was already requested."""
+def _requested(journal: Journal, run_id: str, name: str) -> tuple[bool, Any]:
+    """Return (whether approval ``name`` was requested, the payload it was requested for)."""
     for frame in journal.frames(run_id):
-        if (
-            frame.kind == Kind.NOTE.value
-            and frame.name == _REQUESTED
-            and frame.data().get("data", {}).get("name") == name
-        ):
-            return
-    run.note(_REQUESTED, {"name": name, "payload": payload})
+        if frame.kind == Kind.NOTE.value and frame.name == _REQUESTED:
+            data = frame.data().get("data", {})
+            if data.get("name") == name:
+                return True, data.get("payload")
+    return False, None
 
 
 def pending_approvals(journal: Journal, run_id: str) -> list[dict[str, Any]]:

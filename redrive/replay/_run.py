@@ -444,7 +444,7 @@ class Run(ToolSteps, Claims):
         with self._lock:
             if self._finished_record is not None or not self.live:
                 return
-            self._queue(Kind.NOTE, name, {"data": data})
+            self._queue(Kind.NOTE, name, {"data": self.redact(data)})
 
     def resume_note(self) -> str:
         """Return a plain-text note on the tool calls recorded before this execution resumed.

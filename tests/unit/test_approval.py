@@ -113,3 +113,20 @@ def test_outside_a_run_is_an_error() -> None:
     """await_approval outside a run raises RuntimeError."""
     with pytest.raises(RuntimeError, match="outside a run"):
         redrive.await_approval("x")
+
+
+def test_decision_is_not_applied_to_a_changed_payload() -> None:
+    """A decision made for one payload is refused when the resumed loop asks for another."""
+    journal = MemoryJournal()
+
+    def loop(amount: int) -> Any:
+        with redrive.run(journal, "appr-pay") as run:
+            decision = redrive.await_approval("refund", {"amount": amount})
+            run.finish({"approved": decision.approved, "amount": amount})
+        return run
+
+    assert loop(10).status == "suspended"
+    journal.decide("appr-pay", "refund", True, by="alice")
+    with pytest.raises(redrive.DivergenceError, match=r"\$\.amount: 10 -> 10000"):
+        loop(10_000)
+    assert loop(10).output == {"approved": True, "amount": 10}
