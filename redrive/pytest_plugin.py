@@ -9,7 +9,13 @@ marker (which implies the fixture)::
         assert agent.handle("refund A-100") == ...
 
 The test runs inside a run whose journal is the file
-``<test dir>/journals/<module>/<test name>.rdj``. Record modes (vcrpy's):
+``<test dir>/journals/<module>/<test name>.rdj``. The file name is the test's
+name with anything but letters, digits, ``_``, ``.`` and ``-`` turned into
+``_``; when that changed the name, or the test is in a class, a short hash of
+the test's id within its module follows (``test_lookup_order_1-3f2a9c41.rdj``),
+so parametrized ids such as ``"order 1"`` and ``"order_1"`` get distinct files.
+Two tests that would still share one file (the same ``path=`` in their markers)
+stop the session with a usage error naming both. Record modes (vcrpy's):
 
 ``once``
     record when the file is missing, otherwise replay only (the default locally).
@@ -29,6 +35,7 @@ the terminal summary.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -46,6 +53,8 @@ __all__ = ["MODES", "default_record_mode", "journal_path", "redrive_run"]
 MODES = ("once", "new_episodes", "none", "all")
 
 _UNUSED = pytest.StashKey[list[str]]()
+#: The longest readable part of a journal file name (file systems allow 255 bytes).
+_MAX_NAME = 120
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
@@ -80,20 +89,51 @@ def default_record_mode(config: pytest.Config) -> str:
 
 
 def journal_path(item: pytest.Item) -> Path:
-    """Return the journal file of a test: ``<dir>/journals/<module>/<test>.rdj``."""
+    """Return the journal file of a test: ``<dir>/journals/<module>/<test>.rdj``.
+
+    The marker's ``path=`` (relative to the test file's directory) wins. Otherwise
+    the name is the test's name made safe for a file name; when making it safe
+    changed it (parametrized ids, unusual characters, a name longer than 120
+    characters) or the test is inside a class, ``-`` and the first 8 hex digits
+    of the SHA-256 of the test's id within its module (``TestA::test_x[order 1]``)
+    follow, so different tests of one module never share a file. The hash does
+    not depend on the root directory, so the path is the same wherever pytest runs.
+    """
     marker = item.get_closest_marker("redrive")
     if marker is not None and marker.kwargs.get("path"):
         return Path(item.path).parent / str(marker.kwargs["path"])
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name).strip("_") or "test"
+    in_module = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name).strip("_.") or "test"
+    if name != in_module or len(name) > _MAX_NAME:
+        digest = hashlib.sha256(in_module.encode("utf-8")).hexdigest()[:8]
+        name = f"{name[:_MAX_NAME]}-{digest}"
     return Path(item.path).parent / "journals" / Path(item.path).stem / f"{name}.rdj"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Make the marker imply the ``redrive_run`` fixture."""
+    """Make the marker imply the ``redrive_run`` fixture; refuse two tests sharing a journal.
+
+    Raises:
+        pytest.UsageError: two collected tests would record to the same journal
+            file (compared case-insensitively, so the journals also stay apart
+            on macOS and Windows); the message names both tests and the file.
+    """
+    owners: dict[str, tuple[str, Path]] = {}
     for item in items:
         names = getattr(item, "fixturenames", None)
         if item.get_closest_marker("redrive") and names is not None and "redrive_run" not in names:
             names.append("redrive_run")
+        if names is None or "redrive_run" not in names:
+            continue
+        path = journal_path(item)
+        key = os.path.normcase(str(path.resolve())).casefold()
+        seen = owners.setdefault(key, (item.nodeid, path))
+        if seen[0] != item.nodeid:
+            raise pytest.UsageError(
+                f"redrive: tests {seen[0]} and {item.nodeid} would record to the same journal "
+                f"file ({seen[1]} and {path}), so one would replay or overwrite the other's "
+                "recording; give one of them its own file with @pytest.mark.redrive(path=...)"
+            )
 
 
 @pytest.hookimpl(wrapper=True)

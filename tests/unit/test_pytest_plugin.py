@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,79 @@ def test_plugin_imports_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+COLLIDING = '''
+import pathlib
+import pytest
+import redrive
+
+CALLS = pathlib.Path(__file__).parent / "calls.log"
+
+@redrive.tool(read_only=True)
+def lookup(q: str) -> str:
+    with CALLS.open("a") as log:
+        log.write(q.replace(" ", "+") + "\\n")
+    return f"live answer for {q}"
+
+@pytest.mark.redrive
+@pytest.mark.parametrize("q", ["order 1", "order_1"])
+def test_lookup(q):
+    assert lookup(q=q) == f"live answer for {q}"
+
+class TestA:
+    @pytest.mark.redrive
+    def test_same(self):
+        assert lookup(q="a") == "live answer for a"
+
+class TestB:
+    @pytest.mark.redrive
+    def test_same(self):
+        assert lookup(q="b") == "live answer for b"
+'''
+
+
+def test_ids_that_sanitize_alike_get_their_own_journals(pytester: pytest.Pytester) -> None:
+    """Ids "order 1"/"order_1" and same-named methods of two classes record to four files."""
+    pytester.makepyfile(test_collide=COLLIDING)
+    pytester.runpytest("--redrive-record-mode=all").assert_outcomes(passed=4)
+    files = sorted(p.name for p in (pytester.path / "journals" / "test_collide").iterdir())
+    assert len(files) == 4
+    assert [f.rsplit("-", 1)[0] for f in files] == [
+        "test_lookup_order_1", "test_lookup_order_1", "test_same", "test_same"]
+    assert sorted(_calls(pytester)) == ["a", "b", "order+1", "order_1"]
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=4)
+    assert len(_calls(pytester)) == 4
+
+
+def test_journal_names_are_stable_and_plain_when_safe(pytester: pytest.Pytester) -> None:
+    """A plain test keeps <name>.rdj; a parametrized one gets the same hashed name every run."""
+    items = pytester.getitems(COLLIDING + "\ndef test_plain(redrive_run):\n    pass\n")
+    from redrive.pytest_plugin import journal_path
+
+    names = {item.nodeid.split("::", 1)[1]: journal_path(item).name for item in items}
+    assert names["test_plain"] == "test_plain.rdj"
+    assert names["test_lookup[order 1]"] != names["test_lookup[order_1]"]
+    expected = hashlib.sha256(b"test_lookup[order 1]").hexdigest()[:8]
+    assert names["test_lookup[order 1]"] == f"test_lookup_order_1-{expected}.rdj"
+
+
+def test_two_tests_on_one_journal_file_stop_the_session(pytester: pytest.Pytester) -> None:
+    """Two markers naming the same path= fail collection with a message naming both tests."""
+    pytester.makepyfile(test_shared='''
+import pytest
+
+@pytest.mark.redrive(path="journals/shared.rdj")
+def test_one():
+    pass
+
+@pytest.mark.redrive(path="journals/shared.rdj")
+def test_two():
+    pass
+''')
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*test_shared.py::test_one and test_shared.py::test_two would record to the same "
+         "journal file*shared.rdj*"])
+    assert not (pytester.path / "journals").exists()
