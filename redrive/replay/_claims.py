@@ -22,7 +22,7 @@ from ..errors import (
     RunBusyError,
 )
 from ..frames import Frame, Kind
-from ..storage import RunStatus, RunUpdate
+from ..storage import RunStatus, RunUpdate, held_by_other
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
 from ._state import RunState, _Adopted, _take_until
 
@@ -275,6 +275,34 @@ class Claims(RunState):
             run_id=self.run_id,
             seq=self._next_seq,
         )
+
+    def _wait_for_lease_holder(self) -> None:
+        """A worker without a lease: wait (on_busy="wait") while another holds the run's lease.
+
+        Raises:
+            RunBusyError: another worker holds an unexpired lease (on_busy="raise",
+                or still after ``busy_timeout`` seconds).
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            record = self.journal.get_run(self.run_id)
+            if record is None or not held_by_other(record, None):
+                break
+            if self.on_busy == "raise" or time.monotonic() > deadline:
+                raise RunBusyError(
+                    f"run {self.run_id!r} is leased by {record.lease_owner!r}: another worker "
+                    "is executing it, and this worker has no lease. Retry later, pass "
+                    "on_busy='wait' to wait for it, or give every worker a lease "
+                    "(lease=seconds) so a dead one's run is taken over when its lease ends.",
+                    run_id=self.run_id,
+                    seq=record.next_seq,
+                    owner=record.lease_owner,
+                )
+            time.sleep(0.05)
+        if record is not None and record.next_seq != self._next_seq:
+            self._cursor = None
+            self._finished_record = None
+            self._resume(record)
 
     def _take_lease(self) -> None:
         assert self.lease is not None

@@ -102,6 +102,8 @@ class Run(ToolSteps, Claims):
             self._resume(record)
         if self.lease is not None and self.live and not self.finished:
             self._take_lease()
+        elif record is not None and self.live and not self.finished:
+            self._wait_for_lease_holder()
         # frames from here on were written while this Run was alive (a step in flight
         # there belongs to a live worker, not to a crash)
         self._known_seq = self._next_seq

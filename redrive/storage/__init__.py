@@ -24,6 +24,7 @@ from ._base import (
     RunRecord,
     RunStatus,
     RunUpdate,
+    held_by_other,
     verify_frames,
 )
 from .memory import MemoryJournal
@@ -35,6 +36,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "RunUpdate",
+    "held_by_other",
     "open_journal",
     "shared_journal",
     "verify_frames",

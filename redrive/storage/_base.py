@@ -22,6 +22,7 @@ __all__ = [
     "RunUpdate",
     "check_append",
     "check_fence",
+    "held_by_other",
 ]
 
 
@@ -218,8 +219,29 @@ class Journal(Protocol):
 
 
 def check_fence(record: RunRecord, epoch: int | None) -> None:
-    """Raise ``LeaseLostError`` when ``epoch`` is given and stale for ``record``."""
-    if epoch is not None and record.lease_epoch != epoch:
+    """Refuse a write that a run lease forbids (fencing).
+
+    Raises:
+        LeaseLostError: ``epoch`` is given and is not the run's current epoch.
+        RunBusyError: ``epoch`` is None (a writer without a lease) while another
+            worker holds an unexpired lease on the run.
+    """
+    if epoch is None:
+        if held_by_other(record, None):
+            from ..errors import RunBusyError
+
+            raise RunBusyError(
+                f"run {record.run_id!r} is leased by {record.lease_owner!r} (epoch "
+                f"{record.lease_epoch}) for another "
+                f"{(record.lease_expires or 0.0) - time.time():.1f} s; this worker has no lease, "
+                "so its write is refused. Give every worker of this run a lease "
+                "(redrive.run(..., lease=seconds)), or wait for the lease to end.",
+                run_id=record.run_id,
+                seq=record.next_seq,
+                owner=record.lease_owner,
+            )
+        return
+    if record.lease_epoch != epoch:
         raise LeaseLostError(
             f"run {record.run_id!r}: this worker's lease (epoch {epoch}) was taken over by "
             f"{record.lease_owner!r} (epoch {record.lease_epoch}); its writes are refused. "
@@ -229,6 +251,16 @@ def check_fence(record: RunRecord, epoch: int | None) -> None:
             epoch=epoch,
             current_epoch=record.lease_epoch,
         )
+
+
+def held_by_other(record: RunRecord, owner: str | None) -> bool:
+    """True when someone other than ``owner`` holds an unexpired lease on the run."""
+    return (
+        record.lease_owner is not None
+        and record.lease_owner != owner
+        and record.lease_expires is not None
+        and record.lease_expires > time.time()
+    )
 
 
 def check_append(record: RunRecord, frames: Sequence[Frame], expected_seq: int) -> None:

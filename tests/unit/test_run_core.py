@@ -612,3 +612,30 @@ def test_run_by_url_reuses_one_journal(tmp_path: Path) -> None:
         charge_card(0)
     assert again.replayed_steps == 1
     runs[0].journal.close()
+
+
+def test_a_worker_without_a_lease_cannot_write_to_a_leased_run(journal: Journal) -> None:
+    """While one worker holds a run's lease, a worker without a lease is refused (fencing)."""
+
+    @redrive.tool
+    def transfer(amount: int) -> int:
+        return amount
+
+    with redrive.run(journal, "leased", lease=30.0) as holder:
+        transfer(1)
+        holder._flush()
+        with pytest.raises(redrive.RunBusyError, match="leased by"), redrive.run(
+            journal, "leased"
+        ):
+            pass
+        with pytest.raises(redrive.RunBusyError), redrive.run(
+            journal, "leased", on_busy="wait", busy_timeout=0.2
+        ):
+            pass
+        record = journal.get_run("leased")
+        assert record is not None
+        with pytest.raises(redrive.RunBusyError, match="no lease"):
+            journal.append("leased", [], expected_seq=record.next_seq)
+    with redrive.run(journal, "leased") as after:
+        transfer(1)
+    assert after.replayed_steps == 1
