@@ -9,10 +9,18 @@ Exit codes:
     0  success (a check passed, a verify found the chain intact, a diff found no difference)
     1  a negative result: a check failed, verify found corruption, diff found a divergence,
        or a replay error
-    2  usage error (bad arguments)
+    2  usage error or bad input: bad arguments, a malformed cassette (not YAML, or not the
+       shape of a VCR cassette; ``CassetteError``), a cassette run id that already exists,
+       a SQL query DuckDB rejects (``QueryError``) or one that is not read-only
+       (``ReadOnlyError``)
     3  not found: no such run, file or journal
-    4  the journal cannot be read: corrupt, of a newer format, locked by another process,
-       or its database cannot be connected to
+    4  the journal cannot be read: corrupt or not a journal at all (e.g. a file that is not a
+       DuckDB database), of a newer format, locked by another process, or its database
+       cannot be connected to
+
+Errors are one line on stderr, ``redrive COMMAND: ErrorName: message``; with
+``--json`` they are one JSON document ``{"error": ErrorName, "message": ...}``
+on stdout instead.
 """
 
 from __future__ import annotations
@@ -146,9 +154,50 @@ def _journal_path(url: str) -> str | None:
 _opened: dict[str, Any] = {}
 
 
-def _open(url: str, *, must_exist: bool = True) -> Any:
+class _CliError(Exception):
+    """An error reported as ``name: message`` (one line) with its own exit code."""
+
+    def __init__(self, name: str, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.name = name
+        self.exit_code = exit_code
+
+
+def _one_line(text: str) -> str:
+    """A database or parser message on one line, without its source-position drawing."""
+    lines = [line.strip() for line in str(text).splitlines()]
+    kept = [line for line in lines if line and not line.startswith("LINE ")
+            and set(line) - set("^ ")]
+    return " ".join(kept)
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    """True for an error raised by the DuckDB or psycopg driver (imports neither)."""
+    module = type(exc).__module__ or ""
+    return module.split(".")[0] in ("duckdb", "_duckdb", "psycopg")
+
+
+def _unreadable(url: str, exc: BaseException) -> JournalCorruptError:
+    return JournalCorruptError(
+        f"cannot open journal {url}: {_one_line(str(exc))}; check that --journal names a "
+        "redrive journal (a DuckDB file, postgresql://... or an .rdj file)",
+        source=url, reason="unreadable",
+    )
+
+
+def _open_journal(url: str, **options: Any) -> Any:
+    """``open_journal(url)``; a database that cannot be opened raises JournalCorruptError."""
     from .storage import open_journal
 
+    try:
+        return open_journal(url, **options)
+    except Exception as exc:
+        if _is_database_error(exc):
+            raise _unreadable(url, exc) from None
+        raise
+
+
+def _open(url: str, *, must_exist: bool = True) -> Any:
     path = _journal_path(url)
     if must_exist and path is not None and not os.path.exists(path):
         raise FileNotFoundError(
@@ -156,7 +205,7 @@ def _open(url: str, *, must_exist: bool = True) -> Any:
         )
     journal = _opened.get(url)
     if journal is None or getattr(journal, "closed", False):
-        journal = _opened[url] = open_journal(url)
+        journal = _opened[url] = _open_journal(url)
     return journal
 
 
@@ -532,12 +581,26 @@ def _cmd_sql(args: argparse.Namespace, out: _Out) -> int:
 
     con = duckdb.connect(":memory:")
     path = _journal_path(args.journal)
+    try:
+        statements = con.extract_statements(args.query)
+    except duckdb.Error as exc:
+        raise _CliError("QueryError", f"query failed: {_one_line(str(exc))}", EXIT_USAGE) from None
+    if not statements:
+        raise _CliError("QueryError", "no SQL statement given", EXIT_USAGE)
+    for number, statement in enumerate(statements, 1):
+        if statement.type != duckdb.StatementType.SELECT:
+            kind = statement.type.name.replace("_STATEMENT", "")
+            raise _CliError(
+                "ReadOnlyError",
+                f"statement {number} is {kind}: sql runs read-only queries only (SELECT, "
+                "WITH, FROM, DESCRIBE, SHOW, SUMMARIZE); its tables are a copy of the "
+                "journal, so changes would be lost. Change runs through the library instead",
+                EXIT_USAGE,
+            )
     if path is not None and not path.endswith(".rdj"):
-        from .storage import open_journal
-
         if not os.path.exists(path):
             raise FileNotFoundError(f"no journal at {path}")
-        journal = open_journal(args.journal, read_only=True)
+        journal = _open_journal(args.journal, read_only=True)
     else:
         journal = _open(args.journal)
     con.execute(
@@ -572,7 +635,7 @@ def _cmd_sql(args: argparse.Namespace, out: _Out) -> int:
     try:
         cursor = con.execute(args.query)
     except duckdb.Error as exc:
-        raise _QueryError(f"query failed: {exc}") from None
+        raise _CliError("QueryError", f"query failed: {_one_line(str(exc))}", EXIT_USAGE) from None
     columns = [d[0] for d in cursor.description or []]
     result: list[Any] = cursor.fetchall() if columns else []
     if out.json:
@@ -583,17 +646,18 @@ def _cmd_sql(args: argparse.Namespace, out: _Out) -> int:
     return EXIT_OK
 
 
-class _QueryError(Exception):
-    """A SQL query that DuckDB rejected (exit code 2: a usage error)."""
-
-
 def _cmd_import_cassette(args: argparse.Namespace, out: _Out) -> int:
     from .recorders.cassettes import import_cassette  # type: ignore[import-not-found,unused-ignore]
 
     if not os.path.exists(args.file):
         raise FileNotFoundError(f"no such file: {args.file}")
+    from .recorders.cassettes import CassetteError
+
     journal = _open(args.journal, must_exist=False)
-    made = import_cassette(args.file, journal, run_id=args.run_id)
+    try:
+        made = import_cassette(args.file, journal, run_id=args.run_id)
+    except CassetteError as exc:
+        raise _CliError("CassetteError", _one_line(str(exc)), EXIT_USAGE) from None
     items = made if isinstance(made, list | tuple) else [made]
     run_ids = [getattr(m, "run_id", m) for m in items]
     if out.json:
@@ -707,8 +771,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "sql", parents=[common],
-        help="DuckDB SQL over the journal: tables runs and frames (frames.data is the payload "
-        "as JSON; redrive_json(blob) decodes any payload)",
+        help="read-only DuckDB SQL (SELECT, WITH, DESCRIBE...) over a copy of the journal: "
+        "tables runs and frames (frames.data is the payload as JSON)",
     )
     p.add_argument("query")
     p.set_defaults(func=_cmd_sql)
@@ -751,11 +815,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = EXIT_FAILED
 
     def fail(exc: BaseException, exit_code: int) -> int:
+        name = exc.name if isinstance(exc, _CliError) else type(exc).__name__
         if out.json:
             fields = exc.to_fields() if isinstance(exc, ReplayError) else {}
-            out.emit({"error": type(exc).__name__, "message": str(exc), **fields})
+            out.emit({"error": name, "message": str(exc), **fields})
         else:
-            print(f"redrive {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"redrive {args.command}: {name}: {exc}", file=sys.stderr)
         return exit_code
 
     try:
@@ -767,14 +832,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(exc, EXIT_NOT_FOUND)
     except (JournalCorruptError, JournalFormatError, JournalLockedError) as exc:
         return fail(exc, EXIT_JOURNAL)
-    except _QueryError as exc:
-        return fail(exc, EXIT_USAGE)
+    except _CliError as exc:
+        return fail(exc, exc.exit_code)
     except (ReplayError, PermissionError) as exc:
         return fail(exc, EXIT_FAILED)
     except BrokenPipeError:  # pragma: no cover - `redrive runs | head`
         return EXIT_OK
     except ConnectionError as exc:  # a journal database that cannot be reached
         return fail(exc, EXIT_JOURNAL)
+    except Exception as exc:
+        if _is_database_error(exc):  # the journal's database failed while being read
+            return fail(_unreadable(args.journal, exc), EXIT_JOURNAL)
+        raise
     return code
 
 

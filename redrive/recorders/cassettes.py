@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from ..frames import encode
 from ..replay import Run
 from ..storage import Journal
 from .anthropic import anthropic_view
@@ -87,17 +88,32 @@ def _decode(data: bytes) -> bytes:
     return data
 
 
-def _headers(raw: Any) -> list[tuple[str, str]]:
+def _headers(raw: Any, where: str) -> list[tuple[str, str]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        raise CassetteError(
+            f"{where}: headers must be a mapping of name to value(s), found {_shape(raw)}"
+        )
     out = []
-    for name, values in (raw or {}).items():
+    for name, values in raw.items():
         for value in values if isinstance(values, list) else [values]:
             out.append((str(name), str(value)))
     return out
 
 
+def _shape(value: Any) -> str:
+    """Describe a value in an error message: its type and a short repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
 def _body_bytes(part: dict[str, Any], where: str) -> bytes:
     if "parsed_body" in part:
-        return json.dumps(part["parsed_body"]).encode()
+        try:
+            return json.dumps(part["parsed_body"]).encode()
+        except (TypeError, ValueError) as exc:
+            raise CassetteError(f"{where}: parsed_body is not JSON data: {exc}") from None
     body = part.get("body", part.get("content"))
     if isinstance(body, dict):
         body = body.get("string")
@@ -106,51 +122,100 @@ def _body_bytes(part: dict[str, Any], where: str) -> bytes:
     if isinstance(body, bytes):
         return body
     if isinstance(body, str):
-        return body.encode("utf-8")
+        try:
+            return body.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise CassetteError(f"{where}: the body text is not valid Unicode: {exc}") from None
     raise CassetteError(f"{where}: the body is a {type(body).__name__}, not text or bytes")
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """One line saying where and why a YAML parser stopped."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    text = " ".join(str(problem).split())
+    if mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {text}"
+    return text
+
+
+def _part(item: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    part = item.get(name)
+    if not isinstance(part, dict):
+        raise CassetteError(
+            f"{where}: '{name}' must be a mapping, found "
+            f"{'nothing' if part is None else _shape(part)}"
+        )
+    return part
 
 
 def load_cassette(path: str | Path) -> list[Interaction]:
     """Read a cassette file into its interactions, in order.
 
     Raises:
-        CassetteError: the file is not YAML, has no ``interactions`` list, or an
-            interaction lacks a method, URI or status (the message names it).
+        CassetteError: the file is not UTF-8 YAML (the message gives the line and
+            column), has no non-empty ``interactions`` list, or an interaction is
+            not a mapping with ``request`` and ``response`` mappings, a text
+            method and URI, an integer status, mapping headers and a text or
+            bytes body (the message names the interaction and what was found).
+        FileNotFoundError: there is no file at ``path``.
         ImportError: PyYAML is not installed (``pip install pyyaml``).
     """
     import yaml
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CassetteError(
+            f"{path}: not a YAML cassette: byte {exc.start} is not UTF-8 text"
+        ) from None
+    except IsADirectoryError:
+        raise CassetteError(f"{path}: is a directory, not a cassette file") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise CassetteError(f"{path}: not a readable YAML cassette: {exc}") from None
+        raise CassetteError(f"{path}: not readable YAML: {_yaml_problem(exc)}") from None
     items = data.get("interactions") if isinstance(data, dict) else None
-    if not isinstance(items, list) or not items:
+    if items is None:
         raise CassetteError(f"{path}: no 'interactions' list; this is not a VCR cassette")
+    if not isinstance(items, list) or not items:
+        raise CassetteError(
+            f"{path}: 'interactions' must be a non-empty list of request/response "
+            f"mappings, found {_shape(items)}"
+        )
     out = []
     for i, item in enumerate(items):
         where = f"{path.name} interaction {i}"
-        request = item.get("request") or {}
-        response = item.get("response") or {}
+        if not isinstance(item, dict):
+            raise CassetteError(
+                f"{where}: expected a mapping with 'request' and 'response', found {_shape(item)}"
+            )
+        request = _part(item, "request", where)
+        response = _part(item, "response", where)
         status = response.get("status")
         code = (
             status.get("code") if isinstance(status, dict) else response.get("status_code", status)
         )
-        if not request.get("method") or not request.get("uri") or not isinstance(code, int):
+        method, uri = request.get("method"), request.get("uri")
+        if (
+            not isinstance(method, str) or not method
+            or not isinstance(uri, str) or not uri
+            or not isinstance(code, int) or isinstance(code, bool) or not 100 <= code <= 599
+        ):
             raise CassetteError(
-                f"{where}: needs request.method, request.uri and a response status "
-                "(status.code or status_code); found "
-                f"method={request.get('method')!r} uri={request.get('uri')!r} status={code!r}"
+                f"{where}: needs a text request.method and request.uri and a response status "
+                "100-599 (status.code or status_code); found "
+                f"method={method!r} uri={uri!r} status={code!r}"
             )
         out.append(
             Interaction(
-                method=str(request["method"]).upper(),
-                uri=str(request["uri"]),
+                method=method.upper(),
+                uri=uri,
                 request_body=_body_bytes(request, where + " request"),
-                request_headers=_headers(request.get("headers")),
+                request_headers=_headers(request.get("headers"), where + " request"),
                 status=code,
-                headers=_headers(response.get("headers")),
+                headers=_headers(response.get("headers"), where + " response"),
                 body=_body_bytes(response, where + " response"),
             )
         )
@@ -161,10 +226,15 @@ def step_of(interaction: Interaction, where: str = "") -> tuple[str, dict[str, A
     """Return ``(step name, request, response payload)`` as a live recording would store them.
 
     Raises:
-        CassetteError: the host is not a known model API, or the body cannot be decoded.
+        CassetteError: the URI is malformed, the host is not a known model API,
+            the response body cannot be decompressed, or the request or
+            response holds data a journal cannot store.
     """
-    url = urllib.parse.urlsplit(interaction.uri)
-    host = url.hostname or ""
+    try:
+        url = urllib.parse.urlsplit(interaction.uri)
+        host = url.hostname or ""
+    except ValueError as exc:
+        raise CassetteError(f"{where}: the URI {interaction.uri!r} is malformed: {exc}") from None
     if host not in PROVIDERS:
         raise CassetteError(
             f"{where}: {interaction.uri} is not an OpenAI or Anthropic API host "
@@ -198,6 +268,11 @@ def step_of(interaction: Interaction, where: str = "") -> tuple[str, dict[str, A
         )
     else:
         payload = response_payload(interaction.status, interaction.headers, body=body)
+    try:
+        encode(request)
+        encode(payload)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CassetteError(f"{where}: the interaction cannot be stored: {exc}") from None
     return name, request, payload
 
 

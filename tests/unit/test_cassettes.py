@@ -89,6 +89,7 @@ def _replayed(items: list[Interaction], journal: Any, run_id: str) -> list[Any]:
     try:
         with redrive.run(journal, run_id, live=False):
             return [_call(client, item) for item in items]
+        raise AssertionError(f"run {run_id} suspended instead of replaying")  # __exit__ -> bool
     finally:
         client.close()
 
@@ -175,3 +176,45 @@ def test_responses_stream_helper_replays_the_same_events() -> None:
         assert events(wrapped) == expected
     wrapped.close()
     assert len(expected[0]) > 3
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    ("interactions: [ {request: 1},", r"not readable YAML: line 2, column 1: expected the node"),
+    ("interactions: 5", r"'interactions' must be a non-empty list of request/response mappings"),
+    ("interactions: []", r"'interactions' must be a non-empty list"),
+    ("interactions: [5]", r"interaction 0: expected a mapping with 'request' and 'response'"),
+    ("interactions: [{request: 1}]", r"interaction 0: 'request' must be a mapping, found int 1"),
+    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x'}}]",
+     r"interaction 0: 'response' must be a mapping, found nothing"),
+    ("interactions: [{request: {method: 5, uri: 'https://api.openai.com/v1/x'},"
+     " response: {status: {code: 200}}}]", r"needs a text request\.method"),
+    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x'},"
+     " response: {status: {code: true}}}]", r"status=True"),
+    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x'},"
+     " response: {status: {code: 200}, headers: [1, 2]}}]",
+     r"interaction 0 response: headers must be a mapping"),
+    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x',"
+     " parsed_body: {a: 2001-01-01}}, response: {status: {code: 200}}}]",
+     r"interaction 0 request: parsed_body is not JSON data"),
+    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x',"
+     " body: {string: [1]}}, response: {status: {code: 200}}}]",
+     r"interaction 0 request: the body is a list"),
+    ("interactions: [{request: {method: POST, uri: 'http://[::1/x'},"
+     " response: {status: {code: 200}}}]", r"interaction 0: the URI .* is malformed"),
+])
+def test_malformed_cassette_structure_is_a_cassette_error(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    """Every malformed shape raises CassetteError naming the file and the fault, nothing else."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(content + "\n")
+    with pytest.raises(CassetteError, match=r"bad\.yaml.*" + expected):
+        import_cassette(bad, redrive.open_journal(":memory:"))
+
+
+def test_cassette_that_is_not_utf8_is_a_cassette_error(tmp_path: Path) -> None:
+    """A binary file raises CassetteError saying it is not UTF-8 text."""
+    bad = tmp_path / "bin.yaml"
+    bad.write_bytes(b"\xff\xfe\x00interactions")
+    with pytest.raises(CassetteError, match=r"bin\.yaml: .*byte 0 is not UTF-8 text"):
+        load_cassette(bad)

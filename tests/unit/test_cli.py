@@ -284,3 +284,82 @@ def test_check_import_path_from_another_directory(tmp_path: Path,
         [*command, "-I", str(project)], cwd=elsewhere, capture_output=True, text=True, timeout=120
     )
     assert with_path.returncode == 0, with_path.stdout + with_path.stderr
+
+
+def _error_line(err: str, command: str, name: str) -> str:
+    """The single stderr line of a failed command, checked to carry the public error name."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"redrive {command}: {name}: "), lines[0]
+    return lines[0]
+
+
+def test_a_file_that_is_not_a_journal_exits_4(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --journal file that is not a DuckDB database is one line (or JSON) and exit 4."""
+    text = tmp_path / "text.duckdb"
+    text.write_text("hello\n")
+    for command in (["runs"], ["show", "x"], ["sql", "SELECT 1"]):
+        code, _, err = _run(capsys, "--journal", str(text), *command)
+        assert code == cli.EXIT_JOURNAL
+        line = _error_line(err, command[0], "JournalCorruptError")
+        assert "cannot open journal" in line and "text.duckdb" in line
+    code, data = _json(capsys, "--journal", str(text), "runs")
+    assert code == cli.EXIT_JOURNAL and data["error"] == "JournalCorruptError"
+    assert data["source"] == str(text) and data["reason"] == "unreadable"
+    assert text.read_text() == "hello\n"
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    ("interactions: [ {request: 1},", "not readable YAML: line 2, column 1: expected the node"),
+    ("interactions: 5", "'interactions' must be a non-empty list"),
+    ("interactions: [5]", "interaction 0: expected a mapping with 'request' and 'response'"),
+    ("interactions: [{request: 1, response: {}}]", "interaction 0: 'request' must be a mapping"),
+    ("hello: world", "no 'interactions' list"),
+], ids=["yaml", "not-a-list", "item-not-a-mapping", "request-not-a-mapping", "no-interactions"])
+def test_malformed_cassette_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str
+) -> None:
+    """A malformed cassette is a one-line CassetteError naming the file and the fault, exit 2."""
+    cassette = tmp_path / "bad.yaml"
+    cassette.write_text(content + "\n")
+    url = str(tmp_path / "c.duckdb")
+    code, _, err = _run(capsys, "--journal", url, "import-cassette", str(cassette))
+    assert code == cli.EXIT_USAGE
+    line = _error_line(err, "import-cassette", "CassetteError")
+    assert "bad.yaml" in line and expected in line
+    code, data = _json(capsys, "--journal", url, "import-cassette", str(cassette))
+    assert code == cli.EXIT_USAGE and data["error"] == "CassetteError"
+    assert expected in data["message"] and "\n" not in data["message"]
+
+
+@pytest.mark.parametrize("query", [
+    "DROP TABLE runs", "DELETE FROM frames", "UPDATE runs SET status = 'failed'",
+    "INSERT INTO runs (run_id) VALUES ('x')", "CREATE TABLE t (a INT)",
+    "ALTER TABLE runs ADD COLUMN x INT", "SELECT 1; DROP TABLE frames",
+])
+def test_sql_refuses_statements_that_change_data(
+    journal_url: str, capsys: pytest.CaptureFixture[str], query: str
+) -> None:
+    """sql refuses a statement that is not read-only with one line and exit 2, JSON too."""
+    code, out, err = _run(capsys, "--journal", journal_url, "sql", query)
+    assert code == cli.EXIT_USAGE and out == ""
+    assert "read-only queries only" in _error_line(err, "sql", "ReadOnlyError")
+    code, data = _json(capsys, "--journal", journal_url, "sql", query)
+    assert code == cli.EXIT_USAGE and data["error"] == "ReadOnlyError"
+    code, data = _json(capsys, "--journal", journal_url, "sql", "SELECT count(*) AS n FROM runs")
+    assert code == 0 and data["rows"] == [{"n": 2}]
+
+
+def test_sql_error_names_no_private_class(
+    journal_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A query DuckDB rejects is one line named QueryError (never _QueryError), exit 2."""
+    for query in ("SELECT nope FROM nowhere", "SELEC 1", ""):
+        code, _, err = _run(capsys, "--journal", journal_url, "sql", query)
+        assert code == cli.EXIT_USAGE and "_QueryError" not in err
+        _error_line(err, "sql", "QueryError")
+    code, data = _json(capsys, "--journal", journal_url, "sql", "SELECT nope FROM nowhere")
+    assert code == cli.EXIT_USAGE and data["error"] == "QueryError"
+    assert data["message"].startswith("query failed: Catalog Error")
