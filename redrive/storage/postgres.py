@@ -27,6 +27,7 @@ import psycopg
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
+from ..errors import RunBusyError
 from ._sql import Cursor, SqlJournal
 
 __all__ = ["PostgresJournal"]
@@ -69,6 +70,12 @@ class PostgresJournal(SqlJournal):
             checks that the schema is current (read-only).
         connect_timeout: seconds to wait for the server when opening (libpq
             waits at least 2).
+        lock_timeout: seconds a statement waits for a row lock held by another
+            connection (a worker frozen inside a journal write) before giving
+            up with ``RunBusyError``; nothing is written then.
+        idle_in_transaction_timeout: seconds after which the server ends a
+            session of this journal that sits idle inside a transaction (a
+            frozen worker), releasing its locks.
 
     Raises:
         ConnectionError: one direct connection attempt, made before the pool
@@ -96,6 +103,8 @@ class PostgresJournal(SqlJournal):
         max_size: int = 8,
         migrate: bool = True,
         connect_timeout: float = 5.0,
+        lock_timeout: float = 5.0,
+        idle_in_transaction_timeout: float = 60.0,
     ) -> None:
         if schema is not None and not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema={schema!r}: use a plain identifier (letters, digits, _)")
@@ -119,8 +128,15 @@ class PostgresJournal(SqlJournal):
                         )
         except psycopg.OperationalError as exc:
             raise _unreachable(url, exc) from exc
+        self.lock_timeout = lock_timeout
+        idle_ms = max(1, int(idle_in_transaction_timeout * 1000))
+        options = [
+            f"-c lock_timeout={max(1, int(lock_timeout * 1000))}",
+            f"-c idle_in_transaction_session_timeout={idle_ms}",
+        ]
         if schema is not None:
-            kwargs["options"] = f"-c search_path={schema}"
+            options.append(f"-c search_path={schema}")
+        kwargs["options"] = " ".join(options)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=min_size,
@@ -143,13 +159,22 @@ class PostgresJournal(SqlJournal):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Cursor]:
-        with (
-            self._pool.connection() as conn,
-            conn.pipeline(),
-            conn.transaction(),
-            conn.cursor() as cur,
-        ):
-            yield cur
+        try:
+            with (
+                self._pool.connection() as conn,
+                conn.pipeline(),
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
+                yield cur
+        except psycopg.errors.LockNotAvailable as exc:
+            raise RunBusyError(
+                f"journal {self.url}: a run row stayed locked by another connection for more "
+                f"than lock_timeout={self.lock_timeout} s (a worker frozen inside a journal "
+                "write?); nothing was written. Retry later; the server ends such a session "
+                "after idle_in_transaction_timeout.",
+                lock_timeout=self.lock_timeout,
+            ) from exc
 
     def _sql(self, statement: str) -> str:
         return statement.replace("?", "%s")
