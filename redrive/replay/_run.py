@@ -274,7 +274,7 @@ class Run(ToolSteps, Claims):
             return retryable
         if getattr(exc, "retryable", None) is True or getattr(exc, "is_retryable", None) is True:
             return True
-        return isinstance(exc, self.retryable)
+        return isinstance(exc, self.retryable) or transient_api_error(exc)
 
     def _end(self, status: RunStatus, *, output: Any = None, error: str | None = None) -> None:
         payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
@@ -467,6 +467,26 @@ class Run(ToolSteps, Claims):
         """Yield the run's journaled frames (pending ones are flushed first)."""
         self._flush()
         return self.journal.frames(self.run_id)
+
+
+#: HTTP statuses a model API answers when trying again later may succeed.
+TRANSIENT_STATUSES = frozenset({408, 409, 429})
+_TRANSIENT_CLASSES = frozenset({"APIConnectionError", "APITimeoutError"})
+
+
+def transient_api_error(exc: BaseException) -> bool:
+    """True for a model SDK error that a later attempt may not meet (the run stays resumable).
+
+    That is an error carrying an HTTP ``status_code`` of 408, 409, 429 or 5xx
+    (OpenAI's and Anthropic's ``APIStatusError`` family), or a connection or
+    timeout error of those SDKs (``APIConnectionError``, ``APITimeoutError``),
+    matched by class name so that no SDK is imported. These are the statuses
+    both SDKs retry by default (their ``_should_retry``).
+    """
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and (status in TRANSIENT_STATUSES or status >= 500):
+        return True
+    return any(cls.__name__ in _TRANSIENT_CLASSES for cls in type(exc).__mro__)
 
 
 class _Suspended(BaseException):

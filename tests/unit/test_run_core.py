@@ -639,3 +639,25 @@ def test_a_worker_without_a_lease_cannot_write_to_a_leased_run(journal: Journal)
     with redrive.run(journal, "leased") as after:
         transfer(1)
     assert after.replayed_steps == 1
+
+
+def test_transient_model_api_errors_leave_the_run_resumable(journal: Journal) -> None:
+    """An SDK error with status 429/5xx, or a connection error, does not fail the run."""
+
+    class APIStatusError(Exception):
+        def __init__(self, status_code: int) -> None:
+            super().__init__(f"status {status_code}")
+            self.status_code = status_code
+
+    class APIConnectionError(Exception):
+        pass
+
+    for i, (exc, status) in enumerate([
+        (APIStatusError(503), "running"),
+        (APIStatusError(429), "running"),
+        (APIConnectionError("reset"), "running"),
+        (APIStatusError(400), "failed"),
+    ]):
+        with pytest.raises(type(exc)), redrive.run(journal, f"api:{i}"):
+            raise exc
+        assert journal.get_run(f"api:{i}").status == status  # type: ignore[union-attr]
