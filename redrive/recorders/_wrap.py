@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import weakref
 from typing import Any, TypeVar
 
 from .anthropic import anthropic_view
 from .http import (
+    RETRYABLE_EXTENSION,
     AsyncRecordingTransport,
     HttpRecorder,
     RecordingTransport,
@@ -124,6 +126,7 @@ def _bind(
         new_http = httpx.Client(transport=RecordingTransport(inner, recorder, keep=keep), **options)
     wrapped = sdk_copy(client, **copy_kwargs, http_client=new_http)
     holder.append(weakref.ref(wrapped))
+    _flag_status_errors(wrapped)
 
     def copy(**kwargs: Any) -> Any:
         if kwargs.get("http_client") is not None:
@@ -134,3 +137,28 @@ def _bind(
     wrapped.copy = copy
     wrapped.with_options = copy
     return wrapped  # type: ignore[no-any-return]
+
+
+def _flag_status_errors(wrapped: Any) -> None:
+    """Make the copy's status exceptions carry ``retryable`` as the transport decided.
+
+    The SDK builds the exception it raises for an error response with its
+    client's ``_make_status_error(err_msg, body=, response=)``; the copy (only
+    the copy) gets one that sets ``exc.retryable`` from the response's
+    :data:`~redrive.recorders.http.RETRYABLE_EXTENSION`: True for a live
+    transient error (not recorded; the run stays resumable), False for a
+    replayed recorded error. A client without that method is left as is.
+    """
+    make = getattr(wrapped, "_make_status_error", None)
+    if make is None:
+        return
+
+    def make_status_error(err_msg: str, *, body: object, response: Any) -> Any:
+        exc = make(err_msg, body=body, response=response)
+        flag = getattr(response, "extensions", {}).get(RETRYABLE_EXTENSION)
+        if isinstance(flag, bool):
+            with contextlib.suppress(AttributeError, TypeError):  # __slots__ exceptions
+                exc.retryable = flag
+        return exc
+
+    wrapped._make_status_error = make_status_error

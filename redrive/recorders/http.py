@@ -14,33 +14,50 @@ one model step (see :meth:`redrive.Run.model_begin`):
 * the response is stored decoded (no ``content-encoding``), its headers
   scrubbed of credentials and cookies, and a server-sent-event stream as its
   ordered events (``chunks``); replay hands them back one by one;
-* a stream that is cut off (the process dies, the connection breaks, the
-  caller closes it before its final event) is not recorded: on resume the
-  step is requested again, live;
-* a response the SDK is about to retry (429, 5xx... with retries left) is not
-  recorded: the step is what the caller finally gets. A replayed error
-  carries ``x-should-retry: false`` so the SDK raises it at once.
+* a stream the caller closes before its final event (it read enough) is
+  recorded as it was received, marked ``"partial": True``: replay hands back
+  the same events, and raises :class:`~redrive.DivergenceError` if the
+  replayed loop reads past them. A stream cut off otherwise (the process
+  dies, the connection breaks, an exception unwinds through it) is not
+  recorded: on resume the step is requested again, live;
+* a transient error response (408, 409, 429, 5xx, or ``x-should-retry:
+  true``) is never recorded live, retries left or not: the SDK's exception
+  propagates, the step stays unfinished and a resume asks it again. The
+  exception the wrapped SDK client raises for it carries ``retryable = True``
+  (so the run stays resumable); an exception the inner transport raises
+  (connection refused, timeout...) gets ``retryable = True`` too before the
+  SDK wraps it (it is the ``__cause__`` of the SDK's ``APIConnectionError``).
+  Other errors (400, 401, 403, 404, 422...) are recorded and replay as the
+  same error, whose SDK exception carries ``retryable = False``; so do
+  transient errors imported from a cassette. A replayed error carries
+  ``x-should-retry: false`` so the SDK raises it at once.
 
 The payload of a ``model_response`` frame::
 
     {"status": 200, "headers": [[name, value], ...], "stream": False,
      "body": "<decoded text>" | b"<bytes>" | None, "chunks": ["event: ...\\n\\n", ...] | None}
+
+plus ``"partial": True`` for a stream the caller closed early.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sys
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
 
+from ..errors import DivergenceError
 from ..replay import Run, current_run
 from ..replay._cursor import RecordedStep, decode_outcome
 
 __all__ = [
+    "RETRYABLE_EXTENSION",
     "SECRET_HEADERS",
     "SECRET_QUERY_PARAMS",
     "AsyncRecordingTransport",
@@ -48,6 +65,7 @@ __all__ = [
     "RecordingTransport",
     "describe_request",
     "is_terminal_event",
+    "is_transient",
     "response_payload",
     "scrub_headers",
     "split_events",
@@ -114,6 +132,28 @@ _TERMINAL_EVENTS = frozenset(
 )
 _EVENT_BREAK = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+#: The httpx response extension the transports set: True on a live transient
+#: error response (not recorded), False on a replayed error response. The
+#: wrapped SDK client copies it onto the exception it raises as ``retryable``.
+RETRYABLE_EXTENSION = "redrive.retryable"
+
+
+def is_transient(status: int, headers: Any) -> bool:
+    """Whether an error response is transient: never the step's recorded outcome.
+
+    Args:
+        status: the HTTP status.
+        headers: the response headers (anything with ``.get(name)``).
+
+    Returns:
+        True for 408, 409, 429, any status >= 500, and any status >= 400 whose
+        ``x-should-retry`` header is ``true``.
+    """
+    if status < 400:
+        return False
+    if status in _RETRYABLE_STATUS or status >= 500:
+        return True
+    return str(headers.get("x-should-retry", "")).lower() == "true"
 
 
 def scrub_headers(headers: Iterable[tuple[str, str]]) -> list[list[str]]:
@@ -244,16 +284,23 @@ def response_payload(
     *,
     body: bytes | None = None,
     chunks: list[bytes] | None = None,
+    partial: bool = False,
 ) -> dict[str, Any]:
-    """Build the stored form of a response (see the module docstring); ``body`` already decoded."""
+    """Build the stored form of a response (see the module docstring); ``body`` already decoded.
+
+    ``partial=True`` (a stream the caller closed early) adds ``"partial": True``.
+    """
     stream = chunks is not None
-    return {
+    payload: dict[str, Any] = {
         "status": int(status),
         "headers": scrub_headers(headers),
         "stream": stream,
         "body": None if stream or body is None else _text_or_bytes(body),
         "chunks": [_text_or_bytes(c) for c in chunks] if chunks is not None else None,
     }
+    if partial:
+        payload["partial"] = True
+    return payload
 
 
 def _default_should_retry(status: int, headers: dict[str, str]) -> bool:
@@ -300,6 +347,16 @@ class HttpRecorder:
             request.headers.get("content-type", ""),
         )
 
+    def should_record(self, request: Any, response: Any) -> bool:
+        """Whether a live, non-streamed response is the step's outcome (and is journaled).
+
+        False for a transient error (:func:`is_transient`) and for a response
+        the SDK will retry (:meth:`is_final`).
+        """
+        if is_transient(response.status_code, response.headers):
+            return False
+        return self.is_final(request, response)
+
     def is_final(self, request: Any, response: Any) -> bool:
         """False when the SDK will retry this response (so it is not what the caller gets)."""
         status = response.status_code
@@ -319,7 +376,9 @@ class HttpRecorder:
 
     def make_view(self, request: dict[str, Any], payload: dict[str, Any]) -> Any:
         """Return the semantic view, or a minimal one when the view function fails."""
-        base = {"provider": self.provider, "status": payload["status"]}
+        base: dict[str, Any] = {"provider": self.provider, "status": payload["status"]}
+        if payload.get("partial"):
+            base["partial"] = True
         if self.view is None:
             return base
         try:
@@ -397,8 +456,20 @@ def _module_of(obj: Any) -> Any:
     return sys.modules[type(obj).__module__.partition(".")[0]]
 
 
+def _exception_in_flight(baseline: BaseException | None) -> bool:
+    """True when an exception other than ``baseline`` is unwinding through the caller."""
+    current = sys.exc_info()[1]
+    return current is not None and current is not baseline
+
+
 class _Tap:
-    """Collects a live SSE stream's events; records the step when the stream completed."""
+    """Collects a live SSE stream's events and records the step when the stream is closed.
+
+    Recorded whole when the final event arrived or the server ended the
+    stream; recorded as ``partial`` when the caller closed it early; not
+    recorded when the connection broke, or the close happens while an
+    exception unwinds (a crash, a cancellation, the generator's teardown).
+    """
 
     def __init__(self, run: Run, recorder: HttpRecorder, begun: _Begun, response: Any) -> None:
         self.run = run
@@ -410,7 +481,10 @@ class _Tap:
         self.rest = b""
         self.terminal = False
         self.eof = False
+        self.broken = False
         self.done = False
+        # an exception already being handled where the stream was opened is not an interruption
+        self.baseline = sys.exc_info()[1]
 
     def feed(self, data: bytes) -> None:
         events, self.rest = split_events(self.rest + data)
@@ -423,10 +497,11 @@ class _Tap:
         if self.done:
             return
         self.done = True
-        if not (self.eof or self.terminal):
+        complete = self.eof or self.terminal
+        if not complete and (self.broken or _exception_in_flight(self.baseline)):
             return  # cut off: not a finished step; requested again on resume
         chunks = self.events + ([self.rest] if self.rest else [])
-        payload = response_payload(self.status, self.headers, chunks=chunks)
+        payload = response_payload(self.status, self.headers, chunks=chunks, partial=not complete)
         self.recorder.record(self.run, self.begun, payload)
 
 
@@ -437,7 +512,15 @@ class _RecordingSyncStream:
         self._it: Iterator[bytes] = inner.iter_bytes()
 
     def __iter__(self) -> Iterator[bytes]:
-        for data in self._it:
+        while True:
+            try:
+                data = next(self._it)
+            except StopIteration:
+                break
+            except Exception as exc:
+                self._tap.broken = True
+                _mark_retryable(exc, _module_of(self._inner))
+                raise
             self._tap.feed(data)
             yield data
         self._tap.eof = True
@@ -463,7 +546,15 @@ class _RecordingAsyncStream:
         self._it: AsyncIterator[bytes] = inner.aiter_bytes()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for data in self._it:
+        while True:
+            try:
+                data = await self._it.__anext__()
+            except StopAsyncIteration:
+                break
+            except Exception as exc:
+                self._tap.broken = True
+                _mark_retryable(exc, _module_of(self._inner))
+                raise
             self._tap.feed(data)
             yield data
         self._tap.eof = True
@@ -482,24 +573,52 @@ class _RecordingAsyncStream:
             await self._inner.aclose()
 
 
+@attrs.frozen
+class _PartialEnd:
+    """Where a replayed partial stream ends: reading past it is a divergence."""
+
+    run_id: str
+    seq: int | None
+    name: str
+    events: int
+
+    def error(self) -> DivergenceError:
+        return DivergenceError(
+            f"run {self.run_id!r} seq {self.seq}: the recorded stream of {self.name!r} was "
+            f"closed by the loop after {self.events} event(s), but the replayed loop reads on "
+            "past them. The loop is not deterministic here: make it stop reading where it "
+            "stopped when recorded, or start a new run.",
+            run_id=self.run_id,
+            seq=self.seq,
+            kind="model",
+            name=self.name,
+        )
+
+
 class _ReplaySyncStream:
-    def __init__(self, chunks: list[bytes]) -> None:
+    def __init__(self, chunks: list[bytes], end: _PartialEnd | None) -> None:
         self._chunks = chunks
+        self._end = end
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self._chunks
+        if self._end is not None:
+            raise self._end.error()
 
     def close(self) -> None:
         pass
 
 
 class _ReplayAsyncStream:
-    def __init__(self, chunks: list[bytes]) -> None:
+    def __init__(self, chunks: list[bytes], end: _PartialEnd | None) -> None:
         self._chunks = chunks
+        self._end = end
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for chunk in self._chunks:
             yield chunk
+        if self._end is not None:
+            raise self._end.error()
 
     async def aclose(self) -> None:
         pass
@@ -518,34 +637,68 @@ def _stream_class(httpx: Any, base: str, impl: type) -> type:
 _STREAM_CLASSES: dict[tuple[str, str, str], type] = {}
 
 
-def _replayed(httpx: Any, payload: dict[str, Any], request: Any, *, is_async: bool) -> Any:
+def _mark_retryable(exc: BaseException, httpx: Any) -> None:
+    """Set ``retryable = True`` on an httpx transport error (the SDK's error's ``__cause__``)."""
+    transport_error = getattr(httpx, "TransportError", None)
+    if transport_error is None or not isinstance(exc, transport_error):
+        return
+    with contextlib.suppress(AttributeError, TypeError):  # an exception type with __slots__
+        exc.retryable = True
+
+
+def _replayed(
+    httpx: Any, payload: dict[str, Any], request: Any, begun: _Begun, run: Run, *, is_async: bool
+) -> Any:
     headers = _replay_headers(payload)
     status = int(payload["status"])
+    extensions = {RETRYABLE_EXTENSION: False} if status >= 400 else {}
     if payload.get("stream"):
         chunks = [_as_bytes(c) for c in payload.get("chunks") or []]
+        end = None
+        if payload.get("partial"):
+            seq = begun.step.seq if begun.step is not None else None
+            end = _PartialEnd(run.run_id, seq, begun.name, len(chunks))
         if is_async:
-            stream: Any = _stream_class(httpx, "AsyncByteStream", _ReplayAsyncStream)(chunks)
+            stream: Any = _stream_class(httpx, "AsyncByteStream", _ReplayAsyncStream)(chunks, end)
         else:
-            stream = _stream_class(httpx, "SyncByteStream", _ReplaySyncStream)(chunks)
-        return httpx.Response(status, headers=headers, stream=stream, request=request)
+            stream = _stream_class(httpx, "SyncByteStream", _ReplaySyncStream)(chunks, end)
+        return httpx.Response(
+            status, headers=headers, stream=stream, request=request, extensions=extensions
+        )
     return httpx.Response(
-        status, headers=headers, content=_as_bytes(payload.get("body")), request=request
+        status, headers=headers, content=_as_bytes(payload.get("body")), request=request,
+        extensions=extensions,
     )
 
 
 def _decoded_response(httpx: Any, response: Any, body: bytes, request: Any) -> Any:
     headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS]
+    extensions = {k: v for k, v in response.extensions.items() if k != "network_stream"}
+    if is_transient(response.status_code, response.headers):
+        extensions[RETRYABLE_EXTENSION] = True
     return httpx.Response(
         response.status_code,
         headers=headers,
         content=body,
         request=request,
-        extensions={k: v for k, v in response.extensions.items() if k != "network_stream"},
+        extensions=extensions,
     )
 
 
 def _is_sse(response: Any) -> bool:
     return "text/event-stream" in response.headers.get("content-type", "")
+
+
+def _live_stream_response(httpx: Any, impl: type, base: str, tap: _Tap, response: Any,
+                          request: Any) -> Any:
+    stream = _stream_class(httpx, base, impl)(tap, response)
+    headers = [
+        (k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS
+    ]
+    return httpx.Response(
+        response.status_code, headers=headers, stream=stream, request=request,
+        extensions=response.extensions,
+    )
 
 
 class RecordingTransport:
@@ -570,7 +723,8 @@ class RecordingTransport:
 
         Raises:
             DivergenceError, ReplayMissError: in a run, see :meth:`redrive.Run.model_begin`.
-            Whatever the inner transport raises (nothing is recorded then).
+            Whatever the inner transport raises, marked ``retryable = True``
+            (nothing is recorded then).
         """
         run = current_run()
         if run is None:
@@ -578,25 +732,22 @@ class RecordingTransport:
         request.read()
         begun, recorded = _begin(run, self.recorder, request)
         if recorded is not None:
-            return _replayed(self._httpx, recorded, request, is_async=False)
-        response = self.inner.handle_request(request)
+            return _replayed(self._httpx, recorded, request, begun, run, is_async=False)
+        try:
+            response = self.inner.handle_request(request)
+        except Exception as exc:
+            _mark_retryable(exc, self._httpx)
+            raise
         if _is_sse(response) and response.status_code < 400:
             tap = _Tap(run, self.recorder, begun, response)
-            stream = _stream_class(self._httpx, "SyncByteStream", _RecordingSyncStream)(
-                tap, response
-            )
-            headers = [
-                (k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS
-            ]
-            return self._httpx.Response(
-                response.status_code, headers=headers, stream=stream, request=request,
-                extensions=response.extensions,
+            return _live_stream_response(
+                self._httpx, _RecordingSyncStream, "SyncByteStream", tap, response, request
             )
         try:
             body = response.read()
         finally:
             response.close()
-        if self.recorder.is_final(request, response):
+        if self.recorder.should_record(request, response):
             payload = response_payload(
                 response.status_code, response.headers.multi_items(), body=body
             )
@@ -628,7 +779,8 @@ class AsyncRecordingTransport:
 
         Raises:
             DivergenceError, ReplayMissError: in a run, see :meth:`redrive.Run.model_begin`.
-            Whatever the inner transport raises (nothing is recorded then).
+            Whatever the inner transport raises, marked ``retryable = True``
+            (nothing is recorded then).
         """
         run = current_run()
         if run is None:
@@ -636,25 +788,22 @@ class AsyncRecordingTransport:
         await request.aread()
         begun, recorded = _begin(run, self.recorder, request)
         if recorded is not None:
-            return _replayed(self._httpx, recorded, request, is_async=True)
-        response = await self.inner.handle_async_request(request)
+            return _replayed(self._httpx, recorded, request, begun, run, is_async=True)
+        try:
+            response = await self.inner.handle_async_request(request)
+        except Exception as exc:
+            _mark_retryable(exc, self._httpx)
+            raise
         if _is_sse(response) and response.status_code < 400:
             tap = _Tap(run, self.recorder, begun, response)
-            stream = _stream_class(self._httpx, "AsyncByteStream", _RecordingAsyncStream)(
-                tap, response
-            )
-            headers = [
-                (k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS
-            ]
-            return self._httpx.Response(
-                response.status_code, headers=headers, stream=stream, request=request,
-                extensions=response.extensions,
+            return _live_stream_response(
+                self._httpx, _RecordingAsyncStream, "AsyncByteStream", tap, response, request
             )
         try:
             body = await response.aread()
         finally:
             await response.aclose()
-        if self.recorder.is_final(request, response):
+        if self.recorder.should_record(request, response):
             payload = response_payload(
                 response.status_code, response.headers.multi_items(), body=body
             )

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
+import httpx2
 import pytest
 
 import redrive
@@ -153,3 +154,57 @@ def test_401_replays_as_authentication_error(
         ):
             wrapped.messages.create(model="claude-test-model", max_tokens=10, messages=MESSAGES)
     assert len(server.requests) == 1
+
+
+def test_overloaded_529_is_not_journaled_and_is_asked_again(
+    server: ScriptServer, journal: Journal, wrapped: anthropic.Anthropic
+) -> None:
+    """A 529 overloaded error is not the step's outcome; resume asks live, then it replays."""
+    body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    server.add(Reply(status=529, body=body), Reply(body=MESSAGE))
+    with pytest.raises(anthropic.APIStatusError) as info, redrive.run(journal, "r1"):
+        wrapped.messages.create(model="claude-test-model", max_tokens=10, messages=MESSAGES)
+    assert getattr(info.value, "retryable", None) is True
+    assert journal.get_run("r1").status == "running"
+    assert not [f for f in journal.frames("r1") if f.kind.startswith("model")]
+    for _ in range(2):
+        with redrive.run(journal, "r1"):
+            out = wrapped.messages.create(
+                model="claude-test-model", max_tokens=10, messages=MESSAGES
+            )
+    assert out.id == "msg_1"
+    assert len(server.requests) == 2
+
+
+def test_stream_helper_left_early_replays_the_same_events(journal: Journal) -> None:
+    """Leaving messages.stream() after the first text delta records it partial; replay matches."""
+    requests = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        requests.append(request)  # one event per read: no network coalescing
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                               content=iter([event.encode() for event in STREAM]))
+
+    wrapped = redrive.wrap(anthropic.Anthropic(
+        api_key="sk-ant-test", max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handler))))
+    results = []
+    for _ in range(2):
+        with redrive.run(journal, "r1") as run:
+            with wrapped.messages.stream(
+                model="claude-test-model", max_tokens=100, messages=MESSAGES
+            ) as stream:
+                events = []
+                for event in stream:
+                    events.append(event.model_dump())
+                    if event.type == "text":
+                        break
+            run.finish(len(events))
+        results.append(events)
+    assert results[0] == results[1]
+    assert results[0][-1]["type"] == "text"
+    assert len(requests) == 1
+    wrapped.close()
+    frame = next(f for f in journal.frames("r1") if f.kind == "model_response")
+    assert frame.data()["response"]["partial"] is True
+    assert frame.data()["response"]["chunks"] == STREAM[:3]

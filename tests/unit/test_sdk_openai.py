@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 
 import redrive
+from redrive.recorders.cassettes import import_cassette
 from redrive.storage import Journal
 from tests.sdkserver import Reply, ScriptServer, serve
 
@@ -228,23 +230,124 @@ def test_stream_helper_replays_its_events_and_final_completion(
     assert len(server.requests) == 1
 
 
-def test_stream_closed_early_is_not_a_finished_step(
-    server: ScriptServer, journal: Journal
-) -> None:
-    """A stream the caller closes before its end is requested again, live, on resume."""
-    server.add(Reply(chunks=STREAM), Reply(chunks=STREAM))
-    wrapped = client(server)
-    with pytest.raises(ConnectionError), redrive.run(journal, "r1"):
+def _model_frames(journal: Journal, run_id: str) -> list[Any]:
+    return [f for f in journal.frames(run_id) if f.kind.startswith("model")]
+
+
+class _Chunked:
+    """An in-process endpoint that sends STREAM one event per read (no network coalescing)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def _count(self) -> dict[str, str]:
+        self.requests += 1
+        return {"content-type": "text/event-stream"}
+
+    def sync(self) -> openai.OpenAI:
+        def handler(request: httpx2.Request) -> httpx2.Response:
+            return httpx2.Response(200, headers=self._count(),
+                                   content=iter([c.encode() for c in STREAM]))
+
+        wrapped = redrive.wrap(openai.OpenAI(
+            api_key="sk-test", max_retries=0,
+            http_client=httpx2.Client(transport=httpx2.MockTransport(handler))))
+        _open.append(wrapped)
+        return wrapped
+
+    def async_(self) -> openai.AsyncOpenAI:
+        async def events() -> AsyncIterator[bytes]:
+            for chunk in STREAM:
+                yield chunk.encode()
+
+        async def handler(request: httpx2.Request) -> httpx2.Response:
+            return httpx2.Response(200, headers=self._count(), content=events())
+
+        return redrive.wrap(openai.AsyncOpenAI(
+            api_key="sk-test", max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler))))
+
+
+def test_stream_closed_early_is_recorded_partial_and_replays_offline(journal: Journal) -> None:
+    """A stream closed after one chunk is journaled partial; the finished run replays it offline."""
+    endpoint = _Chunked()
+    wrapped = endpoint.sync()
+    outs = []
+    for _ in range(2):
+        with redrive.run(journal, "r1") as run:
+            stream = wrapped.chat.completions.create(
+                model="gpt-4o", messages=MESSAGES, stream=True
+            )
+            first = next(iter(stream)).model_dump()
+            stream.close()
+            run.note("after", {"seen": first["choices"][0]["delta"]})
+            run.finish("done")
+        outs.append(first)
+    assert outs[0] == outs[1]
+    assert endpoint.requests == 1
+    assert run.replayed_steps >= 1 and run.live_steps == 0
+    stored = next(f for f in journal.frames("r1") if f.kind == "model_response").data()
+    assert stored["response"]["partial"] is True
+    assert stored["response"]["chunks"] == STREAM[:1]
+    assert stored["view"]["partial"] is True
+
+
+def test_stream_left_by_break_inside_with_replays_the_same_chunks(journal: Journal) -> None:
+    """Breaking out of a with-stream loop records what was read; replay yields the same chunks."""
+    endpoint = _Chunked()
+    wrapped = endpoint.sync()
+    outs = []
+    for _ in range(2):
+        with redrive.run(journal, "r1") as run:
+            seen = []
+            with wrapped.chat.completions.create(
+                model="gpt-4o", messages=MESSAGES, stream=True
+            ) as stream:
+                for chunk in stream:
+                    seen.append(chunk.model_dump())
+                    if len(seen) == 3:
+                        break
+            run.finish(len(seen))
+        outs.append(seen)
+    assert outs[0] == outs[1]
+    assert len(outs[0]) == 3
+    assert endpoint.requests == 1
+    assert run.status == "succeeded"
+    stored = next(f for f in journal.frames("r1") if f.kind == "model_response").data()
+    assert stored["response"]["chunks"] == STREAM[:3]
+
+
+def test_replay_reading_past_a_partial_stream_diverges(journal: Journal) -> None:
+    """A replayed loop that reads further than the recorded early close raises DivergenceError."""
+    endpoint = _Chunked()
+    wrapped = endpoint.sync()
+    with redrive.run(journal, "r1") as run:
         stream = wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
         next(iter(stream))
         stream.close()
+        run.finish("one")
+    with pytest.raises(redrive.DivergenceError, match="closed by the loop after 1 event"), \
+            redrive.run(journal, "r1", live=False):
+        _stream_dump(wrapped.chat.completions.create(
+            model="gpt-4o", messages=MESSAGES, stream=True))
+    assert endpoint.requests == 1
+
+
+def test_stream_unwound_by_an_exception_is_requested_again(journal: Journal) -> None:
+    """A stream closed while an exception unwinds through it is not journaled; resume asks again."""
+    endpoint = _Chunked()
+    wrapped = endpoint.sync()
+    with pytest.raises(ConnectionError), redrive.run(journal, "r1"), \
+            wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True) as s:
+        next(iter(s))
         raise ConnectionError("the worker went away")
-    assert not [f for f in journal.frames("r1") if f.kind.startswith("model")]
-    with redrive.run(journal, "r1"):
+    assert _model_frames(journal, "r1") == []
+    with redrive.run(journal, "r1") as run:
         resumed = _stream_dump(wrapped.chat.completions.create(
             model="gpt-4o", messages=MESSAGES, stream=True))
     assert len(resumed) == 6
-    assert len(server.requests) == 2
+    assert run.live_steps == 1
+    assert endpoint.requests == 2
 
 
 def test_stream_cut_by_the_connection_is_requested_again(
@@ -253,12 +356,14 @@ def test_stream_cut_by_the_connection_is_requested_again(
     """A stream whose connection drops mid-way is not recorded; resume fetches it whole."""
     server.add(Reply(chunks=STREAM, cut_after=3), Reply(chunks=STREAM))
     wrapped = client(server)
-    with pytest.raises(ConnectionError), redrive.run(journal, "r1"):
+    with pytest.raises(ConnectionError) as info, redrive.run(journal, "r1"):
         try:
             _stream_dump(wrapped.chat.completions.create(
                 model="gpt-4o", messages=MESSAGES, stream=True))
         except openai.APIConnectionError as exc:
             raise ConnectionError("stream cut") from exc
+    assert getattr(info.value.__cause__.__cause__, "retryable", None) is True
+    assert _model_frames(journal, "r1") == []
     with redrive.run(journal, "r1") as run:
         assert len(_stream_dump(wrapped.chat.completions.create(
             model="gpt-4o", messages=MESSAGES, stream=True))) == 6
@@ -308,13 +413,13 @@ def test_raw_and_streaming_response_work_on_replay(
 
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(401, openai.AuthenticationError), (429, openai.RateLimitError),
-     (500, openai.InternalServerError)],
+    [(400, openai.BadRequestError), (401, openai.AuthenticationError),
+     (404, openai.NotFoundError), (422, openai.UnprocessableEntityError)],
 )
-def test_error_status_replays_as_the_same_error(
+def test_non_retryable_error_replays_as_the_same_error(
     server: ScriptServer, journal: Journal, status: int, error: type[Exception]
 ) -> None:
-    """A recorded 401/429/500 replays as the SDK's error for that status, with no request."""
+    """A 400/401/404/422 is journaled and replays as the same SDK error, with no request."""
     body = {"error": {"message": f"status {status}", "type": "x", "code": None}}
     server.add(Reply(status=status, body=body))
     wrapped = client(server)
@@ -325,6 +430,105 @@ def test_error_status_replays_as_the_same_error(
         messages.append(str(info.value))
     assert messages[0] == messages[1]
     assert len(server.requests) == 1
+    assert getattr(info.value, "retryable", None) is False
+    assert [f.kind for f in _model_frames(journal, "r1")] == ["model_request", "model_response"]
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [(408, {}), (409, {}), (429, {}), (500, {}), (503, {}), (529, {}),
+     (400, {"x-should-retry": "true"})],
+)
+def test_transient_error_is_not_journaled_and_is_asked_again(
+    server: ScriptServer, journal: Journal, status: int, headers: dict[str, str]
+) -> None:
+    """A transient error is not the step's outcome: the run stays resumable; resume asks again."""
+    body = {"error": {"message": f"status {status}", "type": "x", "code": None}}
+    server.add(Reply(status=status, body=body, headers=headers), Reply(body=CHAT))
+    wrapped = client(server)
+    with pytest.raises(openai.APIStatusError) as info, redrive.run(journal, "r1"):
+        wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert info.value.status_code == status
+    assert getattr(info.value, "retryable", None) is True
+    assert journal.get_run("r1").status == "running"
+    assert _model_frames(journal, "r1") == []
+    for _ in range(2):  # resume asks live; the finished run then replays it
+        with redrive.run(journal, "r1") as run:
+            out = wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+            run.finish(out.id)
+    assert run.output == "chatcmpl-1"
+    assert len(server.requests) == 2
+
+
+def test_transient_error_after_sdk_retries_is_not_journaled(
+    server: ScriptServer, journal: Journal
+) -> None:
+    """A 503 that outlasts the SDK's own retries is not journaled; the resume's answer is."""
+    busy = Reply(status=503, body={"error": {"message": "busy"}}, headers={"retry-after-ms": "1"})
+    server.add(busy, busy, Reply(body=CHAT))
+    wrapped = client(server).with_options(max_retries=1)
+    _open.append(wrapped)
+    with pytest.raises(openai.InternalServerError) as info, redrive.run(journal, "r1"):
+        wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert getattr(info.value, "retryable", None) is True  # also on a with_options copy
+    assert len(server.requests) == 2
+    assert _model_frames(journal, "r1") == []
+    with redrive.run(journal, "r1") as run:
+        assert wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES).id == "chatcmpl-1"
+    assert run.live_steps == 1
+    assert len(server.requests) == 3
+
+
+def test_connection_refused_is_marked_retryable_and_not_journaled(journal: Journal) -> None:
+    """A refused connection is not journaled and its transport error carries retryable=True."""
+    with serve() as gone:
+        url = gone.url
+    wrapped = redrive.wrap(openai.OpenAI(api_key="sk-test", base_url=url + "/v1", max_retries=0))
+    _open.append(wrapped)
+    with pytest.raises(openai.APIConnectionError) as info, redrive.run(
+        journal, "r1", retryable=(openai.APIConnectionError,)
+    ):
+        wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert getattr(info.value.__cause__, "retryable", None) is True
+    assert _model_frames(journal, "r1") == []
+
+
+@pytest.mark.parametrize(("status", "error"), [(429, openai.RateLimitError),
+                                               (500, openai.InternalServerError)])
+def test_cassette_transient_error_replays_as_recorded(
+    tmp_path: Any, status: int, error: type[Exception]
+) -> None:
+    """A 429/500 recorded in an imported cassette replays as that error, with retryable=False."""
+    body = json.dumps({"error": {"message": f"recorded {status}", "type": "x", "code": None}})
+    request = json.dumps({"model": "gpt-4o", "messages": MESSAGES})
+    cassette = tmp_path / "transient.yaml"
+    cassette.write_text(
+        "interactions:\n"
+        "- request:\n"
+        "    method: POST\n"
+        "    uri: https://api.openai.com/v1/chat/completions\n"
+        f"    body: {json.dumps(request)}\n"
+        "    headers: {content-type: [application/json]}\n"
+        "  response:\n"
+        f"    status: {{code: {status}, message: x}}\n"
+        "    headers: {content-type: [application/json]}\n"
+        f"    body: {{string: {json.dumps(body)}}}\n"
+    )
+    journal = redrive.open_journal(":memory:")
+    run_id = import_cassette(cassette, journal)
+
+    def offline(request: Any) -> Any:
+        raise AssertionError(f"replay sent a request: {request.url}")
+
+    wrapped = redrive.wrap(openai.OpenAI(
+        api_key="sk-x", max_retries=2, http_client=httpx2.Client(transport=httpx2.MockTransport(
+            offline))))
+    _open.append(wrapped)
+    with pytest.raises(error, match=f"recorded {status}") as info, redrive.run(
+        journal, run_id, live=False
+    ):
+        wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert getattr(info.value, "retryable", None) is False
 
 
 def test_sdk_retries_are_not_steps(server: ScriptServer, journal: Journal) -> None:
@@ -421,3 +625,55 @@ def test_redact_applies_to_json_response_bodies(server: ScriptServer, tmp_path: 
     journal.close()
     for file in tmp_path.iterdir():
         assert secret.encode() not in file.read_bytes(), file
+
+
+def test_async_stream_closed_early_replays_the_same_chunks(journal: Journal) -> None:
+    """An async stream left after two chunks is journaled partial and replays them offline."""
+    endpoint = _Chunked()
+    wrapped = endpoint.async_()
+
+    async def main() -> list[list[Any]]:
+        out = []
+        for _ in range(2):
+            async with redrive.run(journal, "r1") as run:
+                seen = []
+                async with await wrapped.chat.completions.create(
+                    model="gpt-4o", messages=MESSAGES, stream=True
+                ) as stream:
+                    async for chunk in stream:
+                        seen.append(chunk.model_dump())
+                        if len(seen) == 2:
+                            break
+                run.finish(len(seen))
+            out.append(seen)
+        await wrapped.close()
+        return out
+
+    first, second = asyncio.run(main())
+    assert first == second
+    assert len(first) == 2
+    assert endpoint.requests == 1
+    stored = next(f for f in journal.frames("r1") if f.kind == "model_response").data()
+    assert stored["response"]["partial"] is True
+    assert stored["response"]["chunks"] == STREAM[:2]
+
+
+def test_async_stream_unwound_by_an_exception_is_not_journaled(journal: Journal) -> None:
+    """An async stream closed while an exception unwinds through it leaves the step unfinished."""
+    endpoint = _Chunked()
+    wrapped = endpoint.async_()
+
+    async def main() -> None:
+        try:
+            async with redrive.run(journal, "r1"), await wrapped.chat.completions.create(
+                model="gpt-4o", messages=MESSAGES, stream=True
+            ) as stream:
+                async for _ in stream:
+                    raise ConnectionError("the worker went away")
+        finally:
+            await wrapped.close()
+
+    with pytest.raises(ConnectionError):
+        asyncio.run(main())
+    assert endpoint.requests == 1
+    assert _model_frames(journal, "r1") == []
