@@ -272,9 +272,14 @@ class Run(ToolSteps, Claims):
         retryable = tool_error_retryable(exc)
         if retryable is not None:
             return retryable
-        if getattr(exc, "retryable", None) is True or getattr(exc, "is_retryable", None) is True:
+        flag = getattr(exc, "retryable", None)
+        if flag is True or getattr(exc, "is_retryable", None) is True:
             return True
-        return isinstance(exc, self.retryable) or transient_api_error(exc)
+        if isinstance(exc, self.retryable):
+            return True
+        if flag is False:
+            return False  # a recorded error replayed: trying again gives the same answer
+        return transient_api_error(exc)
 
     def _end(self, status: RunStatus, *, output: Any = None, error: str | None = None) -> None:
         payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
