@@ -485,6 +485,14 @@ class _Tap:
         self.done = False
         # an exception already being handled where the stream was opened is not an interruption
         self.baseline = sys.exc_info()[1]
+        # a loop that stops reading without closing the stream still acted on what it
+        # read: journal it before the loop's next step (not later, out of order)
+        run.before_next_step(self.settle)
+
+    def settle(self) -> None:
+        """Journal the stream as the loop saw it, if it is still open (called by the run)."""
+        if not self.done and not self.broken:
+            self.finish()
 
     def feed(self, data: bytes) -> None:
         events, self.rest = split_events(self.rest + data)

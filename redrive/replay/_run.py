@@ -239,6 +239,7 @@ class Run(ToolSteps, Claims):
                     self._check_fully_replayed(None)
                 return
             if exc is None:
+                self._settle(everyone=True)
                 self._check_fully_replayed(None)
                 try:
                     with self._adopting():
@@ -320,6 +321,7 @@ class Run(ToolSteps, Claims):
         Raises:
             DivergenceError, ReplayMissError, LeaseLostError.
         """
+        self._settle()
         stored = self._prepare(request, "request")
         key = call_key(name, match_view(stored))
         with self._lock:
@@ -433,6 +435,7 @@ class Run(ToolSteps, Claims):
         if extra is not None:
             args["extra"] = self._prepare(extra, "extra")
         key = call_key(name, args)
+        self._settle()
         with self._lock:
             step = self._match("value", name, args, key)
             if step is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import importlib.metadata
@@ -9,7 +10,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from ..errors import DivergenceError, LeaseLostError, ReplayMissError
@@ -39,6 +40,15 @@ def _take_until(frames: Iterator[Frame], limit: int) -> Iterator[Frame]:
             return
         yield frame
 
+
+
+def _flow() -> tuple[int, int]:
+    """Identify the current thread and asyncio task (0 outside a task)."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return threading.get_ident(), id(task) if task is not None else 0
 
 
 class _Adopted(Exception):
@@ -109,6 +119,7 @@ class RunState:
         self._output: Any = None
         self._output_set = False
         self._short_circuited = False
+        self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
         self._epoch: int | None = None
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._renewer: threading.Thread | None = None
@@ -245,6 +256,28 @@ class RunState:
                 diff=[],
                 context=[s.describe() for s in left[:5]],
             )
+
+    def before_next_step(self, settle: Callable[[], None]) -> None:
+        """Run ``settle()`` before the next step of this thread or task begins, or at a clean end.
+
+        For recorders whose step can be left open by the loop (a stream it
+        stopped reading without closing): ``settle`` journals what the loop
+        saw, in order, before anything that follows it. Steps of other
+        threads or tasks do not settle it (parallel calls stay independent).
+        """
+        with self._lock:
+            self._settles.append((_flow(), settle))
+
+    def _settle(self, *, everyone: bool = False) -> None:
+        """Run the pending ``before_next_step`` callbacks of this flow (or of all flows)."""
+        if not self._settles:
+            return
+        me = _flow()
+        with self._lock:
+            mine = [f for key, f in self._settles if everyone or key == me]
+            self._settles = [(k, f) for k, f in self._settles if not (everyone or k == me)]
+        for settle in mine:
+            settle()
 
     @contextlib.contextmanager
     def _unqueue_on_failure(self) -> Iterator[None]:

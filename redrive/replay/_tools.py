@@ -153,6 +153,7 @@ class ToolSteps(RunState):
     def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
         # A lost claim under on_busy="wait" adopts the winner's frames (_adopt) and
         # matches the step again: now it replays the winner's outcome.
+        self._settle()
         while True:
             with self._adopting():
                 try:

@@ -677,3 +677,35 @@ def test_async_stream_unwound_by_an_exception_is_not_journaled(journal: Journal)
         asyncio.run(main())
     assert endpoint.requests == 1
     assert _model_frames(journal, "r1") == []
+
+
+def test_stream_abandoned_without_close_is_journaled_before_the_next_step(
+    journal: Journal,
+) -> None:
+    """A stream left open by `break` (no close, no with) is journaled before the next step."""
+    endpoint = _Chunked()
+    wrapped = endpoint.sync()
+    sent: list[str] = []
+
+    @redrive.tool
+    def send_email(body: str) -> str:
+        sent.append(body)
+        return "sent"
+
+    outs = []
+    for _ in range(2):
+        with redrive.run(journal, "abandon") as run:
+            first = ""
+            stream = wrapped.chat.completions.create(
+                model="gpt-4o", messages=MESSAGES, stream=True
+            )
+            for chunk in stream:
+                first = json.dumps(chunk.model_dump()["choices"])
+                break  # read enough; the stream object stays open
+            run.finish(send_email(first))
+        outs.append(run.output)
+        del stream
+    assert outs[0] == outs[1] == "sent" and len(sent) == 1
+    assert endpoint.requests == 1
+    kinds = [f.kind for f in journal.frames("abandon")]
+    assert kinds.index("model_response") < kinds.index("tool_start")
