@@ -343,6 +343,7 @@ class RunIndexOps:
     """
 
     def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        """See :meth:`redrive.storage.Journal.runs`."""
         raise NotImplementedError
 
     def _change_run(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> RunRecord:

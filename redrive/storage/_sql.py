@@ -329,6 +329,7 @@ class SqlJournal(RunIndexOps):
         )
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
+        """See :meth:`redrive.storage.Journal.create_run`."""
         check_append(attrs.evolve(record, next_seq=0), [first], 0)
         row = attrs.evolve(record, next_seq=1, last_chain=first.chain)
         values = attrs.asdict(row)
@@ -356,6 +357,7 @@ class SqlJournal(RunIndexOps):
         return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
+        """See :meth:`redrive.storage.Journal.get_run`."""
         with self._transaction() as cur:
             return self._select_run(cur, run_id, lock=False)
 
@@ -368,6 +370,7 @@ class SqlJournal(RunIndexOps):
         update: RunUpdate | None = None,
         epoch: int | None = None,
     ) -> None:
+        """See :meth:`redrive.storage.Journal.append`."""
         with self._transaction() as cur:
             record = self._select_run(cur, run_id, lock=True)
             if record is None:
@@ -378,6 +381,7 @@ class SqlJournal(RunIndexOps):
             self._write_run(cur, after_append(record, frames, update, time.time()))
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
+        """See :meth:`redrive.storage.Journal.frames`."""
         cols = ", ".join(FRAME_COLUMNS)
         seq = start
         while True:
@@ -397,6 +401,7 @@ class SqlJournal(RunIndexOps):
             seq += PAGE
 
     def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        """See :meth:`redrive.storage.Journal.runs`."""
         sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM redrive_runs"
         params: list[Any] = []
         if status is not None:
@@ -410,6 +415,7 @@ class SqlJournal(RunIndexOps):
             return [_record(row) for row in cur.fetchall()]
 
     def stale_runs(self, *, older_than: float = 0.0) -> list[RunRecord]:
+        """See :meth:`redrive.storage.Journal.stale_runs`."""
         cutoff = time.time() - older_than
         with self._transaction() as cur:
             cur.execute(
@@ -439,6 +445,7 @@ class SqlJournal(RunIndexOps):
     def decide(
         self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
     ) -> Decision:
+        """See :meth:`redrive.storage.Journal.decide`."""
         with self._transaction() as cur:
             if self._select_run(cur, run_id, lock=False) is None:
                 raise unknown_run(run_id)
@@ -455,6 +462,7 @@ class SqlJournal(RunIndexOps):
         return found
 
     def decision(self, run_id: str, name: str) -> Decision | None:
+        """See :meth:`redrive.storage.Journal.decision`."""
         with self._transaction() as cur:
             cur.execute(
                 self._sql(

@@ -138,6 +138,7 @@ class _Store(SqlJournal):
                 )
 
     def close(self) -> None:
+        """See :meth:`redrive.storage.Journal.close`."""
         with self._lock:
             self._con.close()
 
@@ -360,6 +361,7 @@ class DuckDBJournal(RunIndexOps):
         return found if found is not None else self._store.get_run(run_id)
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
+        """See :meth:`redrive.storage.Journal.create_run`."""
         check_append(attrs.evolve(record, next_seq=0), [first], 0)
         with self._lock:
             if self._record(record.run_id) is not None:
@@ -369,6 +371,7 @@ class DuckDBJournal(RunIndexOps):
             return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
+        """See :meth:`redrive.storage.Journal.get_run`."""
         with self._lock:
             return self._record(run_id)
 
@@ -381,6 +384,7 @@ class DuckDBJournal(RunIndexOps):
         update: RunUpdate | None = None,
         epoch: int | None = None,
     ) -> None:
+        """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:
             record = self._record(run_id)
             if record is None:
@@ -391,6 +395,7 @@ class DuckDBJournal(RunIndexOps):
             self._write(["frames", _run_row(row), [_frame_row(f) for f in frames]])
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
+        """See :meth:`redrive.storage.Journal.frames`."""
         seq = start
         while True:
             with self._lock:
@@ -405,6 +410,7 @@ class DuckDBJournal(RunIndexOps):
             seq = page[-1].seq + 1
 
     def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        """See :meth:`redrive.storage.Journal.runs`."""
         with self._lock:
             held = dict(self._runs)
             stored = self._store.runs(
@@ -433,6 +439,7 @@ class DuckDBJournal(RunIndexOps):
     def decide(
         self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
     ) -> Decision:
+        """See :meth:`redrive.storage.Journal.decide`."""
         with self._lock:
             if self._record(run_id) is None:
                 raise unknown_run(run_id)
@@ -446,6 +453,7 @@ class DuckDBJournal(RunIndexOps):
             return decision
 
     def decision(self, run_id: str, name: str) -> Decision | None:
+        """See :meth:`redrive.storage.Journal.decision`."""
         with self._lock:
             found = self._decisions.get((run_id, name))
             return found if found is not None else self._store.decision(run_id, name)

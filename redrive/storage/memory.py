@@ -50,6 +50,7 @@ class MemoryJournal(RunIndexOps):
         self._decisions: dict[tuple[str, str], Decision] = {}
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
+        """See :meth:`redrive.storage.Journal.create_run`."""
         check_append(attrs.evolve(record, next_seq=0), [first], 0)
         with self._lock:
             if record.run_id in self._runs:
@@ -61,6 +62,7 @@ class MemoryJournal(RunIndexOps):
             return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
+        """See :meth:`redrive.storage.Journal.get_run`."""
         with self._lock:
             return self._runs.get(run_id)
 
@@ -79,6 +81,7 @@ class MemoryJournal(RunIndexOps):
         update: RunUpdate | None = None,
         epoch: int | None = None,
     ) -> None:
+        """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:
             record = self._row(run_id)
             check_fence(record, epoch)
@@ -87,11 +90,13 @@ class MemoryJournal(RunIndexOps):
             self._runs[run_id] = after_append(record, frames, update, time.time())
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
+        """See :meth:`redrive.storage.Journal.frames`."""
         with self._lock:
             snapshot = list(self._frames.get(run_id, ())[start:])
         yield from snapshot
 
     def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        """See :meth:`redrive.storage.Journal.runs`."""
         with self._lock:
             rows = [r for r in self._runs.values() if status is None or r.status == status]
         rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
@@ -107,6 +112,7 @@ class MemoryJournal(RunIndexOps):
     def decide(
         self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
     ) -> Decision:
+        """See :meth:`redrive.storage.Journal.decide`."""
         with self._lock:
             self._row(run_id)
             existing = self._decisions.get((run_id, name))
@@ -119,6 +125,7 @@ class MemoryJournal(RunIndexOps):
             return decision
 
     def decision(self, run_id: str, name: str) -> Decision | None:
+        """See :meth:`redrive.storage.Journal.decision`."""
         with self._lock:
             return self._decisions.get((run_id, name))
 
