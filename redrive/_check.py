@@ -124,6 +124,7 @@ def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
 
     Raises:
         FileNotFoundError: a path that does not exist.
+        ValueError: a journal database given where an exported ``.rdj`` run belongs.
     """
     out: list[str] = []
     for path in paths:
@@ -131,6 +132,11 @@ def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         if p.is_dir():
             out.extend(str(f) for f in sorted(p.rglob("*.rdj")))
         elif p.exists():
+            if p.suffix in (".duckdb", ".db"):
+                raise ValueError(
+                    f"{p} is a journal database; redrive check replays exported runs: "
+                    f"`redrive --journal {p} export RUN -o RUN.rdj`, then check the .rdj file"
+                )
             out.append(str(p))
         else:
             raise FileNotFoundError(f"no such file or directory: {p}")
@@ -284,9 +290,15 @@ def check_run(
             func = _resolve(entry)
             args, kwargs = _call_args(func, start.get("input"))
         except Exception as exc:
+            hint = (
+                "; run the check from the project's root directory or add it with "
+                "`redrive check -I DIR` (check_runs(import_paths=...))"
+                if isinstance(exc, ImportError | AttributeError)
+                else ""
+            )
             return result(
                 "error", f"cannot load entrypoint {entry!r} of run {run_id!r}: "
-                f"{type(exc).__name__}: {exc}", error=exc,
+                f"{type(exc).__name__}: {exc}{hint}", error=exc,
             )
         run = Run(copy, run_id, live=False, replay="strict", entrypoint=entry)
         try:

@@ -680,7 +680,10 @@ def _cmd_demo(args: argparse.Namespace, out: _Out) -> int:
 def _cmd_check(args: argparse.Namespace, out: _Out) -> int:
     from ._check import CheckReport, CheckResult, collect_sources, iter_checks, write_junit
 
-    sources = collect_sources(args.paths)
+    try:
+        sources = collect_sources(args.paths)
+    except ValueError as exc:
+        raise _CliError("UsageError", str(exc), EXIT_USAGE) from None
     results: list[CheckResult] = []
     with out.progress("checking runs", len(sources)) as update:
         for result in iter_checks(

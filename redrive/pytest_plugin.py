@@ -28,7 +28,8 @@ stop the session with a usage error naming both. Record modes (vcrpy's):
     record again, overwriting the file.
 
 Choose with ``--redrive-record-mode`` or per test with the marker's
-``record_mode`` (the marker wins). Recordings of failing tests are not saved.
+``record_mode`` (the marker wins, except that ``--redrive-record-mode=all``
+re-records every test). Recordings of failing tests are not saved.
 A journal whose steps a passing test no longer uses completely is listed in
 the terminal summary.
 """
@@ -183,7 +184,11 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
     item = request.node
     marker = item.get_closest_marker("redrive")
     kwargs = dict(marker.kwargs) if marker is not None else {}
-    mode = kwargs.get("record_mode") or default_record_mode(request.config)
+    chosen = request.config.getoption("--redrive-record-mode", default=None)
+    # an explicit re-record request on the command line wins over a marker's mode
+    mode = "all" if chosen == "all" else (kwargs.get("record_mode") or default_record_mode(
+        request.config
+    ))
     if mode not in MODES:
         raise pytest.UsageError(f"redrive record_mode={mode!r}: use one of {', '.join(MODES)}")
     path = journal_path(item)

@@ -12,7 +12,8 @@ resumes in a new process, and checks a side-effect log kept outside both::
     subprocess.run([sys.executable, "-m", "myapp.worker", job_id])           # resumes
 
 Boundaries (see :func:`redrive.replay.set_boundary_hook`): ``model_before``,
-``model_after``, ``tool_claimed``, ``tool_body_done``, ``tool_recorded``.
+``model_after``, ``model_recorded``, ``tool_claimed``, ``tool_body_done``,
+``tool_recorded``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ from .replay import set_boundary_hook
 __all__ = ["BOUNDARIES", "CrashPoint", "SimulatedCrash", "crash_at", "install_from_env"]
 
 #: Every boundary a crash can be injected at, in the order a step passes them.
-BOUNDARIES = ("model_before", "model_after", "tool_claimed", "tool_body_done", "tool_recorded")
+BOUNDARIES = (
+    "model_before",
+    "model_after",
+    "model_recorded",
+    "tool_claimed",
+    "tool_body_done",
+    "tool_recorded",
+)
 
 
 class SimulatedCrash(BaseException):
@@ -92,7 +100,9 @@ def crash_at(point: str, name: str | None = None, *, nth: int = 1, kill: bool = 
 def install_from_env(variable: str = "REDRIVE_CRASH_AT") -> CrashPoint | None:
     """Install a crash described by an environment variable, if set.
 
-    The value is ``point[:name[:nth]]``, e.g. ``tool_claimed:send_email:1``.
+    The value is ``point[:name[:nth]]``, e.g. ``tool_claimed:send_email:1``;
+    the name may itself contain colons (``model_recorded:openai:POST /chat/completions``)
+    and a trailing ``:N`` is read as ``nth``.
 
     Returns:
         The installed :class:`CrashPoint`, or None when the variable is unset or empty.
@@ -103,13 +113,14 @@ def install_from_env(variable: str = "REDRIVE_CRASH_AT") -> CrashPoint | None:
     spec = os.environ.get(variable, "")
     if not spec:
         return None
-    parts = spec.split(":")
-    if len(parts) > 3:
+    point, _, rest = spec.partition(":")
+    nth = 1
+    head, sep, last = rest.rpartition(":")
+    if sep and last.isdigit():
+        rest, nth = head, int(last)
+    elif sep and not last:
         raise ValueError(f"{variable}={spec!r}: expected point[:name[:nth]]")
-    point = parts[0]
-    name = parts[1] if len(parts) > 1 and parts[1] else None
-    try:
-        nth = int(parts[2]) if len(parts) > 2 else 1
-    except ValueError:
-        raise ValueError(f"{variable}={spec!r}: nth must be an integer") from None
+    elif sep and last.lstrip("-").isdigit():
+        raise ValueError(f"{variable}={spec!r}: nth must be a positive integer")
+    name = rest or None
     return crash_at(point, name, nth=nth)

@@ -50,8 +50,12 @@ def _reopened_step(pending: list[Frame]) -> int | None:
 class Claims(RunState):
     """The claim, adoption and lease part of a Run."""
 
-    def _flush(self, update: RunUpdate | None = None) -> None:
-        """Append every queued frame in one durable transaction (group commit)."""
+    def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
+        """Append every queued frame in one transaction (group commit).
+
+        ``sync=False`` (model frames) returns once the frames survive this
+        process dying; the next synced write makes them fully durable.
+        """
         with self._lock:
             if not self._pending and update is None:
                 return
@@ -61,7 +65,8 @@ class Claims(RunState):
             first = frames[0].seq if frames else self._next_seq
             try:
                 self.journal.append(
-                    self.run_id, frames, expected_seq=first, update=update, epoch=self._epoch
+                    self.run_id, frames, expected_seq=first, update=update, epoch=self._epoch,
+                    sync=sync,
                 )
             except LeaseLostError as exc:
                 self._lease_lost = exc
@@ -148,6 +153,7 @@ class Claims(RunState):
                 self.run_id,
                 _take_until(self.journal.frames(self.run_id), record.next_seq),
                 self.policy,
+                source=self.journal.url,
             )
             ready = self._fast_forward(cursor, first, reopen, keep, opened, own_outcomes)
             if ready or RunStatus(record.status).terminal:

@@ -27,7 +27,8 @@ def set_boundary_hook(hook: Callable[[str, dict[str, Any]], None] | None) -> Non
     """Install ``hook(boundary, info)``, called at each step boundary (None removes it).
 
     Boundaries: ``model_before`` (about to call the model), ``model_after``
-    (response received, before its frames are queued), ``tool_claimed``
+    (response received, before its frames are queued), ``model_recorded``
+    (its frames written per ``model_commit``, result not yet returned), ``tool_claimed``
     (``tool_start`` durable, body not started), ``tool_body_done`` (body
     returned or raised, outcome not yet journaled), ``tool_recorded``
     (outcome durable, result not yet returned). ``info`` has ``run_id``,

@@ -8,6 +8,7 @@ with the journal. A lenient rule needs the whole index and loads it.
 from __future__ import annotations
 
 import collections
+import shlex
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -103,8 +104,12 @@ class Cursor:
         policy: the replay policy.
     """
 
-    def __init__(self, run_id: str, frames: Iterator[Frame], policy: ReplayPolicy) -> None:
+    def __init__(
+        self, run_id: str, frames: Iterator[Frame], policy: ReplayPolicy, *, source: str = ""
+    ) -> None:
         self.run_id = run_id
+        #: the journal's URL, for the hint in divergence messages
+        self.source = source
         self.policy = policy
         self._frames: Iterator[Frame] | None = frames
         self._ignore = policy.ignore_patterns
@@ -376,6 +381,14 @@ class Cursor:
             None,
         )
 
+    def _show_command(self) -> str:
+        """The CLI command that shows this run's record."""
+        if self.source.endswith(".rdj"):
+            return f"redrive show {shlex.quote(self.source)}"
+        if self.source and self.source not in ("runs.duckdb", ":memory:"):
+            return f"redrive --journal {shlex.quote(self.source)} show {shlex.quote(self.run_id)}"
+        return f"redrive show {shlex.quote(self.run_id)}"
+
     def _check_turn_order(self, step: RecordedStep, found: Found) -> None:
         """Tool and value steps of a turn commute; a model step comes after them.
 
@@ -417,7 +430,7 @@ class Cursor:
             "What to do: if the change is intended, record a new run (new run_id) or fork this "
             f"one before seq {step.seq} with redrive.fork(); to replay model steps despite prompt "
             "drift use replay=ReplayPolicy(model='warn'); to look at the record run "
-            f"`redrive show {self.run_id}`."
+            f"`{self._show_command()}`."
         )
         return DivergenceError(
             "\n".join(lines),

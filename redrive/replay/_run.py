@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
@@ -213,7 +214,9 @@ class Run(ToolSteps, Claims):
             )
         limit = record.next_seq
         frames = (f for f in self.journal.frames(self.run_id) if f.seq < limit)
-        self._cursor = Cursor(self.run_id, _take_until(frames, limit), self.policy)
+        self._cursor = Cursor(
+            self.run_id, _take_until(frames, limit), self.policy, source=self.journal.url
+        )
         self._next_seq = record.next_seq
         self._last_chain = record.last_chain
         self._resumed_at = record.next_seq
@@ -370,9 +373,12 @@ class Run(ToolSteps, Claims):
                                                     "view": view})
             self.live_steps += 1
             self._turn += 1
-            if self.model_commit == "each":
+            if self.model_commit != "group":
+                # "write": in the journal at once (a killed worker does not pay for this
+                # call again), made fully durable by the next synced write; "each": fsynced
                 with self._adopting(), contextlib.suppress(_Adopted):
-                    self._flush()
+                    self._flush(sync=self.model_commit == "each")
+        _boundary("model_recorded", self.run_id, seq, name)
 
     def model_step(
         self,
@@ -529,7 +535,11 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
         create: start the run when missing (default True; False raises UnknownRunError).
         live: False replays only: any step not in the journal raises ReplayMissError.
         redact: path patterns of argument fields never written to the journal.
-        model_commit: ``"group"`` (model frames ride on the next durable write) or ``"each"``.
+        model_commit: how a live model step's frames are written: ``"write"``
+            (default: appended at once without an fsync of their own; they survive
+            the worker being killed, and the next durable write covers a machine
+            crash), ``"group"`` (held in memory until the next durable write: a
+            killed worker pays for the call again) or ``"each"`` (fsynced at once).
         retryable: exception types after which the run stays resumable.
 
     Returns:
@@ -539,8 +549,20 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
         RunInputMismatchError, TerminalRunError, UnknownRunError, RunBusyError,
         JournalCorruptError.
     """
+    unknown = sorted(set(options) - _RUN_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"redrive.run() got unknown option(s) {', '.join(map(repr, unknown))}; the options "
+            f"are {', '.join(sorted(_RUN_OPTIONS))}"
+        )
     if isinstance(journal, str):
         from ..storage import shared_journal
 
         journal = shared_journal(journal)
     return Run(journal, run_id, **options)
+
+
+#: The keyword options of :func:`run` (those of the Run's constructor).
+_RUN_OPTIONS = frozenset(inspect.signature(Run.__init__).parameters) - {
+    "self", "journal", "run_id"
+}

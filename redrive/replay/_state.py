@@ -42,6 +42,33 @@ def _take_until(frames: Iterator[Frame], limit: int) -> Iterator[Frame]:
 
 
 
+def _check_options(
+    *,
+    max_attempts: Any,
+    lease: Any,
+    busy_timeout: Any,
+    create: Any,
+    live: Any,
+    redact: Any,
+    retryable: Any,
+) -> None:
+    """Refuse option values of the wrong type before anything is written (TypeError/ValueError)."""
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise TypeError(f"max_attempts={max_attempts!r}: use an int of at least 1")
+    for option, value in (("lease", lease), ("busy_timeout", busy_timeout)):
+        if value is None and option == "lease":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise TypeError(f"{option}={value!r}: use a positive number of seconds")
+    for option, value in (("create", create), ("live", live)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{option}={value!r}: use True or False")
+    if isinstance(redact, str) or not all(isinstance(p, str) for p in redact):
+        raise TypeError(f"redact={redact!r}: use a tuple of path patterns (strings)")
+    if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retryable):
+        raise TypeError(f"retryable={retryable!r}: use a tuple of exception types")
+
+
 def _flow() -> tuple[int, int]:
     """Identify the current thread and asyncio task (0 outside a task)."""
     try:
@@ -78,7 +105,7 @@ class RunState:
         create: bool = True,
         live: bool = True,
         redact: tuple[str, ...] = (),
-        model_commit: Literal["group", "each"] = "group",
+        model_commit: Literal["write", "group", "each"] = "write",
         retryable: tuple[type[BaseException], ...] = _DEFAULT_RETRYABLE,
         entrypoint: str | None = None,
     ) -> None:
@@ -88,10 +115,14 @@ class RunState:
             raise ValueError(f"on_in_flight={on_in_flight!r}: use 'raise' or 'tell_model'")
         if on_busy not in ("raise", "wait"):
             raise ValueError(f"on_busy={on_busy!r}: use 'raise' or 'wait'")
-        if model_commit not in ("group", "each"):
-            raise ValueError(f"model_commit={model_commit!r}: use 'group' or 'each'")
-        if lease is not None and lease <= 0:
-            raise ValueError(f"lease={lease!r}: a lease is a positive number of seconds")
+        if model_commit not in ("write", "group", "each"):
+            raise ValueError(
+                f"model_commit={model_commit!r}: use 'write' (default), 'group' or 'each'"
+            )
+        _check_options(
+            max_attempts=max_attempts, lease=lease, busy_timeout=busy_timeout, create=create,
+            live=live, redact=redact, retryable=retryable,
+        )
         self.journal = journal
         self.run_id = run_id
         self.policy = ReplayPolicy.of(replay)
@@ -299,7 +330,7 @@ class RunState:
 
     # -- implemented by the other parts of the Run ------------------------------
 
-    def _flush(self, update: RunUpdate | None = None) -> None:
+    def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
         raise NotImplementedError
 
     def _adopting(self) -> contextlib.AbstractContextManager[None]:

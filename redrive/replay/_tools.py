@@ -19,7 +19,7 @@ from ..frames import Kind, call_key, canonical
 from ._context import _boundary, _current, _current_key
 from ._cursor import RecordedStep, decode_outcome
 from ._diff import short
-from ._policy import match_view
+from ._policy import match_view, redact_paths
 from ._state import RunState, _Adopted
 
 __all__ = ["Recovery", "ToolSpec", "ToolSteps", "rebuild_error"]
@@ -175,10 +175,16 @@ class ToolSteps(RunState):
             if step is not None:
                 # in flight, or a retryable error that ended the last execution: unsettled
                 return self._tool_in_flight(spec, step, stored, key)
-            self._check_live("tool", spec.name, stored, key)
             failed_at = self._failed_keys.get((spec.name, key))
             if failed_at is not None and not (spec.restart_safe or spec.read_only):
+                # the same block as when recorded (a replay-only run never writes its outcome)
+                if not self.live or self._finished_record is not None:
+                    raise self._blocked_error(
+                        spec, failed_at, stored, f"{self.run_id}:{failed_at}:{spec.name}", 1,
+                        retry=True,
+                    )
                 return self._blocked(spec, failed_at, stored, key, turn, attempts=1, retry=True)
+            self._check_live("tool", spec.name, stored, key)
             seq = self._next_seq
             idem = f"{self.run_id}:{seq}:{spec.name}"
             with self._unqueue_on_failure():
@@ -235,6 +241,13 @@ class ToolSteps(RunState):
         self._check_live("tool", spec.name, stored, key)
         if step.args is not None:
             stored = step.args  # errors and recover() speak of the call that was in flight
+        ended = ""
+        if step.end is not None:  # a retryable error ended the last execution
+            error = decode_outcome(step).get("error") or {}
+            ended = (
+                f"it failed with the retryable {error.get('type')}: {error.get('message')} and "
+                "the run stopped there, so whether its side effect happened is unknown"
+            )
         if step.attempts >= self.max_attempts:
             raise RetryLimitExceededError(
                 f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} was started "
@@ -276,7 +289,7 @@ class ToolSteps(RunState):
             return self._rerun(spec, step, idem, key)
         if spec.restart_safe or spec.read_only:
             return self._rerun(spec, step, idem, key)
-        return self._blocked(spec, step.seq, stored, key, step.turn, step.attempts)
+        return self._blocked(spec, step.seq, stored, key, step.turn, step.attempts, cause=ended)
 
     def _rerun(self, spec: ToolSpec, step: RecordedStep, idem: str, key: str) -> _Plan:
         with self._unqueue_on_failure():
@@ -376,7 +389,8 @@ class ToolSteps(RunState):
             self._tool_failed(spec, plan, error)
             raise error from None
         with self._lock:
-            self._queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": result})
+            stored = redact_paths(result, self._redact)  # redact= covers results too
+            self._queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": stored})
             self._flush()
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
         return result

@@ -145,6 +145,7 @@ class Journal(Protocol):
         expected_seq: int,
         update: RunUpdate | None = None,
         epoch: int | None = None,
+        sync: bool = True,
     ) -> None:
         """Append ``frames`` (dense seqs from ``expected_seq``) atomically and durably.
 
@@ -157,6 +158,11 @@ class Journal(Protocol):
             update: changes to the run row, in the same transaction.
             epoch: the writer's lease epoch; when given and the run's lease
                 epoch differs, the write is refused (fencing).
+            sync: False lets the backend return once the write survives the
+                death of this process (written to the OS, or committed without
+                waiting for the WAL flush), not yet a machine crash; the next
+                ``sync=True`` write makes it fully durable. Used for model
+                frames, which nothing external depends on.
 
         Raises:
             AppendConflictError: another writer appended first.
@@ -397,8 +403,9 @@ def lease_taken(record: RunRecord, owner: str, ttl: float, now: float) -> RunRec
     ):
         raise RunBusyError(
             f"run {record.run_id!r} is leased by {record.lease_owner!r} for another "
-            f"{record.lease_expires - now:.1f} s (epoch {record.lease_epoch}); another worker is "
-            "executing it. Retry later, or pass on_busy='wait' to wait for it.",
+            f"{record.lease_expires - now:.1f} s (epoch {record.lease_epoch}): another worker is "
+            "executing it, or died and its lease has not lapsed yet. Retry after that, or pass "
+            "on_busy='wait' to wait for it.",
             run_id=record.run_id,
             seq=record.next_seq,
             owner=record.lease_owner,

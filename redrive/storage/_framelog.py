@@ -255,13 +255,16 @@ class FrameLog:
             os.ftruncate(self._fd, offset)
             _sync(self._fd)
 
-    def append(self, record: Any) -> int:
+    def append(self, record: Any, *, sync: bool = True) -> int:
         """Append one record and fsync it; return the bytes written.
 
         Args:
             record: a list of 1 to 15 plain values whose first item is a
                 type tag of 1 to 31 lowercase letters or underscores (the
                 fixed start lets a damaged log be told from a torn one fast).
+            sync: False skips the fsync: the record survives this process
+                dying (it is in the OS), and the next synced append (whose
+                fdatasync covers the file) makes it survive a machine crash.
 
         Raises:
             ValueError: ``record`` does not have that shape.
@@ -278,7 +281,8 @@ class FrameLog:
             written = os.write(self._fd, blob)
             if written != len(blob):
                 raise OSError(f"{self.path}: short write ({written} of {len(blob)} bytes)")
-            _sync(self._fd)
+            if sync:
+                _sync(self._fd)
         except OSError:
             with contextlib.suppress(OSError):  # else the torn tail is cut off on next open
                 os.ftruncate(self._fd, end)

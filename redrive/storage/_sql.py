@@ -349,6 +349,9 @@ class SqlJournal(RunIndexOps):
             self._insert_frames(cur, [first])
         return True
 
+    def _relaxed_commit(self, cur: Cursor) -> None:
+        """Let this transaction commit without waiting for stable storage (``sync=False``)."""
+
     def _on_conflict_nothing(self, column: str) -> str:
         return f" ON CONFLICT ({column}) DO NOTHING"
 
@@ -369,9 +372,12 @@ class SqlJournal(RunIndexOps):
         expected_seq: int,
         update: RunUpdate | None = None,
         epoch: int | None = None,
+        sync: bool = True,
     ) -> None:
         """See :meth:`redrive.storage.Journal.append`."""
         with self._transaction() as cur:
+            if not sync:
+                self._relaxed_commit(cur)
             record = self._select_run(cur, run_id, lock=True)
             if record is None:
                 raise unknown_run(run_id)

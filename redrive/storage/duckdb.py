@@ -329,10 +329,10 @@ class DuckDBJournal(RunIndexOps):
         else:
             raise _BadRecord(f"unknown record type {tag!r} (expected run, frames or decision)")
 
-    def _write(self, record: list[Any]) -> None:
-        """Make one mutation durable (log + fsync), then visible (memory)."""
+    def _write(self, record: list[Any], *, sync: bool = True) -> None:
+        """Make one mutation durable (log + fsync; ``sync=False``: log only), then visible."""
         if self._log is not None:
-            self._log.append(record)
+            self._log.append(record, sync=sync)
             self._apply(record)
             if self._held >= self.checkpoint_frames:
                 self.checkpoint()
@@ -383,6 +383,7 @@ class DuckDBJournal(RunIndexOps):
         expected_seq: int,
         update: RunUpdate | None = None,
         epoch: int | None = None,
+        sync: bool = True,
     ) -> None:
         """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:
@@ -392,7 +393,7 @@ class DuckDBJournal(RunIndexOps):
             check_fence(record, epoch)
             check_append(record, frames, expected_seq)
             row = after_append(record, frames, update, time.time())
-            self._write(["frames", _run_row(row), [_frame_row(f) for f in frames]])
+            self._write(["frames", _run_row(row), [_frame_row(f) for f in frames]], sync=sync)
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""

@@ -80,6 +80,7 @@ class MemoryJournal(RunIndexOps):
         expected_seq: int,
         update: RunUpdate | None = None,
         epoch: int | None = None,
+        sync: bool = True,
     ) -> None:
         """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:

@@ -185,6 +185,11 @@ class PostgresJournal(SqlJournal):
     def _lock_schema(self, cur: Cursor) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
 
+    def _relaxed_commit(self, cur: Cursor) -> None:
+        # the commit survives this client dying at once; the server's WAL flush follows
+        # within wal_writer_delay, and the next synchronous commit waits for it
+        cur.execute("SET LOCAL synchronous_commit TO OFF")
+
     def _on_conflict_nothing(self, column: str) -> str:
         # RETURNING tells _inserted whether the row went in (rowcount is not known
         # before the pipeline syncs)

@@ -552,6 +552,7 @@ class RdjJournal:
         expected_seq: int,
         update: RunUpdate | None = None,
         epoch: int | None = None,
+        sync: bool = True,
     ) -> None:
         """Refuse: raise ``PermissionError`` (the file is read-only)."""
         raise _read_only(self.path, f"append to run {run_id!r} at seq {expected_seq}")

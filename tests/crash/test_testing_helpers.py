@@ -104,9 +104,56 @@ def test_crash_spec_is_validated() -> None:
 
     with pytest.raises(ValueError, match="unknown boundary"):
         redrive.testing.crash_at("nowhere")
-    os.environ["REDRIVE_X"] = "tool_claimed:a:b"
+    os.environ["REDRIVE_X"] = "tool_claimed:a:-2"
     try:
-        with pytest.raises(ValueError, match="nth must be an integer"):
+        with pytest.raises(ValueError, match="nth must be a positive integer"):
             redrive.testing.install_from_env("REDRIVE_X")
+        os.environ["REDRIVE_X"] = "model_recorded:openai:POST /chat/completions:2"
+        crash = redrive.testing.install_from_env("REDRIVE_X")
+        assert crash is not None
+        assert (crash.name, crash.nth) == ("openai:POST /chat/completions", 2)
     finally:
         del os.environ["REDRIVE_X"]
+        redrive.replay.set_boundary_hook(None)
+
+
+MODEL_WORKER = textwrap.dedent(
+    """
+    import sys
+    import redrive
+    import redrive.testing
+
+    journal_path, log_path, mode = sys.argv[1:4]
+    redrive.testing.install_from_env()
+
+    @redrive.model
+    def ask(prompt: str) -> str:
+        with open(log_path, "a") as f:
+            f.write("paid " + prompt + "\\n")
+        return prompt.upper()
+
+    with redrive.run(redrive.open_journal(journal_path), "paid:1", model_commit=mode) as run:
+        run.finish([ask("one"), ask("two")])
+    print(run.output)
+    """
+)
+
+
+@pytest.mark.parametrize(("mode", "paid"), [("write", 2), ("group", 3)])
+def test_killed_worker_pays_for_a_finished_model_call_once(
+    tmp_path: Path, mode: str, paid: int
+) -> None:
+    """Killed right after a model answered: 'write' (default) keeps it; 'group' pays again."""
+    script = tmp_path / "model_worker.py"
+    script.write_text(MODEL_WORKER)
+    command = [sys.executable, str(script), str(tmp_path / "runs.duckdb"),
+               str(tmp_path / "paid.log"), mode]
+    env = {**os.environ, "REDRIVE_CRASH_AT": "model_recorded:model:ask:1"}
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    env.pop("REDRIVE_CRASH_AT")
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert "['ONE', 'TWO']" in second.stdout
+    lines = (tmp_path / "paid.log").read_text().splitlines()
+    assert len(lines) == paid and lines.count("paid two") == 1

@@ -63,13 +63,15 @@ def test_disk_full_stops_before_the_tool_body_and_keeps_the_journal(
     path = str(tmp_path / "runs.duckdb")
     journal = DuckDBJournal(path)
     real = DuckDBJournal.append
-    calls = {"n": 0}
+    disk = {"full": False}
 
-    def full(self: DuckDBJournal, *args: Any, **kwargs: Any) -> None:
-        calls["n"] += 1
-        if calls["n"] >= 5:  # the claim of the third invoice and everything after
+    def full(self: DuckDBJournal, run_id: str, frames: Any, **kwargs: Any) -> None:
+        # the disk fills up at the claim of the third invoice; every write after fails too
+        if any(f.kind == "tool_start" and f.data()["args"] == {"customer": "c"} for f in frames):
+            disk["full"] = True
+        if disk["full"]:
             raise OSError(errno.ENOSPC, "No space left on device", path)
-        real(self, *args, **kwargs)
+        real(self, run_id, frames, **kwargs)
 
     monkeypatch.setattr(DuckDBJournal, "append", full)
     with pytest.raises(redrive.JournalWriteError, match="No space left") as info, redrive.run(
@@ -87,7 +89,8 @@ def test_disk_full_stops_before_the_tool_body_and_keeps_the_journal(
     assert [f.kind for f in kept].count("tool_done") == 2
     with redrive.run(journal, "job:1") as run:  # space is back: resume finishes the run
         out = loop(["a", "b", "c"])
-    assert out[-1] == "inv-c" and EFFECTS == ["a", "b", "c"] and run.replayed_steps == 4
+    # the model call for "c" was journaled before the disk filled: it is not paid again
+    assert out[-1] == "inv-c" and EFFECTS == ["a", "b", "c"] and run.replayed_steps == 5
     journal.close()
 
 

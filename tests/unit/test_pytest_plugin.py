@@ -112,6 +112,17 @@ def test_ci_defaults_to_none_and_the_marker_overrides(
     assert _calls(pytester) == ["a"]
 
 
+def test_command_line_all_re_records_a_marked_test(pytester: pytest.Pytester) -> None:
+    """--redrive-record-mode=all re-records even a test whose marker says once."""
+    _write(pytester, ["a"], marker='(record_mode="once")')
+    pytester.runpytest().assert_outcomes(passed=1)
+    _write(pytester, ["b"], marker='(record_mode="once")')
+    pytester.runpytest().assert_outcomes(failed=1)  # drifted: once replays only
+    pytester.runpytest("--redrive-record-mode=all").assert_outcomes(passed=1)
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a", "b"]
+
+
 def test_failing_test_recording_is_not_saved(pytester: pytest.Pytester) -> None:
     """A test that fails while recording leaves no journal behind."""
     pytester.makepyfile(test_agent=TEST_FILE.format(prompts=["a"], marker="")

@@ -83,7 +83,7 @@ def test_round_trip_keeps_every_frame(journal: MemoryJournal, rdj_path: Path) ->
     record = journal.get_run("r1")
     assert record is not None
     assert rj.get_run("r1") == attrs.evolve(record, lease_owner=None, lease_expires=None)
-    assert rj.header.flags["model_commit"] == "group"
+    assert rj.header.flags["model_commit"] == "write"
     assert read_header(rdj_path).frames == record.next_seq
     assert rj.get_run("other") is None and list(rj.frames("other")) == []
     assert [r.run_id for r in rj.runs()] == ["r1"] and rj.runs(status="failed") == []

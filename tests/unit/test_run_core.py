@@ -311,22 +311,34 @@ def test_outside_a_run_is_pass_through(world: Counter) -> None:
     assert redrive.current_run() is None and redrive.idempotency_key() is None
 
 
-def test_group_commit_of_model_frames(journal: Journal) -> None:
-    """Model frames ride on the next durable write; model_commit='each' writes them at once."""
+def test_model_commit_modes(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model frames: written at once without an fsync (default), held ('group'), or fsynced."""
 
     @redrive.model
     def ask(q: str) -> str:
         return q.upper()
 
-    with redrive.run(journal, "c1") as run:
-        ask("a")
-        assert journal.get_run("c1").next_seq == 1  # type: ignore[union-attr]
-    with redrive.run(journal, "c2", model_commit="each") as run:
-        ask("a")
-        assert journal.get_run("c2").next_seq == 3  # type: ignore[union-attr]
-    kinds = [f.kind for f in journal.frames("c1")]
-    assert kinds == [Kind.RUN_START, Kind.MODEL_REQUEST, Kind.MODEL_RESPONSE, Kind.RUN_END]
-    assert run.status == "succeeded"
+    syncs: list[bool] = []
+    real = type(journal).append
+
+    def spy(self: Any, run_id: str, frames: Any, **kwargs: Any) -> None:
+        syncs.append(kwargs.get("sync", True))
+        real(self, run_id, frames, **kwargs)
+
+    monkeypatch.setattr(type(journal), "append", spy)
+    for run_id, mode, visible, synced in (
+        ("c1", "write", 3, [False]),
+        ("c2", "group", 1, []),
+        ("c3", "each", 3, [True]),
+    ):
+        syncs.clear()
+        with redrive.run(journal, run_id, model_commit=mode) as run:
+            ask("a")
+            assert journal.get_run(run_id).next_seq == visible  # type: ignore[union-attr]
+            assert syncs == synced
+        kinds = [f.kind for f in journal.frames(run_id)]
+        assert kinds == [Kind.RUN_START, Kind.MODEL_REQUEST, Kind.MODEL_RESPONSE, Kind.RUN_END]
+        assert run.status == "succeeded"
 
 
 def test_async_context_manager(journal: Journal) -> None:
@@ -661,3 +673,50 @@ def test_transient_model_api_errors_leave_the_run_resumable(journal: Journal) ->
         with pytest.raises(type(exc)), redrive.run(journal, f"api:{i}"):
             raise exc
         assert journal.get_run(f"api:{i}").status == status  # type: ignore[union-attr]
+
+
+def test_option_types_are_checked_before_anything_is_written(journal: Journal) -> None:
+    """Misspelt or mistyped options fail at once with a clear TypeError; nothing is journaled."""
+    for options in ({"max_attempts": "5"}, {"lease": "30"}, {"replya": "strict"},
+                    {"redact": "$.token"}, {"live": "no"}):
+        with pytest.raises(TypeError):
+            redrive.run(journal, "opts", **options)
+    assert journal.get_run("opts") is None
+
+
+def test_redact_covers_tool_results(journal: Journal) -> None:
+    """redact= paths are also replaced in journaled tool results (the live caller sees them)."""
+
+    @redrive.tool(read_only=True)
+    def get_credentials(user: str) -> dict[str, str]:
+        return {"user": user, "api-key": "TOOL-RESULT-SECRET"}
+
+    with redrive.run(journal, "res", redact=("$..api-key",)):
+        live = get_credentials("ada")
+    assert live["api-key"] == "TOOL-RESULT-SECRET"
+    assert b"TOOL-RESULT-SECRET" not in b"".join(f.payload for f in journal.frames("res"))
+    with redrive.run(journal, "res", redact=("$..api-key",)):
+        assert get_credentials("ada")["api-key"] == "[REDACTED]"
+
+
+def test_blocked_retry_replays_as_the_same_block(journal: Journal) -> None:
+    """A caught failure then a blocked retry replays (live=False) as the same block."""
+
+    @redrive.tool
+    def submit_payment(amount: int) -> str:
+        raise ValueError("card declined")
+
+    def loop() -> str:
+        with contextlib.suppress(ValueError):
+            submit_payment(5)
+        try:
+            submit_payment(5)
+        except redrive.SideEffectRetryBlockedError:
+            return "blocked"
+        return "ran twice"
+
+    with redrive.run(journal, "blk") as run:
+        run.finish(loop())
+    assert run.output == "blocked"
+    with redrive.run(journal, "blk", live=False):
+        assert loop() == "blocked"
