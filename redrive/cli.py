@@ -271,6 +271,12 @@ def _usage(payload: dict[str, Any]) -> dict[str, int] | None:
     return None
 
 
+def _started_at(data: dict[str, Any], default: float) -> float:
+    """When a step began: a model request's ``started_at`` (its frames are written at the end)."""
+    started = data.get("started_at")
+    return float(started) if isinstance(started, int | float) else default
+
+
 def _steps(frames: Iterator[Frame]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Pair each step's opening frame with its outcome; return ``(steps, run info)``."""
     steps: list[dict[str, Any]] = []
@@ -288,7 +294,8 @@ def _steps(frames: Iterator[Frame]) -> tuple[list[dict[str, Any]], dict[str, Any
         if frame.kind in _STEP_KINDS:
             step = {
                 "seq": frame.seq, "kind": _STEP_KINDS[frame.kind], "name": frame.name,
-                "key": frame.key, "args": data.get("args"), "at": frame.at,
+                "key": frame.key, "args": data.get("args"),
+                "at": _started_at(data, frame.at),
                 "status": "done" if frame.kind == Kind.VALUE.value else "in flight",
                 "duration_ms": 0.0 if frame.kind == Kind.VALUE.value else None,
                 "tokens": None, "error": None,

@@ -37,7 +37,7 @@ from ._context import (
 )
 from ._cursor import Cursor, RecordedStep, decode_outcome
 from ._policy import match_view
-from ._state import _UNSET, _Adopted, _take_until, _version
+from ._state import _UNSET, _Adopted, _flow, _take_until, _version
 from ._tools import Recovery, ToolSpec, ToolSteps, rebuild_error, tool_error_retryable
 
 __all__ = [
@@ -335,6 +335,7 @@ class Run(ToolSteps, Claims):
                 self._turn += 1
                 return step, stored, key, turn
             self._check_live("model", name, stored, key)
+            self._model_started[(_flow(), name)] = time.time()
         _boundary("model_before", self.run_id, self._next_seq, name)
         return step, stored, key, turn
 
@@ -363,9 +364,11 @@ class Run(ToolSteps, Claims):
                 seq = self._next_seq
                 if self._cursor is not None:
                     self._requests = self._cursor.expander
-                payload = self._requests.stored(
-                    name, {"args": stored_request, "turn": turn, "view": view}
-                )
+                started = self._model_started.pop((_flow(), name), None)
+                request: dict[str, Any] = {"args": stored_request, "turn": turn, "view": view}
+                if started is not None:
+                    request["started_at"] = started  # for durations in `redrive show`
+                payload = self._requests.stored(name, request)
                 self._queue(Kind.MODEL_REQUEST, name, payload, key)
             else:
                 seq = unfinished.seq

@@ -151,6 +151,7 @@ class RunState:
         self._output_set = False
         self._short_circuited = False
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
+        self._model_started: dict[tuple[tuple[int, int], str], float] = {}
         self._epoch: int | None = None
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._renewer: threading.Thread | None = None

@@ -363,3 +363,27 @@ def test_sql_error_names_no_private_class(
     code, data = _json(capsys, "--journal", journal_url, "sql", "SELECT nope FROM nowhere")
     assert code == cli.EXIT_USAGE and data["error"] == "QueryError"
     assert data["message"].startswith("query failed: Catalog Error")
+
+
+def test_show_measures_model_steps_from_their_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model step's duration runs from the call's start, not from when its frames were written."""
+    url = str(tmp_path / "dur.duckdb")
+    journal = redrive.open_journal(url)
+
+    @redrive.model
+    def ask(prompt: str) -> str:
+        return prompt.upper()
+
+    with redrive.run(journal, "dur"):
+        ask("hi")
+    frames = list(journal.frames("dur"))
+    journal.close()
+    request = next(f for f in frames if f.kind == "model_request")
+    response = next(f for f in frames if f.kind == "model_response")
+    started = request.data()["started_at"]
+    assert started <= request.at
+    code, data = _json(capsys, "--journal", url, "show", "dur")
+    assert code == 0
+    assert data["steps"][0]["duration_ms"] == round((response.at - started) * 1000, 3)
