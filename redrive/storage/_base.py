@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ..errors import AppendConflictError, JournalCorruptError, LeaseLostError
+from ..errors import AppendConflictError, JournalCorruptError, LeaseLostError, UnknownRunError
 from ..frames import GENESIS, Frame, decode
 
 __all__ = [
@@ -20,9 +20,11 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "RunUpdate",
+    "appended",
     "check_append",
     "check_fence",
     "held_by_other",
+    "unknown_run",
 ]
 
 
@@ -257,6 +259,40 @@ def check_fence(record: RunRecord, epoch: int | None) -> None:
             epoch=epoch,
             current_epoch=record.lease_epoch,
         )
+
+
+def unknown_run(run_id: str) -> UnknownRunError:
+    """Return the error for a run id that no journal row has."""
+    return UnknownRunError(
+        f"no run {run_id!r} in this journal; check the run id and the journal URL, or start it "
+        "with redrive.run(...) (create=True)",
+        run_id=run_id,
+    )
+
+
+def appended(
+    record: RunRecord | None,
+    run_id: str,
+    frames: Sequence[Frame],
+    *,
+    expected_seq: int,
+    update: RunUpdate | None,
+    epoch: int | None,
+) -> RunRecord:
+    """Check an append against the run's current row and return the row after it.
+
+    Every backend calls this inside its own transaction or lock, with the row
+    it just read (None when the run is missing).
+
+    Raises:
+        UnknownRunError, LeaseLostError, RunBusyError, AppendConflictError,
+        ValueError: as :meth:`Journal.append`.
+    """
+    if record is None:
+        raise unknown_run(run_id)
+    check_fence(record, epoch)
+    check_append(record, frames, expected_seq)
+    return after_append(record, frames, update, time.time())
 
 
 def held_by_other(record: RunRecord, owner: str | None) -> bool:

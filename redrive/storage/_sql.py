@@ -23,11 +23,10 @@ from ._base import (
     RunRecord,
     RunStatus,
     RunUpdate,
-    after_append,
+    appended,
     check_append,
-    check_fence,
+    unknown_run,
 )
-from .memory import unknown_run
 
 __all__ = ["SqlJournal"]
 
@@ -378,13 +377,12 @@ class SqlJournal(RunIndexOps):
         with self._transaction() as cur:
             if not sync:
                 self._relaxed_commit(cur)
-            record = self._select_run(cur, run_id, lock=True)
-            if record is None:
-                raise unknown_run(run_id)
-            check_fence(record, epoch)
-            check_append(record, frames, expected_seq)
+            row = appended(
+                self._select_run(cur, run_id, lock=True), run_id, frames,
+                expected_seq=expected_seq, update=update, epoch=epoch,
+            )
             self._insert_frames(cur, frames)
-            self._write_run(cur, after_append(record, frames, update, time.time()))
+            self._write_run(cur, row)
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""

@@ -40,14 +40,13 @@ from ._base import (
     RunRecord,
     RunStatus,
     RunUpdate,
-    after_append,
+    appended,
     check_append,
-    check_fence,
+    unknown_run,
 )
 from ._framelog import ADVICE as _ADVICE
 from ._framelog import FrameLog
 from ._sql import FRAME_ATTRS, FRAME_COLUMNS, RUN_COLUMNS, Cursor, SqlJournal, _frame
-from .memory import unknown_run
 
 __all__ = ["CHECKPOINT_FRAMES", "DuckDBJournal"]
 
@@ -387,12 +386,10 @@ class DuckDBJournal(RunIndexOps):
     ) -> None:
         """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:
-            record = self._record(run_id)
-            if record is None:
-                raise unknown_run(run_id)
-            check_fence(record, epoch)
-            check_append(record, frames, expected_seq)
-            row = after_append(record, frames, update, time.time())
+            row = appended(
+                self._record(run_id), run_id, frames,
+                expected_seq=expected_seq, update=update, epoch=epoch,
+            )
             self._write(["frames", _run_row(row), [_frame_row(f) for f in frames]], sync=sync)
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:

@@ -8,28 +8,19 @@ from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
-from ..errors import UnknownRunError
 from ..frames import Frame
 from ._base import (
     Decision,
     RunIndexOps,
     RunRecord,
     RunUpdate,
-    after_append,
+    appended,
     check_append,
-    check_fence,
+    unknown_run,
 )
 
 __all__ = ["MemoryJournal"]
 
-
-def unknown_run(run_id: str) -> UnknownRunError:
-    """Return the error for a run id that no journal row has."""
-    return UnknownRunError(
-        f"no run {run_id!r} in this journal; check the run id and the journal URL, or start it "
-        "with redrive.run(...) (create=True)",
-        run_id=run_id,
-    )
 
 
 class MemoryJournal(RunIndexOps):
@@ -84,11 +75,12 @@ class MemoryJournal(RunIndexOps):
     ) -> None:
         """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:
-            record = self._row(run_id)
-            check_fence(record, epoch)
-            check_append(record, frames, expected_seq)
+            row = appended(
+                self._runs.get(run_id), run_id, frames,
+                expected_seq=expected_seq, update=update, epoch=epoch,
+            )
             self._frames[run_id].extend(frames)
-            self._runs[run_id] = after_append(record, frames, update, time.time())
+            self._runs[run_id] = row
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""
