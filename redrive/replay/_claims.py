@@ -22,7 +22,7 @@ from ..errors import (
     RunBusyError,
 )
 from ..frames import Frame, Kind
-from ..storage import RunStatus, RunUpdate, held_by_other
+from ..storage import RunRecord, RunStatus, RunUpdate, held_by_other
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
 from ._state import RunState, _Adopted, _take_until
 
@@ -282,6 +282,13 @@ class Claims(RunState):
             seq=self._next_seq,
         )
 
+    def _catch_up(self, record: RunRecord) -> None:
+        """Re-read the run when another worker appended while this one waited to enter."""
+        if record.next_seq != self._next_seq:
+            self._cursor = None
+            self._finished_record = None
+            self._resume(record)
+
     def _wait_for_lease_holder(self) -> None:
         """A worker without a lease: wait (on_busy="wait") while another holds the run's lease.
 
@@ -305,10 +312,8 @@ class Claims(RunState):
                     owner=record.lease_owner,
                 )
             time.sleep(0.05)
-        if record is not None and record.next_seq != self._next_seq:
-            self._cursor = None
-            self._finished_record = None
-            self._resume(record)
+        if record is not None:
+            self._catch_up(record)
 
     def _take_lease(self) -> None:
         assert self.lease is not None
@@ -325,10 +330,7 @@ class Claims(RunState):
         try:
             record = self.journal.get_run(self.run_id)
             assert record is not None
-            if record.next_seq != self._next_seq:
-                self._cursor = None
-                self._finished_record = None
-                self._resume(record)
+            self._catch_up(record)
         except BaseException:
             # entering fails (ended elsewhere, input mismatch...): do not sit on the lease
             with contextlib.suppress(Exception):
