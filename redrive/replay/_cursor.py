@@ -151,13 +151,9 @@ class Cursor:
                 try:
                     data = self.expander.request(frame, data)
                 except ValueError as exc:
-                    raise JournalCorruptError(
-                        f"run {self.run_id!r}: model request at seq {frame.seq} cannot be "
-                        f"resolved ({exc}); the journal is damaged or truncated before it",
-                        run_id=self.run_id,
-                        seq=frame.seq,
-                        last_good_seq=frame.seq - 1,
-                        reason="prefix reference",
+                    raise self._corrupt(
+                        frame, "prefix reference",
+                        f"is a model request whose prefix reference cannot be resolved ({exc})",
                     ) from None
             step = RecordedStep(
                 seq=frame.seq,
@@ -192,13 +188,9 @@ class Cursor:
                 return True
             target = self._steps.get(ref)
             if target is None and kind in _END_KINDS:
-                raise JournalCorruptError(
-                    f"run {self.run_id!r}: {kind} frame at seq {frame.seq} refers to step seq "
-                    f"{ref}, which opened no step; the journal is damaged",
-                    run_id=self.run_id,
-                    seq=frame.seq,
-                    last_good_seq=frame.seq - 1,
-                    reason="dangling outcome",
+                raise self._corrupt(
+                    frame, "dangling outcome",
+                    f"is a {kind} for step seq {ref}, which opened no step",
                 )
             if target is None:
                 return True
@@ -213,7 +205,8 @@ class Cursor:
         return True
 
     def _corrupt(self, frame: Frame, reason: str, what: str) -> JournalCorruptError:
-        last_good = self._last_seq
+        # a frame that passed its chain check can still be bad inside: it is not good
+        last_good = min(self._last_seq, frame.seq - 1)
         return JournalCorruptError(
             f"run {self.run_id!r}: frame seq {frame.seq} {what}; the journal was altered, "
             f"reordered or truncated (last good seq {last_good}). Nothing was replayed from "

@@ -720,3 +720,22 @@ def test_blocked_retry_replays_as_the_same_block(journal: Journal) -> None:
     assert run.output == "blocked"
     with redrive.run(journal, "blk", live=False):
         assert loop() == "blocked"
+
+
+def test_a_well_chained_frame_with_a_bad_payload_is_not_the_last_good_seq() -> None:
+    """A frame whose chain holds but whose payload is malformed is reported, with seq - 1 good."""
+    from redrive.frames import GENESIS, make_frame
+    from redrive.storage import RunRecord
+
+    journal = MemoryJournal()
+    first = make_frame(run_id="bad", seq=0, kind=Kind.RUN_START, name="run",
+                       payload={"input": None}, prev_chain=GENESIS)
+    journal.create_run(RunRecord(run_id="bad", input_fp=""), first)
+    start = make_frame(run_id="bad", seq=1, kind=Kind.TOOL_START, name="t",
+                       payload=["not", "a", "map"], prev_chain=first.chain)
+    journal.append("bad", [start], expected_seq=1)
+    with pytest.raises(redrive.JournalCorruptError) as info, redrive.run(
+        journal, "bad", live=False
+    ):
+        pass
+    assert info.value.seq == 1 and info.value.last_good_seq == 0
