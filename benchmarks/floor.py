@@ -36,8 +36,13 @@ def machine_floor(directory: str, *, rounds: int = 300) -> dict[str, float]:
     canonical encode + decode), ``xxh3_2k``.
     """
     frame = {
-        "run_id": "bench:1", "seq": 7, "kind": "model_request", "name": "model:stub-1",
-        "key": "0" * 32, "chain": "f" * 32, "payload": w.model_request(7),
+        "run_id": "bench:1",
+        "seq": 7,
+        "kind": "model_request",
+        "name": "model:stub-1",
+        "key": "0" * 32,
+        "chain": "f" * 32,
+        "payload": w.model_request(7),
     }
     blob = msgpack.packb(frame)
     path = os.path.join(directory, "fsync.bin")

@@ -83,8 +83,12 @@ def redrive_measure(system: str, measure: str, n: int, directory: str) -> dict[s
         took = w.timed(record)
         size = w.journal_bytes(journal, run_id + ":rec")
         journal.close()
-        result = {"plain_s": plain, "record_s": took, "bytes": size,
-                  "durable_writes": journal.appends}
+        result = {
+            "plain_s": plain,
+            "record_s": took,
+            "bytes": size,
+            "durable_writes": journal.appends,
+        }
         if system == "redrive-duckdb":
             result["file_bytes"] = w.file_size(url)
         return result
@@ -173,7 +177,9 @@ def _prepare_redrive(url: str, run_id: str, n: int) -> None:
             seq += len(batch)
             batch = []
     target.append(
-        run_id, batch, expected_seq=seq,
+        run_id,
+        batch,
+        expected_seq=seq,
         update=RunUpdate(status=record.status, output=record.output),
     )
     target.close()
@@ -227,8 +233,13 @@ def dbos_measure(measure: str, n: int, directory: str) -> dict[str, Any]:
         return w.plain_loop(steps, dbos_model, dbos_tool)
 
     stamp["t0"] = time.perf_counter()
-    DBOS(config={"name": "redrive-bench", "system_database_url": f"sqlite:///{db}",
-                 "log_level": "ERROR"})
+    DBOS(
+        config={
+            "name": "redrive-bench",
+            "system_database_url": f"sqlite:///{db}",
+            "log_level": "ERROR",
+        }
+    )
     DBOS.launch()  # on resume, DBOS recovers the pending workflow in the background
     if measure == "resume":
         time.sleep(600)

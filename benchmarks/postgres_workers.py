@@ -113,8 +113,9 @@ def postgres_workers(url: str, schema: str, workers: int, steps: int) -> dict[st
     out: Any = ctx.Queue()
     tag = uuid.uuid4().hex[:6]
     procs = [
-        ctx.Process(target=_pg_worker, args=(url, schema, f"pg{workers}-{tag}-{i}", steps,
-                                             start, out))
+        ctx.Process(
+            target=_pg_worker, args=(url, schema, f"pg{workers}-{tag}-{i}", steps, start, out)
+        )
         for i in range(workers)
     ]
     for p in procs:
@@ -153,8 +154,9 @@ def duckdb_workers(path: str, workers: int, steps: int) -> dict[str, float]:
         t.join()
     journal.close()
     set_boundary_hook(None)
-    return _summary([(d, b, e, latencies if i == 0 else []) for i, (d, b, e, _) in
-                     enumerate(results)])
+    return _summary(
+        [(d, b, e, latencies if i == 0 else []) for i, (d, b, e, _) in enumerate(results)]
+    )
 
 
 def _summary(results: list[tuple[int, float, float, list[float]]]) -> dict[str, float]:
@@ -196,13 +198,19 @@ def main() -> None:
     finally:
         with psycopg.connect(args.url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-    print(f"bare INSERT round trip: Postgres {bare * 1e3:.3f} ms, DuckDB {duck_bare * 1e3:.3f} ms"
-          f" (medians; ratios below are against the Postgres one, = 1.0)")
-    print(f"{args.steps} side-effecting tool steps per worker (claim + outcome = 2 durable "
-          "writes each); Postgres workers are processes, DuckDB workers threads of one process")
+    print(
+        f"bare INSERT round trip: Postgres {bare * 1e3:.3f} ms, DuckDB {duck_bare * 1e3:.3f} ms"
+        f" (medians; ratios below are against the Postgres one, = 1.0)"
+    )
+    print(
+        f"{args.steps} side-effecting tool steps per worker (claim + outcome = 2 durable "
+        "writes each); Postgres workers are processes, DuckDB workers threads of one process"
+    )
     print()
-    print("| workers | backend | steps/s | steps/s x bare INSERT | claim median | "
-          "claim median / bare | claim p99 | claim p99 / bare |")
+    print(
+        "| workers | backend | steps/s | steps/s x bare INSERT | claim median | "
+        "claim median / bare | claim p99 | claim p99 / bare |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n, pg, dk in rows:
         for name, m in (("postgres", pg), ("duckdb", dk)):

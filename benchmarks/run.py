@@ -21,7 +21,12 @@ from typing import Any
 from . import floor
 
 SYSTEMS = [
-    "redrive-duckdb", "redrive-memory", "redrive-postgres", "dbos", "langgraph", "vcrpy",
+    "redrive-duckdb",
+    "redrive-memory",
+    "redrive-postgres",
+    "dbos",
+    "langgraph",
+    "vcrpy",
     "vcrpy-body",
 ]
 CANNOT = {
@@ -45,7 +50,9 @@ def _call(system: str, what: str, n: int, directory: str, timeout: float = 1800)
         os.unlink(result_path)
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.peers", system, what, str(n), directory],
-        capture_output=True, text=True, timeout=timeout,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     )
     if os.path.exists(result_path):
@@ -73,8 +80,12 @@ def _available(system: str) -> str:
         except Exception as exc:
             return f"PostgreSQL not reachable: {type(exc).__name__}"
         return ""
-    module = {"dbos": "dbos", "langgraph": "langgraph.checkpoint.sqlite", "vcrpy": "vcr",
-              "vcrpy-body": "vcr"}.get(system)
+    module = {
+        "dbos": "dbos",
+        "langgraph": "langgraph.checkpoint.sqlite",
+        "vcrpy": "vcr",
+        "vcrpy-body": "vcr",
+    }.get(system)
     if module is None:
         return ""
     try:
@@ -106,8 +117,9 @@ def measure_all(quick: bool, work: str) -> dict[str, Any]:
     n_resume = (10, 1000) if quick else (10, 1000, 10000)
     n_replay = 1000
     n_large = 20_000 if quick else 500_000  # steps; frames are about twice as many
-    out: dict[str, Any] = {"sizes": {"record": n_record, "resume": n_resume,
-                                     "replay": n_replay, "large": n_large}}
+    out: dict[str, Any] = {
+        "sizes": {"record": n_record, "resume": n_resume, "replay": n_replay, "large": n_large}
+    }
     for system in SYSTEMS:
         row: dict[str, Any] = {"cannot": CANNOT[system]}
         out[system] = row
@@ -167,8 +179,12 @@ def report(data: dict[str, Any]) -> str:
             lines.append(f"| {system} | not run: {row['error']} |" + " |" * (len(head) - 2))
             continue
         over, plain = per_step(row)
-        cells = [system, _fmt_time(over), _ratio((over or 0) + (plain or 0), plain),
-                 _ratio(over, ref_over)]
+        cells = [
+            system,
+            _fmt_time(over),
+            _ratio((over or 0) + (plain or 0), plain),
+            _ratio(over, ref_over),
+        ]
         for n in resume_ns:
             cells.append(_fmt_time(row.get("resume", {}).get(n)) if "resume" in row else "cannot")
         rep = row.get("replay")
@@ -188,37 +204,50 @@ def report(data: dict[str, Any]) -> str:
         if row.get("error"):
             lines.append(f"| ↳ {system} partly failed: {row['error']} |" + " |" * (len(head) - 2))
     lines.append("")
-    lines.append("What each cannot do: " + "; ".join(
-        f"**{s}**: {c}" for s, c in CANNOT.items() if c))
+    lines.append(
+        "What each cannot do: " + "; ".join(f"**{s}**: {c}" for s, c in CANNOT.items() if c)
+    )
     fl = data["floor"]
     lines.append("")
     lines.append("Machine floor (medians):")
-    lines.append(f"- append 2 KB + fsync: {_fmt_time(fl['fsync_2k'])}; "
-                 f"1,000 appends + one fsync, per frame: {_fmt_time(fl['group_fsync_per_frame'])}")
-    lines.append(f"- msgpack pack+unpack of a {fl['frame_bytes']:.0f} B frame: "
-                 f"{_fmt_time(fl['msgpack_2k'])}; redrive canonical encode+decode: "
-                 f"{_fmt_time(fl['canonical_2k'])}; xxh3-128: {_fmt_time(fl['xxh3_2k'])}")
+    lines.append(
+        f"- append 2 KB + fsync: {_fmt_time(fl['fsync_2k'])}; "
+        f"1,000 appends + one fsync, per frame: {_fmt_time(fl['group_fsync_per_frame'])}"
+    )
+    lines.append(
+        f"- msgpack pack+unpack of a {fl['frame_bytes']:.0f} B frame: "
+        f"{_fmt_time(fl['msgpack_2k'])}; redrive canonical encode+decode: "
+        f"{_fmt_time(fl['canonical_2k'])}; xxh3-128: {_fmt_time(fl['xxh3_2k'])}"
+    )
     wr = data["writes"]
-    lines.append(f"- durable writes per side-effecting tool step: {wr['tool_step']:.2f}; "
-                 f"per model step: {wr['model_step_group']:.2f} (group commit), "
-                 f"{wr['model_step_each']:.2f} (model_commit='each')")
+    lines.append(
+        f"- durable writes per side-effecting tool step: {wr['tool_step']:.2f}; "
+        f"per model step: {wr['model_step_group']:.2f} (group commit), "
+        f"{wr['model_step_each']:.2f} (model_commit='each')"
+    )
     rec = ref.get("record")
     if rec:
         pair = (rec["record_s"] - rec["plain_s"]) / (sizes["record"] / 2)
-        lines.append(f"- redrive DuckDB, one model step + one tool step: {_fmt_time(pair)} = "
-                     f"{pair / (2 * fl['fsync_2k']):.1f}x the two fsyncs it must do "
-                     f"({_fmt_time(2 * fl['fsync_2k'])})")
+        lines.append(
+            f"- redrive DuckDB, one model step + one tool step: {_fmt_time(pair)} = "
+            f"{pair / (2 * fl['fsync_2k']):.1f}x the two fsyncs it must do "
+            f"({_fmt_time(2 * fl['fsync_2k'])})"
+        )
     for n in (sizes["replay"], sizes["large"]):
         peak = ref.get(f"peak-{n}")
         if peak:
-            lines.append(f"- redrive DuckDB replay of {peak['frames']:,} frames: "
-                         f"{_fmt_time(peak['replay_s'] / peak['frames'])} per frame, "
-                         f"peak memory growth {peak['peak_kb'] / 1024:.1f} MB")
+            lines.append(
+                f"- redrive DuckDB replay of {peak['frames']:,} frames: "
+                f"{_fmt_time(peak['replay_s'] / peak['frames'])} per frame, "
+                f"peak memory growth {peak['peak_kb'] / 1024:.1f} MB"
+            )
     gr = data["growth"]
-    lines.append("- journal bytes/step (logical): fixed 2 KB requests "
-                 + ", ".join(f"N={n}: {v:,.0f}" for n, v in gr["fixed"].items())
-                 + "; whole conversation re-sent each request "
-                 + ", ".join(f"N={n}: {v:,.0f}" for n, v in gr["conversation"].items()))
+    lines.append(
+        "- journal bytes/step (logical): fixed 2 KB requests "
+        + ", ".join(f"N={n}: {v:,.0f}" for n, v in gr["fixed"].items())
+        + "; whole conversation re-sent each request "
+        + ", ".join(f"N={n}: {v:,.0f}" for n, v in gr["conversation"].items())
+    )
     return "\n".join(lines)
 
 
@@ -234,10 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     stamp = datetime.date.today().isoformat()
-    print(f"redrive benchmarks, {stamp}, {platform.node()} ({platform.machine()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}), "
-          f"{'quick' if args.quick else 'full'} size; N steps = N/2 model + N/2 tool calls; "
-          f"record N={data['sizes']['record']}, replay N={data['sizes']['replay']}\n")
+    print(
+        f"redrive benchmarks, {stamp}, {platform.node()} ({platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}), "
+        f"{'quick' if args.quick else 'full'} size; N steps = N/2 model + N/2 tool calls; "
+        f"record N={data['sizes']['record']}, replay N={data['sizes']['replay']}\n"
+    )
     print(report(data))
     if args.json:
         with open(args.json, "w") as fh:

@@ -20,9 +20,17 @@ import openai
 import redrive
 
 CHAT = {
-    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello there"},
-                 "finish_reason": "stop"}],
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "hello there"},
+            "finish_reason": "stop",
+        }
+    ],
     "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
 }
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -30,8 +38,9 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 def _client() -> openai.OpenAI:
     transport = httpx2.MockTransport(lambda request: httpx2.Response(200, json=CHAT))
-    return openai.OpenAI(api_key="sk-bench", http_client=httpx2.Client(transport=transport),
-                         max_retries=0)
+    return openai.OpenAI(
+        api_key="sk-bench", http_client=httpx2.Client(transport=transport), max_retries=0
+    )
 
 
 def _per_call(fn: Callable[[int], None], calls: int, repeats: int) -> float:

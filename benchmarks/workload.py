@@ -60,9 +60,7 @@ def model_stub(request: dict[str, Any]) -> dict[str, Any]:
     return {
         "role": "assistant",
         "content": None,
-        "tool_calls": [
-            {"id": f"call_{step}", "name": "apply_change", "arguments": {"ref": step}}
-        ],
+        "tool_calls": [{"id": f"call_{step}", "name": "apply_change", "arguments": {"ref": step}}],
     }
 
 

@@ -193,12 +193,21 @@ def _copy(journal: Journal, run_id: str) -> MemoryJournal:
     frames = [f for f in journal.frames(run_id) if f.seq < record.next_seq]
     copy = MemoryJournal(f"{journal.url}#{run_id}")
     fresh = attrs.evolve(
-        record, status=RunStatus.RUNNING.value, output=None, error=None, next_seq=0,
-        last_chain=GENESIS, lease_owner=None, lease_epoch=0, lease_expires=None,
+        record,
+        status=RunStatus.RUNNING.value,
+        output=None,
+        error=None,
+        next_seq=0,
+        last_chain=GENESIS,
+        lease_owner=None,
+        lease_epoch=0,
+        lease_expires=None,
     )
     copy.create_run(fresh, frames[0])
     copy.append(
-        run_id, frames[1:], expected_seq=1,
+        run_id,
+        frames[1:],
+        expected_seq=1,
         update=RunUpdate(status=record.status, output=record.output, error=record.error),
     )
     return copy
@@ -254,8 +263,12 @@ def check_run(
 
     def result(outcome: Outcome, message: str = "", **more: Any) -> CheckResult:
         return CheckResult(
-            source=label, run_id=run_id, outcome=outcome, message=message,
-            duration=time.perf_counter() - started, **more,
+            source=label,
+            run_id=run_id,
+            outcome=outcome,
+            message=message,
+            duration=time.perf_counter() - started,
+            **more,
         )
 
     try:
@@ -297,18 +310,22 @@ def check_run(
                 else ""
             )
             return result(
-                "error", f"cannot load entrypoint {entry!r} of run {run_id!r}: "
-                f"{type(exc).__name__}: {exc}{hint}", error=exc,
+                "error",
+                f"cannot load entrypoint {entry!r} of run {run_id!r}: "
+                f"{type(exc).__name__}: {exc}{hint}",
+                error=exc,
             )
         run = Run(copy, run_id, live=False, replay="strict", entrypoint=entry)
         try:
             output = _drive(run, func, args, kwargs)
         except DivergenceError as exc:
-            return result("diverged", str(exc), seq=exc.seq, error=exc,
-                          replayed_steps=run.replayed_steps)
+            return result(
+                "diverged", str(exc), seq=exc.seq, error=exc, replayed_steps=run.replayed_steps
+            )
         except ReplayMissError as exc:
-            return result("went_live", str(exc), seq=exc.seq, error=exc,
-                          replayed_steps=run.replayed_steps)
+            return result(
+                "went_live", str(exc), seq=exc.seq, error=exc, replayed_steps=run.replayed_steps
+            )
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
             if record.status == RunStatus.FAILED.value and text == record.error:
@@ -316,9 +333,13 @@ def check_run(
             return result(
                 "error" if record.status == RunStatus.SUCCEEDED.value else "output_changed",
                 f"run {run_id!r}: the entrypoint raised {text}"
-                + (f" where the record failed with {record.error}" if record.error else
-                   " where the record succeeded"),
-                error=exc, replayed_steps=run.replayed_steps,
+                + (
+                    f" where the record failed with {record.error}"
+                    if record.error
+                    else " where the record succeeded"
+                ),
+                error=exc,
+                replayed_steps=run.replayed_steps,
             )
     if record.status == RunStatus.FAILED.value:
         return result(
@@ -400,8 +421,7 @@ def check_runs(
     if raise_on_failure and report.failed:
         first = report.failed[0]
         raise CheckFailedError(
-            f"{report.summary()}; first failure: {first.source} ({first.outcome})\n"
-            f"{first.message}",
+            f"{report.summary()}; first failure: {first.source} ({first.outcome})\n{first.message}",
             run_id=first.run_id,
             seq=first.seq,
             report=report,
@@ -425,8 +445,12 @@ def write_junit(report: CheckReport, path: str | os.PathLike[str]) -> None:
     )
     for res in report.results:
         case = ET.SubElement(
-            suite, "testcase", classname="redrive.check", name=res.run_id or res.source,
-            file=res.source, time=f"{res.duration:.3f}",
+            suite,
+            "testcase",
+            classname="redrive.check",
+            name=res.run_id or res.source,
+            file=res.source,
+            time=f"{res.duration:.3f}",
         )
         if not res.passed:
             tag = "error" if res.outcome == "error" else "failure"

@@ -52,6 +52,7 @@ def durable(
     def decorate(func: F) -> F:
         signature = inspect.signature(func)
         entry = entrypoint_of(func)
+
         def get_journal() -> Journal:
             return shared_journal(journal) if isinstance(journal, str) else journal
 
@@ -65,8 +66,9 @@ def durable(
         def inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
             return dict(signature.bind(*args, **kwargs).arguments)
 
-        def start(rid: str | None, args: tuple[Any, ...], kwargs: dict[str, Any],
-                  extra: dict[str, Any]) -> Run:
+        def start(
+            rid: str | None, args: tuple[Any, ...], kwargs: dict[str, Any], extra: dict[str, Any]
+        ) -> Run:
             return Run(
                 get_journal(),
                 rid or make_id(args, kwargs),
@@ -78,8 +80,9 @@ def durable(
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
-            async def async_wrapper(*args: Any, redrive_run_id: str | None = None,
-                                    **kwargs: Any) -> Any:
+            async def async_wrapper(
+                *args: Any, redrive_run_id: str | None = None, **kwargs: Any
+            ) -> Any:
                 async with start(redrive_run_id, args, kwargs, {}) as run:
                     if run.finished and run.live:
                         return run.recorded_output()
@@ -95,8 +98,9 @@ def durable(
                     return run.recorded_output()
                 return run.finish(func(*args, **kwargs))
 
-        def redrive_run(rid: str, *args: Any, redrive_options: dict[str, Any] | None = None,
-                        **kwargs: Any) -> Run:
+        def redrive_run(
+            rid: str, *args: Any, redrive_options: dict[str, Any] | None = None, **kwargs: Any
+        ) -> Run:
             with start(rid, args, kwargs, redrive_options or {}) as run:
                 if run.finished and run.live:
                     run.recorded_output()

@@ -166,8 +166,9 @@ class _CliError(Exception):
 def _one_line(text: str) -> str:
     """A database or parser message on one line, without its source-position drawing."""
     lines = [line.strip() for line in str(text).splitlines()]
-    kept = [line for line in lines if line and not line.startswith("LINE ")
-            and set(line) - set("^ ")]
+    kept = [
+        line for line in lines if line and not line.startswith("LINE ") and set(line) - set("^ ")
+    ]
     return " ".join(kept)
 
 
@@ -181,7 +182,8 @@ def _unreadable(url: str, exc: BaseException) -> JournalCorruptError:
     return JournalCorruptError(
         f"cannot open journal {url}: {_one_line(str(exc))}; check that --journal names a "
         "redrive journal (a DuckDB file, postgresql://... or an .rdj file)",
-        source=url, reason="unreadable",
+        source=url,
+        reason="unreadable",
     )
 
 
@@ -293,12 +295,16 @@ def _steps(frames: Iterator[Frame]) -> tuple[list[dict[str, Any]], dict[str, Any
             data = expander.request(frame, data)
         if frame.kind in _STEP_KINDS:
             step = {
-                "seq": frame.seq, "kind": _STEP_KINDS[frame.kind], "name": frame.name,
-                "key": frame.key, "args": data.get("args"),
+                "seq": frame.seq,
+                "kind": _STEP_KINDS[frame.kind],
+                "name": frame.name,
+                "key": frame.key,
+                "args": data.get("args"),
                 "at": _started_at(data, frame.at),
                 "status": "done" if frame.kind == Kind.VALUE.value else "in flight",
                 "duration_ms": 0.0 if frame.kind == Kind.VALUE.value else None,
-                "tokens": None, "error": None,
+                "tokens": None,
+                "error": None,
             }
             if frame.kind == Kind.VALUE.value:
                 step["result"] = data.get("value")
@@ -349,9 +355,7 @@ def _cmd_runs(args: argparse.Namespace, out: _Out) -> int:
     with out.progress("counting steps", len(rows)) as update:
         for done, record in enumerate(rows, 1):
             item = _row(record)
-            item["steps"] = sum(
-                1 for f in journal.frames(record.run_id) if f.kind in _STEP_KINDS
-            )
+            item["steps"] = sum(1 for f in journal.frames(record.run_id) if f.kind in _STEP_KINDS)
             item["age_s"] = round(now - record.updated_at, 3)
             data.append(item)
             update(done, len(rows))
@@ -395,15 +399,21 @@ def _cmd_show(args: argparse.Namespace, out: _Out) -> int:
     rows = []
     for step in steps:
         tokens = step["tokens"]
-        rows.append([
-            step["seq"], step["kind"], step["name"], step["status"],
-            "" if step["duration_ms"] is None else f"{step['duration_ms']:.1f}",
-            f"{tokens['input']}/{tokens['output']}" if tokens else "",
-            step["error"] or short(step["args"]),
-        ])
+        rows.append(
+            [
+                step["seq"],
+                step["kind"],
+                step["name"],
+                step["status"],
+                "" if step["duration_ms"] is None else f"{step['duration_ms']:.1f}",
+                f"{tokens['input']}/{tokens['output']}" if tokens else "",
+                step["error"] or short(step["args"]),
+            ]
+        )
     out.table(
         f"timeline of {run_id}",
-        ["seq", "step", "name", "status", "ms", "tokens", "arguments / error"], rows,
+        ["seq", "step", "name", "status", "ms", "tokens", "arguments / error"],
+        rows,
     )
     end = info.get("end")
     if end:
@@ -425,14 +435,19 @@ def _cmd_export(args: argparse.Namespace, out: _Out) -> int:
     with out.progress(f"exporting {args.run}", total) as update:
         record = export_run(journal, args.run, args.output, progress=update)
     data = {
-        "run_id": record.run_id, "path": args.output, "frames": record.next_seq,
-        "bytes": os.path.getsize(args.output), "status": record.status,
+        "run_id": record.run_id,
+        "path": args.output,
+        "frames": record.next_seq,
+        "bytes": os.path.getsize(args.output),
+        "status": record.status,
     }
     if out.json:
         out.emit(data)
     else:
-        out.line(f"exported run {record.run_id} ({record.next_seq} frames, {data['bytes']} "
-                 f"bytes) to {args.output}")
+        out.line(
+            f"exported run {record.run_id} ({record.next_seq} frames, {data['bytes']} "
+            f"bytes) to {args.output}"
+        )
     return EXIT_OK
 
 
@@ -448,8 +463,10 @@ def _cmd_import(args: argparse.Namespace, out: _Out) -> int:
     if out.json:
         out.emit({"journal": args.journal, "run": _row(record)})
     else:
-        out.line(f"imported run {record.run_id} ({record.next_seq} frames, {record.status}) "
-                 f"into {args.journal}")
+        out.line(
+            f"imported run {record.run_id} ({record.next_seq} frames, {record.status}) "
+            f"into {args.journal}"
+        )
     return EXIT_OK
 
 
@@ -479,14 +496,20 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
                     raise JournalCorruptError(
                         f"{journal.url}: run {run_id!r} has {count} frames where its row says "
                         f"{record.next_seq}; last good seq {count - 1 if count else None}",
-                        run_id=run_id, last_good_seq=count - 1 if count else None,
-                        source=journal.url, reason="count",
+                        run_id=run_id,
+                        last_good_seq=count - 1 if count else None,
+                        source=journal.url,
+                        reason="count",
                     )
                 item["frames"] = count
             item["ok"] = True
         except JournalCorruptError as exc:
-            item.update(ok=False, reason=exc.fields.get("reason"), message=str(exc),
-                        last_good_seq=exc.fields.get("last_good_seq"))
+            item.update(
+                ok=False,
+                reason=exc.fields.get("reason"),
+                message=str(exc),
+                last_good_seq=exc.fields.get("last_good_seq"),
+            )
         results.append(item)
     ok = all(r["ok"] for r in results)
     if out.json:
@@ -514,7 +537,8 @@ def _cmd_diff(args: argparse.Namespace, out: _Out) -> int:
         a = sa[index] if index < len(sa) else None
         b = sb[index] if index < len(sb) else None
         same = (
-            a is not None and b is not None
+            a is not None
+            and b is not None
             and (a["kind"], a["name"], a["key"]) == (b["kind"], b["name"], b["key"])
         )
         if not same:
@@ -531,8 +555,15 @@ def _cmd_diff(args: argparse.Namespace, out: _Out) -> int:
     output_diff = [list(d) for d in diff_values(out_a, out_b, "$.output")]
     identical = first is None and not output_diff
     if out.json:
-        out.emit({"a": ra, "b": rb, "identical": identical, "first_divergent_step": first,
-                  "output_diff": output_diff})
+        out.emit(
+            {
+                "a": ra,
+                "b": rb,
+                "identical": identical,
+                "first_divergent_step": first,
+                "output_diff": output_diff,
+            }
+        )
         return EXIT_OK if identical else EXIT_FAILED
     if identical:
         out.line(f"{ra} and {rb}: the same {len(sa)} steps and the same output", "green")
@@ -626,13 +657,24 @@ def _cmd_sql(args: argparse.Namespace, out: _Out) -> int:
         for done, r in enumerate(records, 1):
             con.execute(
                 "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [r.run_id, r.status, r.next_seq, r.last_chain, r.input_fp, r.entrypoint,
-                 r.created_at, r.updated_at, r.output, r.error, r.lease_owner, r.lease_epoch,
-                 r.lease_expires],
+                [
+                    r.run_id,
+                    r.status,
+                    r.next_seq,
+                    r.last_chain,
+                    r.input_fp,
+                    r.entrypoint,
+                    r.created_at,
+                    r.updated_at,
+                    r.output,
+                    r.error,
+                    r.lease_owner,
+                    r.lease_epoch,
+                    r.lease_expires,
+                ],
             )
             rows = [
-                [f.run_id, f.seq, f.kind, f.name, f.key, f.payload, f.chain, f.at, f.epoch,
-                 data]
+                [f.run_id, f.seq, f.kind, f.name, f.key, f.payload, f.chain, f.at, f.epoch, data]
                 for f, data in _frames_json(list(journal.frames(r.run_id)))
             ]
             if rows:
@@ -646,8 +688,9 @@ def _cmd_sql(args: argparse.Namespace, out: _Out) -> int:
     columns = [d[0] for d in cursor.description or []]
     result: list[Any] = cursor.fetchall() if columns else []
     if out.json:
-        out.emit({"columns": columns, "rows": [dict(zip(columns, row, strict=True))
-                                               for row in result]})
+        out.emit(
+            {"columns": columns, "rows": [dict(zip(columns, row, strict=True)) for row in result]}
+        )
     else:
         out.table("query", columns, result)
     return EXIT_OK
@@ -670,8 +713,10 @@ def _cmd_import_cassette(args: argparse.Namespace, out: _Out) -> int:
     if out.json:
         out.emit({"journal": args.journal, "runs": [str(r) for r in run_ids]})
     else:
-        out.line(f"imported {args.file} into {args.journal} as run(s) "
-                 + ", ".join(str(r) for r in run_ids))
+        out.line(
+            f"imported {args.file} into {args.journal} as run(s) "
+            + ", ".join(str(r) for r in run_ids)
+        )
     return EXIT_OK
 
 
@@ -694,7 +739,8 @@ def _cmd_check(args: argparse.Namespace, out: _Out) -> int:
     results: list[CheckResult] = []
     with out.progress("checking runs", len(sources)) as update:
         for result in iter_checks(
-            sources, fail_fast=args.fail_fast,
+            sources,
+            fail_fast=args.fail_fast,
             import_paths=[*(os.path.abspath(d) for d in args.import_path), os.getcwd()],
         ):
             results.append(result)
@@ -703,24 +749,37 @@ def _cmd_check(args: argparse.Namespace, out: _Out) -> int:
     if args.junit_xml:
         write_junit(report, args.junit_xml)
     if out.json:
-        out.emit({
-            "ok": report.ok, "summary": report.summary(),
-            "results": [
-                {"source": r.source, "run_id": r.run_id, "outcome": r.outcome, "seq": r.seq,
-                 "message": r.message, "replayed_steps": r.replayed_steps}
-                for r in results
-            ],
-        })
+        out.emit(
+            {
+                "ok": report.ok,
+                "summary": report.summary(),
+                "results": [
+                    {
+                        "source": r.source,
+                        "run_id": r.run_id,
+                        "outcome": r.outcome,
+                        "seq": r.seq,
+                        "message": r.message,
+                        "replayed_steps": r.replayed_steps,
+                    }
+                    for r in results
+                ],
+            }
+        )
     else:
         for r in results:
             if r.passed:
-                out.line(f"PASS  {r.source} ({r.run_id}, {r.replayed_steps} steps replayed)",
-                         "green")
+                out.line(
+                    f"PASS  {r.source} ({r.run_id}, {r.replayed_steps} steps replayed)", "green"
+                )
             else:
                 out.line(f"FAIL  {r.source} ({r.run_id}): {r.outcome}", "red")
                 out.line("      " + r.message.replace("\n", "\n      "))
-        out.line(report.summary() + (" (stopped at the first failure)" if args.fail_fast
-                                     and report.failed else ""), "bold")
+        out.line(
+            report.summary()
+            + (" (stopped at the first failure)" if args.fail_fast and report.failed else ""),
+            "bold",
+        )
     if not results:
         return EXIT_NOT_FOUND
     return EXIT_OK if report.ok else EXIT_FAILED
@@ -737,21 +796,29 @@ def _parser() -> argparse.ArgumentParser:
         "3 not found; 4 journal unreadable (corrupt, newer format, locked, cannot connect)",
     )
     parser.add_argument(
-        "--journal", default=os.environ.get("REDRIVE_JOURNAL", "runs.duckdb"),
+        "--journal",
+        default=os.environ.get("REDRIVE_JOURNAL", "runs.duckdb"),
         help="journal URL: a DuckDB file (default runs.duckdb, or $REDRIVE_JOURNAL), "
         "postgresql://..., or an .rdj file (read-only)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print one JSON document")
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("runs", parents=[common], help="list runs with status, steps and age")
-    p.add_argument("--status", choices=["running", "suspended", "succeeded", "failed",
-                                        "cancelled"])
-    p.add_argument("--stale", type=float, nargs="?", const=0.0, default=None, metavar="SECONDS",
-                   help="only running runs whose lease expired (at least SECONDS ago)")
+    p.add_argument("--status", choices=["running", "suspended", "succeeded", "failed", "cancelled"])
+    p.add_argument(
+        "--stale",
+        type=float,
+        nargs="?",
+        const=0.0,
+        default=None,
+        metavar="SECONDS",
+        help="only running runs whose lease expired (at least SECONDS ago)",
+    )
     p.add_argument("--entrypoint", help="only runs whose entrypoint contains this text")
     p.add_argument("--limit", type=int)
     p.set_defaults(func=_cmd_runs)
@@ -770,8 +837,12 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_import)
 
     p = sub.add_parser("verify", parents=[common], help="check chain integrity")
-    p.add_argument("targets", nargs="*", metavar="FILE|RUN",
-                   help=".rdj files or run ids (default: every run in --journal)")
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="FILE|RUN",
+        help=".rdj files or run ids (default: every run in --journal)",
+    )
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("diff", parents=[common], help="first divergent step of two runs")
@@ -780,32 +851,44 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_diff)
 
     p = sub.add_parser(
-        "sql", parents=[common],
+        "sql",
+        parents=[common],
         help="read-only DuckDB SQL (SELECT, WITH, DESCRIBE...) over a copy of the journal: "
         "tables runs and frames (frames.data is the payload as JSON)",
     )
     p.add_argument("query")
     p.set_defaults(func=_cmd_sql)
 
-    p = sub.add_parser("import-cassette", parents=[common],
-                       help="import a vcrpy YAML/JSON cassette of model traffic as a run")
+    p = sub.add_parser(
+        "import-cassette",
+        parents=[common],
+        help="import a vcrpy YAML/JSON cassette of model traffic as a run",
+    )
     p.add_argument("file")
     p.add_argument("--run-id")
     p.set_defaults(func=_cmd_import_cassette)
 
-    p = sub.add_parser("demo", parents=[common], help="the crash-resume demo",
-                       add_help=False)
+    p = sub.add_parser("demo", parents=[common], help="the crash-resume demo", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("check", parents=[common],
-                       help="re-drive saved runs against the current code (strict, replay only)")
+    p = sub.add_parser(
+        "check",
+        parents=[common],
+        help="re-drive saved runs against the current code (strict, replay only)",
+    )
     p.add_argument("paths", nargs="+", metavar="PATH", help=".rdj files or directories")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     p.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report")
-    p.add_argument("-I", "--import-path", action="append", default=[], metavar="DIR",
-                   help="also import entrypoints from DIR (repeatable; the current directory "
-                   "is always searched)")
+    p.add_argument(
+        "-I",
+        "--import-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also import entrypoints from DIR (repeatable; the current directory "
+        "is always searched)",
+    )
     p.set_defaults(func=_cmd_check)
     return parser
 

@@ -194,8 +194,9 @@ def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
         return value
     elif kind is dict and _depth < MAX_DEPTH and all(type(k) is str for k in value):
         return {
-            k: canonical(value[k], path + "." + k if k.isidentifier() else _path_key(path, k),
-                         _depth + 1)
+            k: canonical(
+                value[k], path + "." + k if k.isidentifier() else _path_key(path, k), _depth + 1
+            )
             for k in sorted(value)
         }
     elif kind is list and _depth < MAX_DEPTH:

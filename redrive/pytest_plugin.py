@@ -165,9 +165,13 @@ def _reopen(path: Path, journal: Any) -> None:
     if frames[-1].kind == "run_end":
         frames.pop()
     journal.create_run(
-        RunRecord(run_id=record.run_id, input_fp=record.input_fp,
-                  entrypoint=record.entrypoint, created_at=record.created_at,
-                  updated_at=record.updated_at),
+        RunRecord(
+            run_id=record.run_id,
+            input_fp=record.input_fp,
+            entrypoint=record.entrypoint,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        ),
         frames[0],
     )
     journal.append(record.run_id, frames[1:], expected_seq=1)
@@ -186,9 +190,11 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
     kwargs = dict(marker.kwargs) if marker is not None else {}
     chosen = request.config.getoption("--redrive-record-mode", default=None)
     # an explicit re-record request on the command line wins over a marker's mode
-    mode = "all" if chosen == "all" else (kwargs.get("record_mode") or default_record_mode(
-        request.config
-    ))
+    mode = (
+        "all"
+        if chosen == "all"
+        else (kwargs.get("record_mode") or default_record_mode(request.config))
+    )
     if mode not in MODES:
         raise pytest.UsageError(f"redrive record_mode={mode!r}: use one of {', '.join(MODES)}")
     path = journal_path(item)
@@ -197,9 +203,7 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
     run_id = RdjJournal(path, verify=False).run_id if exists else f"test:{item.nodeid}"
     replay = kwargs.get("replay") or "strict"
     save = False
-    if mode == "all" or (mode == "once" and not exists) or (
-        mode == "new_episodes" and not exists
-    ):
+    if mode == "all" or (mode == "once" and not exists) or (mode == "new_episodes" and not exists):
         live, save = True, True
     elif mode == "none" and not exists:
         raise ReplayMissError(

@@ -26,9 +26,7 @@ _HOW_TO = (
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add ``--runslow`` (run tests marked ``slow``)."""
-    parser.addoption(
-        "--runslow", action="store_true", default=False, help="run tests marked slow"
-    )
+    parser.addoption("--runslow", action="store_true", default=False, help="run tests marked slow")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -88,11 +88,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         with self.server.lock:
             self.server.requests.append(
-                Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
-                         body)
+                Received(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
             )
-            reply = self.server.script.pop(0) if self.server.script else Reply(
-                500, {"error": {"message": "script exhausted"}}
+            reply = (
+                self.server.script.pop(0)
+                if self.server.script
+                else Reply(500, {"error": {"message": "script exhausted"}})
             )
         self.send_response(reply.status)
         for name, value in reply.headers.items():

@@ -47,9 +47,18 @@ def _env() -> dict[str, str]:
 
 def _worker_cmd(journal: Path, log: Path, base_url: str, run_id: str, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "redrive.demo.worker",
-        "--journal", str(journal), "--log", str(log),
-        "--base-url", base_url, "--run-id", run_id, *extra,
+        sys.executable,
+        "-m",
+        "redrive.demo.worker",
+        "--journal",
+        str(journal),
+        "--log",
+        str(log),
+        "--base-url",
+        base_url,
+        "--run-id",
+        run_id,
+        *extra,
     ]
 
 
@@ -96,7 +105,10 @@ def kill_at_pause(cmd: list[str]) -> dict[str, Any]:
     """
     proc = subprocess.Popen(
         [*cmd, "--pause-at", CRASH_POINT],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
     )
     assert proc.stdout is not None
     info: dict[str, Any] | None = None
@@ -208,8 +220,11 @@ def story(
         calls_first = server.calls
         after_kill = _counts(read_log(log), run_id)
         ticket = next(
-            (e["result"].get("ticket_id") for e in read_log(log)
-             if e.get("run_id") == run_id and e["tool"] == "open_ticket"),
+            (
+                e["result"].get("ticket_id")
+                for e in read_log(log)
+                if e.get("run_id") == run_id and e["tool"] == "open_ticket"
+            ),
             None,
         )
         console.print(
@@ -235,12 +250,20 @@ def story(
             f"the model server answered {calls_first} call(s) before the crash and "
             f"{calls_resume} after it ({calls_first + calls_resume} in all)."
         )
-        _check(console, resumed["status"] == "succeeded" and resumed["exit_code"] == 0,
-               f"the resumed run succeeded (status {resumed['status']})", checks)
+        _check(
+            console,
+            resumed["status"] == "succeeded" and resumed["exit_code"] == 0,
+            f"the resumed run succeeded (status {resumed['status']})",
+            checks,
+        )
         _check(console, effects["open_ticket"] == 1, "the ticket was opened exactly once", checks)
         _check(console, effects["send_email"] == 1, "the email was sent exactly once", checks)
-        _check(console, calls_resume == live_models,
-               f"no finished model call was paid twice ({calls_resume} live on resume)", checks)
+        _check(
+            console,
+            calls_resume == live_models,
+            f"no finished model call was paid twice ({calls_resume} live on resume)",
+            checks,
+        )
 
         # act 3: replay the finished run
         console.rule("3. replay the finished run (new worker)")
@@ -253,10 +276,18 @@ def story(
             f"worker pid {replayed['pid']}: {replayed['replayed']} steps replayed, "
             f"{replayed['live']} live; model calls {new_calls}; tool executions {new_effects}"
         )
-        _check(console, new_calls == 0 and new_effects == 0,
-               "zero model calls and zero tool executions", checks)
-        _check(console, replayed.get("final") == resumed.get("final"),
-               "the same recorded answer", checks)
+        _check(
+            console,
+            new_calls == 0 and new_effects == 0,
+            "zero model calls and zero tool executions",
+            checks,
+        )
+        _check(
+            console,
+            replayed.get("final") == resumed.get("final"),
+            "the same recorded answer",
+            checks,
+        )
 
         # act 4: changed code, strict replay
         console.rule("4. changed code, strict replay")
@@ -267,17 +298,25 @@ def story(
         drift = run_worker([*cmd, "--drift"])
         error = drift.get("error") or {}
         console.print(
-            Panel(error.get("message", "(no error)"), title=str(error.get("type")),
-                  border_style="red")
+            Panel(
+                error.get("message", "(no error)"), title=str(error.get("type")), border_style="red"
+            )
         )
-        _check(console, error.get("type") == "DivergenceError" and server.calls == calls_before,
-               "DivergenceError at open_ticket, with no model call and no tool run", checks)
-        _check(console, len(read_log(log)) == log_before, "the side-effect log is unchanged",
-               checks)
+        _check(
+            console,
+            error.get("type") == "DivergenceError" and server.calls == calls_before,
+            "DivergenceError at open_ticket, with no model call and no tool run",
+            checks,
+        )
+        _check(
+            console, len(read_log(log)) == log_before, "the side-effect log is unchanged", checks
+        )
 
         report["model_calls"] = {
-            "first_worker": calls_first, "resume": calls_resume,
-            "replay": new_calls, "divergence": server.calls - calls_before,
+            "first_worker": calls_first,
+            "resume": calls_resume,
+            "replay": new_calls,
+            "divergence": server.calls - calls_before,
         }
     report["side_effects"] = dict(_counts(read_log(log), run_id))
     report["acts"] = {"killed": paused, "resume": resumed, "replay": replayed, "divergence": drift}
@@ -308,7 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Kill an agent worker mid-run, resume it, replay it, and show a divergence.",
     )
     parser.add_argument(
-        "--dir", type=Path, default=None,
+        "--dir",
+        type=Path,
+        default=None,
         help="directory for the journal and the side-effect log (kept; default: a temp dir, "
         "removed at the end unless --keep)",
     )

@@ -82,8 +82,7 @@ def wrap(client: C, *, provider: str | None = None) -> C:
     }
     options: dict[str, Any] = {"timeout": http.timeout, "follow_redirects": http.follow_redirects}
     sdk_copy: Any = type(client).copy  # type: ignore[attr-defined]
-    return _bind(client, sdk_copy, httpx, is_async, transport, http, recorder_args,
-                 options, {})
+    return _bind(client, sdk_copy, httpx, is_async, transport, http, recorder_args, options, {})
 
 
 def _bind(
@@ -131,8 +130,9 @@ def _bind(
     def copy(**kwargs: Any) -> Any:
         if kwargs.get("http_client") is not None:
             return wrap(sdk_copy(wrapped, **kwargs))
-        return _bind(wrapped, sdk_copy, httpx, is_async, inner, keep, recorder_args, options,
-                     kwargs)
+        return _bind(
+            wrapped, sdk_copy, httpx, is_async, inner, keep, recorder_args, options, kwargs
+        )
 
     wrapped.copy = copy
     wrapped.with_options = copy

@@ -21,8 +21,9 @@ def _content_calls(content: Any) -> tuple[list[dict[str, Any]], str]:
         if not isinstance(block, dict):
             continue
         if block.get("type") in ("tool_use", "server_tool_use"):
-            calls.append({"id": block.get("id"), "name": block.get("name"),
-                          "input": block.get("input")})
+            calls.append(
+                {"id": block.get("id"), "name": block.get("name"), "input": block.get("input")}
+            )
         elif block.get("type") == "text" and isinstance(block.get("text"), str):
             text.append(block["text"])
     return calls, "".join(text)

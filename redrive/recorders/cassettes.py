@@ -199,9 +199,13 @@ def load_cassette(path: str | Path) -> list[Interaction]:
         )
         method, uri = request.get("method"), request.get("uri")
         if (
-            not isinstance(method, str) or not method
-            or not isinstance(uri, str) or not uri
-            or not isinstance(code, int) or isinstance(code, bool) or not 100 <= code <= 599
+            not isinstance(method, str)
+            or not method
+            or not isinstance(uri, str)
+            or not uri
+            or not isinstance(code, int)
+            or isinstance(code, bool)
+            or not 100 <= code <= 599
         ):
             raise CassetteError(
                 f"{where}: needs a text request.method and request.uri and a response status "
@@ -258,9 +262,7 @@ def step_of(interaction: Interaction, where: str = "") -> tuple[str, dict[str, A
         body = interaction.decoded_body()
     except (OSError, EOFError, zlib.error) as exc:
         raise CassetteError(f"{where}: the response body cannot be decompressed: {exc}") from None
-    response_type = next(
-        (v for k, v in interaction.headers if k.lower() == "content-type"), ""
-    )
+    response_type = next((v for k, v in interaction.headers if k.lower() == "content-type"), "")
     if "text/event-stream" in response_type:
         events, rest = split_events(body)
         payload = response_payload(
@@ -294,9 +296,7 @@ def import_cassette(path: str | Path, journal: Journal, run_id: str | None = Non
     path = Path(path)
     run_id = run_id or f"cassette:{path.stem}"
     interactions = load_cassette(path)
-    steps = [
-        step_of(item, f"{path.name} interaction {i}") for i, item in enumerate(interactions)
-    ]
+    steps = [step_of(item, f"{path.name} interaction {i}") for i, item in enumerate(interactions)]
     if journal.get_run(run_id) is not None:
         raise CassetteError(
             f"{path}: run {run_id!r} already exists in {journal.url}; pass another run_id"

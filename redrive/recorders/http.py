@@ -124,9 +124,11 @@ def _secret_query_param(name: str) -> bool:
     """Whether a query parameter's value must never be journaled."""
     return name.strip().lower().replace("_", "-") in _SECRET_QUERY_NAMES
 
+
 # Headers dropped from a stored response because the stored body makes them wrong.
-_BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection",
-                           "keep-alive"})
+_BODY_HEADERS = frozenset(
+    {"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"}
+)
 _TERMINAL_EVENTS = frozenset(
     {"message_stop", "response.completed", "response.failed", "response.incomplete", "error"}
 )
@@ -387,9 +389,7 @@ class HttpRecorder:
             return {**base, "view_error": f"{type(exc).__name__}: {exc}"}
         return {**base, **view} if isinstance(view, dict) else base
 
-    def record(
-        self, run: Run, begun: _Begun, payload: dict[str, Any]
-    ) -> None:
+    def record(self, run: Run, begun: _Begun, payload: dict[str, Any]) -> None:
         """Journal a finished exchange as the step ``begun`` opened."""
         payload = _redact_body(run, payload)
         run.model_record(
@@ -674,7 +674,10 @@ def _replayed(
             status, headers=headers, stream=stream, request=request, extensions=extensions
         )
     return httpx.Response(
-        status, headers=headers, content=_as_bytes(payload.get("body")), request=request,
+        status,
+        headers=headers,
+        content=_as_bytes(payload.get("body")),
+        request=request,
         extensions=extensions,
     )
 
@@ -697,14 +700,16 @@ def _is_sse(response: Any) -> bool:
     return "text/event-stream" in response.headers.get("content-type", "")
 
 
-def _live_stream_response(httpx: Any, impl: type, base: str, tap: _Tap, response: Any,
-                          request: Any) -> Any:
+def _live_stream_response(
+    httpx: Any, impl: type, base: str, tap: _Tap, response: Any, request: Any
+) -> Any:
     stream = _stream_class(httpx, base, impl)(tap, response)
-    headers = [
-        (k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS
-    ]
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS]
     return httpx.Response(
-        response.status_code, headers=headers, stream=stream, request=request,
+        response.status_code,
+        headers=headers,
+        stream=stream,
+        request=request,
         extensions=response.extensions,
     )
 

@@ -60,8 +60,11 @@ def model(
                     check_lost_context("model", step_name)
                     return await func(*args, **kwargs)
                 return await run.amodel_step(
-                    step_name, request(args, kwargs), lambda: func(*args, **kwargs),
-                    encode=enc, decode=dec,
+                    step_name,
+                    request(args, kwargs),
+                    lambda: func(*args, **kwargs),
+                    encode=enc,
+                    decode=dec,
                 )
 
             return async_wrapper  # type: ignore[return-value]
@@ -73,8 +76,11 @@ def model(
                 check_lost_context("model", step_name)
                 return func(*args, **kwargs)
             return run.model_step(
-                step_name, request(args, kwargs), lambda: func(*args, **kwargs),
-                encode=enc, decode=dec,
+                step_name,
+                request(args, kwargs),
+                lambda: func(*args, **kwargs),
+                encode=enc,
+                decode=dec,
             )
 
         return wrapper  # type: ignore[return-value]

@@ -78,8 +78,11 @@ def _responses_calls(output: Any) -> list[dict[str, Any]]:
     for item in output or []:
         if isinstance(item, dict) and item.get("type") == "function_call":
             calls.append(
-                {"id": item.get("call_id"), "name": item.get("name"),
-                 "arguments": item.get("arguments")}
+                {
+                    "id": item.get("call_id"),
+                    "name": item.get("name"),
+                    "arguments": item.get("arguments"),
+                }
             )
     return calls
 
@@ -109,7 +112,9 @@ def openai_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str, A
         if str(request.get("path", "")).startswith("/responses"):
             for _, data in sse_data(chunks):
                 if isinstance(data, dict) and data.get("type") in (
-                    "response.completed", "response.incomplete", "response.failed"
+                    "response.completed",
+                    "response.incomplete",
+                    "response.failed",
                 ):
                     response = data.get("response") or {}
                     calls = _responses_calls(response.get("output"))
@@ -129,8 +134,11 @@ def openai_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str, A
                 for call in message.get("tool_calls") or []:
                     fn = call.get("function") or {}
                     calls.append(
-                        {"id": call.get("id"), "name": fn.get("name"),
-                         "arguments": fn.get("arguments")}
+                        {
+                            "id": call.get("id"),
+                            "name": fn.get("name"),
+                            "arguments": fn.get("arguments"),
+                        }
                     )
             if data.get("object") == "response":
                 calls = _responses_calls(data.get("output"))

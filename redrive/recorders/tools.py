@@ -17,8 +17,24 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: Leading verbs that mark a tool as read-only when ``restart_safe`` is not declared.
 SAFE_VERBS = frozenset(
     {
-        "get", "list", "search", "read", "fetch", "lookup", "look", "find", "query",
-        "describe", "show", "view", "count", "retrieve", "inspect", "check", "peek", "browse",
+        "get",
+        "list",
+        "search",
+        "read",
+        "fetch",
+        "lookup",
+        "look",
+        "find",
+        "query",
+        "describe",
+        "show",
+        "view",
+        "count",
+        "retrieve",
+        "inspect",
+        "check",
+        "peek",
+        "browse",
     }
 )
 #: Verbs that make a tool unsafe wherever they appear in its name (fail closed).
@@ -26,11 +42,51 @@ SAFE_VERBS = frozenset(
 #: here: ``get_order_status`` reads; ``send_invoice`` is unsafe by its first word.
 UNSAFE_WORDS = frozenset(
     {
-        "send", "charge", "pay", "refund", "delete", "remove", "create", "update", "write",
-        "post", "put", "patch", "insert", "set", "cancel", "transfer", "book", "submit",
-        "publish", "deploy", "execute", "run", "purchase", "open", "close", "approve",
-        "reject", "notify", "call", "upload", "drop", "modify", "edit", "save", "store", "add",
-        "grant", "revoke", "assign", "escalate", "mark", "move", "reset", "apply", "sync",
+        "send",
+        "charge",
+        "pay",
+        "refund",
+        "delete",
+        "remove",
+        "create",
+        "update",
+        "write",
+        "post",
+        "put",
+        "patch",
+        "insert",
+        "set",
+        "cancel",
+        "transfer",
+        "book",
+        "submit",
+        "publish",
+        "deploy",
+        "execute",
+        "run",
+        "purchase",
+        "open",
+        "close",
+        "approve",
+        "reject",
+        "notify",
+        "call",
+        "upload",
+        "drop",
+        "modify",
+        "edit",
+        "save",
+        "store",
+        "add",
+        "grant",
+        "revoke",
+        "assign",
+        "escalate",
+        "mark",
+        "move",
+        "reset",
+        "apply",
+        "sync",
     }
 )
 #: Words that start a new clause in a name (``get_or_create``): each clause needs a safe verb.
@@ -170,9 +226,7 @@ def tool(
             found.pop("idempotency_key", None)
             return found
 
-        def with_key(
-            args: tuple[Any, ...], kwargs: dict[str, Any], key: str
-        ) -> dict[str, Any]:
+        def with_key(args: tuple[Any, ...], kwargs: dict[str, Any], key: str) -> dict[str, Any]:
             if not takes_key or kwargs.get("idempotency_key") is not None:
                 return kwargs
             bound = signature.bind_partial(*args)

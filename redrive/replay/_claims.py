@@ -46,7 +46,6 @@ def _reopened_step(pending: list[Frame]) -> int | None:
     return None
 
 
-
 class Claims(RunState):
     """The claim, adoption and lease part of a Run."""
 
@@ -65,7 +64,11 @@ class Claims(RunState):
             first = frames[0].seq if frames else self._next_seq
             try:
                 self.journal.append(
-                    self.run_id, frames, expected_seq=first, update=update, epoch=self._epoch,
+                    self.run_id,
+                    frames,
+                    expected_seq=first,
+                    update=update,
+                    epoch=self._epoch,
                     sync=sync,
                 )
             except LeaseLostError as exc:
@@ -209,9 +212,13 @@ class Claims(RunState):
             )
         try:
             self._adopt(
-                [], self._next_seq, None, reopen=step.seq,
+                [],
+                self._next_seq,
+                None,
+                reopen=step.seq,
                 deadline=time.monotonic() + self.busy_timeout - (time.time() - step.start.at)
-                if presumed else None,
+                if presumed
+                else None,
             )
         except RunBusyError as exc:
             if presumed and getattr(exc, "timed_out", False):

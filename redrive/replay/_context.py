@@ -38,7 +38,6 @@ def set_boundary_hook(hook: Callable[[str, dict[str, Any]], None] | None) -> Non
     _boundary_hook = hook
 
 
-
 def _boundary(point: str, run_id: str, seq: int, name: str) -> None:
     hook = _boundary_hook
     if hook is not None:

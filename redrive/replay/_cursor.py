@@ -29,9 +29,7 @@ STEP_KINDS = {
     Kind.TOOL_START.value: "tool",
     Kind.VALUE.value: "value",
 }
-_END_KINDS = frozenset(
-    {Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value}
-)
+_END_KINDS = frozenset({Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value})
 
 
 class ReplayDriftWarning(UserWarning):
@@ -152,7 +150,8 @@ class Cursor:
                     data = self.expander.request(frame, data)
                 except ValueError as exc:
                     raise self._corrupt(
-                        frame, "prefix reference",
+                        frame,
+                        "prefix reference",
                         f"is a model request whose prefix reference cannot be resolved ({exc})",
                     ) from None
             step = RecordedStep(
@@ -166,9 +165,7 @@ class Cursor:
                 data=data,
             )
             if self._ignore:
-                step.key = call_key(
-                    step.name, match_view(step.args, self._ignore, kind=step.kind)
-                )
+                step.key = call_key(step.name, match_view(step.args, self._ignore, kind=step.kind))
             self._steps[frame.seq] = step
             self._order.append(step)
             self._by_turn.setdefault(step.turn, collections.deque()).append(step)
@@ -189,7 +186,8 @@ class Cursor:
             target = self._steps.get(ref)
             if target is None and kind in _END_KINDS:
                 raise self._corrupt(
-                    frame, "dangling outcome",
+                    frame,
+                    "dangling outcome",
                     f"is a {kind} for step seq {ref}, which opened no step",
                 )
             if target is None:
@@ -256,9 +254,9 @@ class Cursor:
             self._load_one()
         return [s for s in self._by_turn.get(head.turn, ()) if s.seq in self._steps]
 
-    def _first_alive(self, index: dict[Any, collections.deque[RecordedStep]], key: Any) -> (
-        RecordedStep | None
-    ):
+    def _first_alive(
+        self, index: dict[Any, collections.deque[RecordedStep]], key: Any
+    ) -> RecordedStep | None:
         queue = index.get(key)
         while queue and queue[0].seq not in self._steps:
             queue.popleft()
@@ -368,8 +366,11 @@ class Cursor:
             (
                 s
                 for s in self._order
-                if s.seq in self._steps and s.kind == "tool" and s.name == name
-                and s.end is None and not _harmless(s)
+                if s.seq in self._steps
+                and s.kind == "tool"
+                and s.name == name
+                and s.end is None
+                and not _harmless(s)
             ),
             None,
         )

@@ -90,8 +90,14 @@ def fork(journal: Journal, run_id: str, at_seq: int, new_run_id: str) -> RunReco
     for frame in frames:
         if frame.seq == 0:
             new = make_frame(
-                run_id=new_run_id, seq=0, kind=frame.kind, name=frame.name, key=frame.key,
-                payload=start, prev_chain=prev, at=frame.at,
+                run_id=new_run_id,
+                seq=0,
+                kind=frame.kind,
+                name=frame.name,
+                key=frame.key,
+                payload=start,
+                prev_chain=prev,
+                at=frame.at,
             )
         else:  # the payload bytes are kept as they are (prefix deltas included)
             new = attrs.evolve(
@@ -99,8 +105,14 @@ def fork(journal: Journal, run_id: str, at_seq: int, new_run_id: str) -> RunReco
                 run_id=new_run_id,
                 epoch=0,
                 chain=chain_of(
-                    prev, run_id=new_run_id, seq=frame.seq, kind=frame.kind, name=frame.name,
-                    key=frame.key, payload=frame.payload, at=frame.at,
+                    prev,
+                    run_id=new_run_id,
+                    seq=frame.seq,
+                    kind=frame.kind,
+                    name=frame.name,
+                    key=frame.key,
+                    payload=frame.payload,
+                    at=frame.at,
                 ),
             )
         copied.append(new)
@@ -290,8 +302,9 @@ def diff_runs(
         if sa is None or sb is None:
             return RunDiff(a=a, b=b, index=index, what="missing", step_a=sa, step_b=sb, diff=[])
         if (sa.kind, sa.name) != (sb.kind, sb.name):
-            diff = diff_values({"kind": sa.kind, "name": sa.name},
-                               {"kind": sb.kind, "name": sb.name})
+            diff = diff_values(
+                {"kind": sa.kind, "name": sa.name}, {"kind": sb.kind, "name": sb.name}
+            )
             return RunDiff(a=a, b=b, index=index, what="step", step_a=sa, step_b=sb, diff=diff)
         diff = diff_values(sa.args, sb.args, "$.args")
         if diff:
@@ -305,4 +318,3 @@ def diff_runs(
             a=a, b=b, index=len(steps_a), what="output", step_a=None, step_b=None, diff=diff
         )
     return None
-

@@ -27,8 +27,9 @@ def _clip(value: Any) -> str:
 
 def _call(name: str, args: Any) -> str:
     if isinstance(args, dict):
-        inner = ", ".join(f"{k}={_clip(v) if isinstance(v, str) else short(v)}"
-                          for k, v in args.items())
+        inner = ", ".join(
+            f"{k}={_clip(v) if isinstance(v, str) else short(v)}" for k, v in args.items()
+        )
         return f"{name}({_clip(inner)})"
     return f"{name}({_clip(args)})"
 
@@ -76,13 +77,16 @@ def render_resume_note(frames: Iterable[Frame], run_id: str = "") -> str:
         kind, data = end
         if kind == Kind.TOOL_ERROR.value:
             error = data.get("error") or {}
-            failed.append(f"- {call}: raised {error.get('qualname') or error.get('type')}: "
-                          f"{_clip(error.get('message', ''))}")
+            failed.append(
+                f"- {call}: raised {error.get('qualname') or error.get('type')}: "
+                f"{_clip(error.get('message', ''))}"
+            )
             continue
         result = data.get("result")
         if isinstance(result, dict) and result.get("status") == "not_safely_resumable":
-            unknown.append(f"- {call}: interrupted while running, not re-run "
-                           f"(idempotency key {key})")
+            unknown.append(
+                f"- {call}: interrupted while running, not re-run (idempotency key {key})"
+            )
             continue
         done.append(f"- {call} -> {_clip(result)}")
     head = f"Run {run_id!r} is resuming" if run_id else "This run is resuming"

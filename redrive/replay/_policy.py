@@ -46,9 +46,7 @@ def _key_regex(name: str, *, glob: bool) -> str:
     if glob and "*" in name:
         # A glob inside a name (``tool_*``): match either rendering of the key.
         plain = "[^.\\[]*".join(re.escape(part) for part in name.split("*"))
-        quoted = "(?:[^'\\\\]|\\\\.)*".join(
-            re.escape(repr(part)[1:-1]) for part in name.split("*")
-        )
+        quoted = "(?:[^'\\\\]|\\\\.)*".join(re.escape(repr(part)[1:-1]) for part in name.split("*"))
         return rf"(?:\.{plain}|\['{quoted}'\])"
     if name.isidentifier():
         return r"\." + re.escape(name)
@@ -193,9 +191,7 @@ def _walk(
     return value
 
 
-def match_view(
-    args: Any, ignore: tuple[re.Pattern[str], ...] = (), *, kind: str = "model"
-) -> Any:
+def match_view(args: Any, ignore: tuple[re.Pattern[str], ...] = (), *, kind: str = "model") -> Any:
     """Return canonical ``args`` without what must not decide a match.
 
     For model requests (``kind="model"``) drops model-minted ids

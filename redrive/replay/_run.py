@@ -225,7 +225,9 @@ class Run(ToolSteps, Claims):
             # running again: a crash from here on leaves it among interrupted_runs()
             with contextlib.suppress(AppendConflictError):
                 self.journal.append(
-                    self.run_id, [], expected_seq=record.next_seq,
+                    self.run_id,
+                    [],
+                    expected_seq=record.next_seq,
                     update=RunUpdate(status=RunStatus.RUNNING.value),
                 )
 
@@ -372,8 +374,9 @@ class Run(ToolSteps, Claims):
                 self._queue(Kind.MODEL_REQUEST, name, payload, key)
             else:
                 seq = unfinished.seq
-            self._queue(Kind.MODEL_RESPONSE, name, {"step": seq, "response": response,
-                                                    "view": view})
+            self._queue(
+                Kind.MODEL_RESPONSE, name, {"step": seq, "response": response, "view": view}
+            )
             self.live_steps += 1
             self._turn += 1
             if self.model_commit != "group":
@@ -452,9 +455,7 @@ class Run(ToolSteps, Claims):
                 return step.data.get("value")
             self._check_live("value", name, args, key)
             value = make()
-            self._queue(
-                Kind.VALUE, name, {"args": args, "turn": self._turn, "value": value}, key
-            )
+            self._queue(Kind.VALUE, name, {"args": args, "turn": self._turn, "value": value}, key)
             self.live_steps += 1
             return value
 
@@ -566,6 +567,4 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
 
 
 #: The keyword options of :func:`run` (those of the Run's constructor).
-_RUN_OPTIONS = frozenset(inspect.signature(Run.__init__).parameters) - {
-    "self", "journal", "run_id"
-}
+_RUN_OPTIONS = frozenset(inspect.signature(Run.__init__).parameters) - {"self", "journal", "run_id"}

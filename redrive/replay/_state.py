@@ -41,7 +41,6 @@ def _take_until(frames: Iterator[Frame], limit: int) -> Iterator[Frame]:
         yield frame
 
 
-
 def _check_options(
     *,
     max_attempts: Any,
@@ -120,8 +119,13 @@ class RunState:
                 f"model_commit={model_commit!r}: use 'write' (default), 'group' or 'each'"
             )
         _check_options(
-            max_attempts=max_attempts, lease=lease, busy_timeout=busy_timeout, create=create,
-            live=live, redact=redact, retryable=retryable,
+            max_attempts=max_attempts,
+            lease=lease,
+            busy_timeout=busy_timeout,
+            create=create,
+            live=live,
+            redact=redact,
+            retryable=retryable,
         )
         self.journal = journal
         self.run_id = run_id

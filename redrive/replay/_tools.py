@@ -134,7 +134,6 @@ def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> Ba
     )
 
 
-
 def _mark_retryable(exc: BaseException, retryable: bool) -> None:
     """Remember on the exception itself whether the tool error that raised it is retryable."""
     with contextlib.suppress(AttributeError, TypeError):  # an exception refusing attributes
@@ -180,7 +179,11 @@ class ToolSteps(RunState):
                 # the same block as when recorded (a replay-only run never writes its outcome)
                 if not self.live or self._finished_record is not None:
                     raise self._blocked_error(
-                        spec, failed_at, stored, f"{self.run_id}:{failed_at}:{spec.name}", 1,
+                        spec,
+                        failed_at,
+                        stored,
+                        f"{self.run_id}:{failed_at}:{spec.name}",
+                        1,
                         retry=True,
                     )
                 return self._blocked(spec, failed_at, stored, key, turn, attempts=1, retry=True)
@@ -234,9 +237,7 @@ class ToolSteps(RunState):
             plan.value = outcome.get("result")
         return plan
 
-    def _tool_in_flight(
-        self, spec: ToolSpec, step: RecordedStep, stored: Any, key: str
-    ) -> _Plan:
+    def _tool_in_flight(self, spec: ToolSpec, step: RecordedStep, stored: Any, key: str) -> _Plan:
         idem = f"{self.run_id}:{step.seq}:{spec.name}"
         self._check_live("tool", spec.name, stored, key)
         if step.args is not None:
@@ -265,9 +266,14 @@ class ToolSteps(RunState):
             try:
                 found = spec.recover(dict(stored), idem)
             except Exception as exc:
-                raise self._blocked_error(spec, step.seq, stored, idem, step.attempts,
-                                          cause=f"its recover() raised {type(exc).__name__}: {exc}"
-                                          ) from exc
+                raise self._blocked_error(
+                    spec,
+                    step.seq,
+                    stored,
+                    idem,
+                    step.attempts,
+                    cause=f"its recover() raised {type(exc).__name__}: {exc}",
+                ) from exc
             if not isinstance(found, Recovery):
                 raise TypeError(
                     f"tool {spec.name!r}: recover() returned {found!r}; return "
@@ -281,11 +287,24 @@ class ToolSteps(RunState):
                 )
                 self._flush()
                 self.replayed_steps += 1
-                return _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn,
-                             replayed=True, value=canonical(found.result, "result"))
+                return _Plan(
+                    seq=step.seq,
+                    key=idem,
+                    name=spec.name,
+                    turn=step.turn,
+                    replayed=True,
+                    value=canonical(found.result, "result"),
+                )
             if found.state == "unknown":
-                return self._blocked(spec, step.seq, stored, key, step.turn, step.attempts,
-                                     cause=found.reason or "recover() could not tell")
+                return self._blocked(
+                    spec,
+                    step.seq,
+                    stored,
+                    key,
+                    step.turn,
+                    step.attempts,
+                    cause=found.reason or "recover() could not tell",
+                )
             return self._rerun(spec, step, idem, key)
         if spec.restart_safe or spec.read_only:
             return self._rerun(spec, step, idem, key)
@@ -304,8 +323,14 @@ class ToolSteps(RunState):
         return _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, match_key=key)
 
     def _blocked_error(
-        self, spec: ToolSpec, seq: int, stored: Any, idem: str, attempts: int,
-        cause: str = "", retry: bool = False,
+        self,
+        spec: ToolSpec,
+        seq: int,
+        stored: Any,
+        idem: str,
+        attempts: int,
+        cause: str = "",
+        retry: bool = False,
     ) -> SideEffectRetryBlockedError:
         what = (
             f"tool {spec.name!r} already ran at seq {seq} and failed; calling it again with the "
@@ -330,8 +355,15 @@ class ToolSteps(RunState):
         )
 
     def _blocked(
-        self, spec: ToolSpec, seq: int, stored: Any, key: str, turn: int, attempts: int,
-        cause: str = "", retry: bool = False,
+        self,
+        spec: ToolSpec,
+        seq: int,
+        stored: Any,
+        key: str,
+        turn: int,
+        attempts: int,
+        cause: str = "",
+        retry: bool = False,
     ) -> _Plan:
         idem = f"{self.run_id}:{seq}:{spec.name}"
         error = self._blocked_error(spec, seq, stored, idem, attempts, cause, retry)
@@ -362,8 +394,14 @@ class ToolSteps(RunState):
             self._queue(
                 Kind.TOOL_START,
                 spec.name,
-                {"args": stored, "turn": turn, "restart_safe": False,
-                 "read_only": False, "idempotency_key": idem, "blocked": True},
+                {
+                    "args": stored,
+                    "turn": turn,
+                    "restart_safe": False,
+                    "read_only": False,
+                    "idempotency_key": idem,
+                    "blocked": True,
+                },
                 key,
             )
             self._queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": outcome})
@@ -420,9 +458,7 @@ class ToolSteps(RunState):
         _mark_retryable(exc, retryable)
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
 
-    def tool_step(
-        self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]
-    ) -> Any:
+    def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
         """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``.
 
         Args:

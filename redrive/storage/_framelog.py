@@ -310,4 +310,3 @@ class FrameLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-

@@ -45,9 +45,7 @@ RUN_COLUMNS = (
     "lease_epoch",
     "lease_expires",
 )
-FRAME_COLUMNS = (
-    "run_id", "seq", "kind", "name", "key", "payload", "chain", "written_at", "epoch"
-)
+FRAME_COLUMNS = ("run_id", "seq", "kind", "name", "key", "payload", "chain", "written_at", "epoch")
 #: Frame attribute of each column.
 FRAME_ATTRS = ("run_id", "seq", "kind", "name", "key", "payload", "chain", "at", "epoch")
 PAGE = 1000
@@ -378,8 +376,12 @@ class SqlJournal(RunIndexOps):
             if not sync:
                 self._relaxed_commit(cur)
             row = appended(
-                self._select_run(cur, run_id, lock=True), run_id, frames,
-                expected_seq=expected_seq, update=update, epoch=epoch,
+                self._select_run(cur, run_id, lock=True),
+                run_id,
+                frames,
+                expected_seq=expected_seq,
+                update=update,
+                epoch=epoch,
             )
             self._insert_frames(cur, frames)
             self._write_run(cur, row)

@@ -113,9 +113,7 @@ class _Store(SqlJournal):
         with self._transaction() as cur:
             for start in range(0, len(frames), _CHUNK):
                 chunk = frames[start : start + _CHUNK]
-                marks = ", ".join(
-                    "(" + ", ".join("?" for _ in FRAME_COLUMNS) + ")" for _ in chunk
-                )
+                marks = ", ".join("(" + ", ".join("?" for _ in FRAME_COLUMNS) + ")" for _ in chunk)
                 cur.execute(
                     f"INSERT OR IGNORE INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) "
                     f"VALUES {marks}",
@@ -278,9 +276,7 @@ class DuckDBJournal(RunIndexOps):
                 except _BadRecord as exc:
                     raise JournalCorruptError(
                         f"{log.path}: record {index} at byte {offset} is not a well-formed "
-                        f"journal record: {exc}. "
-                        + _after(last)
-                        + _ADVICE,
+                        f"journal record: {exc}. " + _after(last) + _ADVICE,
                         source=log.path,
                         offset=offset,
                         record_index=index,
@@ -387,8 +383,12 @@ class DuckDBJournal(RunIndexOps):
         """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:
             row = appended(
-                self._record(run_id), run_id, frames,
-                expected_seq=expected_seq, update=update, epoch=epoch,
+                self._record(run_id),
+                run_id,
+                frames,
+                expected_seq=expected_seq,
+                update=update,
+                epoch=epoch,
             )
             self._write(["frames", _run_row(row), [_frame_row(f) for f in frames]], sync=sync)
 

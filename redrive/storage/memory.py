@@ -22,7 +22,6 @@ from ._base import (
 __all__ = ["MemoryJournal"]
 
 
-
 class MemoryJournal(RunIndexOps):
     """A journal held in this process's memory (``":memory:"``); lost at exit.
 
@@ -46,9 +45,7 @@ class MemoryJournal(RunIndexOps):
         with self._lock:
             if record.run_id in self._runs:
                 return False
-            self._runs[record.run_id] = attrs.evolve(
-                record, next_seq=1, last_chain=first.chain
-            )
+            self._runs[record.run_id] = attrs.evolve(record, next_seq=1, last_chain=first.chain)
             self._frames[record.run_id] = [first]
             return True
 
@@ -76,8 +73,12 @@ class MemoryJournal(RunIndexOps):
         """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:
             row = appended(
-                self._runs.get(run_id), run_id, frames,
-                expected_seq=expected_seq, update=update, epoch=epoch,
+                self._runs.get(run_id),
+                run_id,
+                frames,
+                expected_seq=expected_seq,
+                update=update,
+                epoch=epoch,
             )
             self._frames[run_id].extend(frames)
             self._runs[run_id] = row

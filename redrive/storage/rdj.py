@@ -293,14 +293,16 @@ class _Reader:
                 )
             if count >= header.frames:
                 raise self.corrupt(
-                    "count", f"more frames than the {header.frames} the header declares",
+                    "count",
+                    f"more frames than the {header.frames} the header declares",
                     seq=frame.seq,
                 )
             try:
                 decode(frame.payload)
             except Exception as exc:
                 raise self.corrupt(
-                    "payload", f"frame seq {frame.seq} payload is not canonical msgpack: {exc}",
+                    "payload",
+                    f"frame seq {frame.seq} payload is not canonical msgpack: {exc}",
                     seq=frame.seq,
                 ) from None
             if frame.chain != frame.expected_chain(prev):
@@ -404,8 +406,15 @@ def _parse_frame(run_id: str, data: Any) -> Frame:
     _check(_num(at), "at is not a finite number")
     _check(isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0, "bad epoch")
     return Frame(
-        run_id=run_id, seq=seq, kind=kind, name=name, key=key, payload=payload, chain=chain,
-        at=float(at), epoch=epoch,
+        run_id=run_id,
+        seq=seq,
+        kind=kind,
+        name=name,
+        key=key,
+        payload=payload,
+        chain=chain,
+        at=float(at),
+        epoch=epoch,
     )
 
 
@@ -664,18 +673,34 @@ def export_run(
                         if isinstance(start, dict) and isinstance(start.get("flags"), dict):
                             flags = start["flags"]
                     lease_free = RunRecord(
-                        run_id=record.run_id, status=record.status, next_seq=total,
-                        last_chain=record.last_chain, input_fp=record.input_fp,
-                        entrypoint=record.entrypoint, created_at=record.created_at,
-                        updated_at=record.updated_at, output=record.output, error=record.error,
+                        run_id=record.run_id,
+                        status=record.status,
+                        next_seq=total,
+                        last_chain=record.last_chain,
+                        input_fp=record.input_fp,
+                        entrypoint=record.entrypoint,
+                        created_at=record.created_at,
+                        updated_at=record.updated_at,
+                        output=record.output,
+                        error=record.error,
                     )
                     out.write(_record(_TAG_HEADER, _header_bytes(lease_free, flags)))
                     header_written = True
                 out.write(
                     _record(
                         _TAG_FRAME,
-                        _pack([frame.seq, frame.kind, frame.name, frame.key, frame.payload,
-                               frame.chain, float(frame.at), frame.epoch]),
+                        _pack(
+                            [
+                                frame.seq,
+                                frame.kind,
+                                frame.name,
+                                frame.key,
+                                frame.payload,
+                                frame.chain,
+                                float(frame.at),
+                                frame.epoch,
+                            ]
+                        ),
                     )
                 )
                 prev = frame.chain
@@ -749,8 +774,12 @@ def import_run(
     frames = source.frames(record.run_id)
     first = next(frames)
     created = RunRecord(
-        run_id=record.run_id, status=RunStatus.RUNNING.value, input_fp=record.input_fp,
-        entrypoint=record.entrypoint, created_at=record.created_at, updated_at=record.updated_at,
+        run_id=record.run_id,
+        status=RunStatus.RUNNING.value,
+        input_fp=record.input_fp,
+        entrypoint=record.entrypoint,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
     )
     journal.create_run(created, first)
     done = 1

@@ -82,7 +82,11 @@ def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Call
 
 def _start(journal: Journal, run_id: str, *, at: float | None = None) -> Frame:
     first = make_frame(
-        run_id=run_id, seq=0, kind=Kind.RUN_START, name="run", payload={"input": run_id},
+        run_id=run_id,
+        seq=0,
+        kind=Kind.RUN_START,
+        name="run",
+        payload={"input": run_id},
         prev_chain=GENESIS,
     )
     now = time.time() if at is None else at
@@ -97,8 +101,12 @@ def _frames(run_id: str, start: int, prev: str, count: int, tag: str = "") -> li
     out = []
     for offset in range(count):
         frame = make_frame(
-            run_id=run_id, seq=start + offset, kind=Kind.NOTE, name="note",
-            payload={"i": start + offset, "tag": tag}, prev_chain=prev,
+            run_id=run_id,
+            seq=start + offset,
+            kind=Kind.NOTE,
+            name="note",
+            payload={"i": start + offset, "tag": tag},
+            prev_chain=prev,
         )
         out.append(frame)
         prev = frame.chain
@@ -114,7 +122,11 @@ def test_create_run_once(journal: Journal) -> None:
     """A run is created once; a second create leaves the first untouched and returns False."""
     first = _start(journal, "r1")
     again = make_frame(
-        run_id="r1", seq=0, kind=Kind.RUN_START, name="run", payload={"other": 1},
+        run_id="r1",
+        seq=0,
+        kind=Kind.RUN_START,
+        name="run",
+        payload={"other": 1},
         prev_chain=GENESIS,
     )
     assert not journal.create_run(RunRecord(run_id="r1", input_fp="0" * 32), again)
@@ -193,8 +205,13 @@ def test_frames_round_trip_every_field(journal: Journal) -> None:
     """A stored frame reads back equal in every field, payload bytes and epoch included."""
     first = _start(journal, "rt")
     frame = make_frame(
-        run_id="rt", seq=1, kind=Kind.TOOL_START, name="send_email", key="a" * 32,
-        payload={"args": {"to": "bob", "blob": b"\x00\xff"}, "n": 1.5}, prev_chain=first.chain,
+        run_id="rt",
+        seq=1,
+        kind=Kind.TOOL_START,
+        name="send_email",
+        key="a" * 32,
+        payload={"args": {"to": "bob", "blob": b"\x00\xff"}, "n": 1.5},
+        prev_chain=first.chain,
         epoch=7,
     )
     journal.append("rt", [frame], expected_seq=1)
@@ -236,19 +253,24 @@ def test_run_rows_update_with_appends(journal: Journal) -> None:
     record = journal.get_run("a")
     assert record is not None
     end = make_frame(
-        run_id="a", seq=1, kind=Kind.RUN_END, name="run", payload={"status": "succeeded"},
+        run_id="a",
+        seq=1,
+        kind=Kind.RUN_END,
+        name="run",
+        payload={"status": "succeeded"},
         prev_chain=record.last_chain,
     )
     out = redrive.frames.encode({"answer": 42})
-    journal.append(
-        "a", [end], expected_seq=1, update=RunUpdate(status="succeeded", output=out)
-    )
+    journal.append("a", [end], expected_seq=1, update=RunUpdate(status="succeeded", output=out))
     journal.append("b", [], expected_seq=1, update=RunUpdate(status="failed", error="E: boom"))
     a = journal.get_run("a")
     b = journal.get_run("b")
     assert a is not None and b is not None
     assert (a.status, a.next_seq, a.last_chain, a.output_value()) == (
-        "succeeded", 2, end.chain, {"answer": 42},
+        "succeeded",
+        2,
+        end.chain,
+        {"answer": 42},
     )
     assert (b.status, b.error, b.next_seq) == ("failed", "E: boom", 1)
     assert [r.run_id for r in journal.runs()] == ["c", "b", "a"]

@@ -50,14 +50,17 @@ def main(argv: list[str]) -> int:
         return redrive.Recovery.not_done()
 
     if scenario == "dedupe":
+
         @redrive.tool(name="charge_card", restart_safe=True)
         def charge_card(amount: int, idempotency_key: str) -> Any:
             return charge_body(amount, idempotency_key, dedupe=True)
     elif scenario == "recover":
+
         @redrive.tool(name="charge_card", restart_safe=False, recover=recover)
         def charge_card(amount: int, idempotency_key: str) -> Any:
             return charge_body(amount, idempotency_key, dedupe=False)
     else:
+
         @redrive.tool(name="charge_card")  # undeclared: the name says it is unsafe
         def charge_card(amount: int, idempotency_key: str) -> Any:
             return charge_body(amount, idempotency_key, dedupe=False)

@@ -72,9 +72,17 @@ def _worker(
     if kill_at:
         env["REDRIVE_KILL_AT"] = kill_at
     cmd = [
-        sys.executable, "-m", "redrive.demo.worker",
-        "--journal", str(tmp / "runs.duckdb"), "--log", str(tmp / "effects.jsonl"),
-        "--base-url", server.base_url, "--run-id", RUN_ID,
+        sys.executable,
+        "-m",
+        "redrive.demo.worker",
+        "--journal",
+        str(tmp / "runs.duckdb"),
+        "--log",
+        str(tmp / "effects.jsonl"),
+        "--base-url",
+        server.base_url,
+        "--run-id",
+        RUN_ID,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
 

@@ -45,8 +45,7 @@ pytestmark = pytest.mark.crash
 
 ROOT = Path(__file__).resolve().parents[2]
 TAU = (
-    ROOT.parent / "shared" / "realdata" / "trajectories"
-    / "tau-bench__gpt-4o-airline__trimmed.json"
+    ROOT.parent / "shared" / "realdata" / "trajectories" / "tau-bench__gpt-4o-airline__trimmed.json"
 )
 RANDOM_RUNS = int(os.environ.get("REDRIVE_HARNESS_N", "60"))
 
@@ -108,8 +107,13 @@ def upsert_note(note: str, idempotency_key: str) -> dict[str, Any]:
     result = _result("upsert_note", {"note": note})
     _log(event="exec", tool="upsert_note", key=idempotency_key, args={"note": note})
     if not _effects(idempotency_key):  # dedupes on the idempotency key, like a real API
-        _log(event="effect", tool="upsert_note", key=idempotency_key, args={"note": note},
-             result=result)
+        _log(
+            event="effect",
+            tool="upsert_note",
+            key=idempotency_key,
+            args={"note": note},
+            result=result,
+        )
     _mid_body("upsert_note")
     return result
 
@@ -117,8 +121,13 @@ def upsert_note(note: str, idempotency_key: str) -> dict[str, Any]:
 @redrive.tool(restart_safe=False, recover=_recover("charge_card"))
 def charge_card(amount: int, idempotency_key: str) -> dict[str, Any]:
     result = _result("charge_card", {"amount": amount})
-    _log(event="effect", tool="charge_card", key=idempotency_key, args={"amount": amount},
-         result=result)
+    _log(
+        event="effect",
+        tool="charge_card",
+        key=idempotency_key,
+        args={"amount": amount},
+        result=result,
+    )
     _mid_body("charge_card")
     return result
 
@@ -126,8 +135,7 @@ def charge_card(amount: int, idempotency_key: str) -> dict[str, Any]:
 @redrive.tool(restart_safe=False)
 def send_email(to: str, idempotency_key: str) -> dict[str, Any]:
     result = _result("send_email", {"to": to})
-    _log(event="effect", tool="send_email", key=idempotency_key, args={"to": to},
-         result=result)
+    _log(event="effect", tool="send_email", key=idempotency_key, args={"to": to}, result=result)
     _mid_body("send_email")
     return result
 
@@ -157,15 +165,18 @@ async def asend_email(to: str, idempotency_key: str) -> dict[str, Any]:
 
 
 SYNC_TOOLS: dict[str, Callable[..., Any]] = {
-    "lookup_record": lookup_record, "upsert_note": upsert_note,
-    "charge_card": charge_card, "send_email": send_email,
+    "lookup_record": lookup_record,
+    "upsert_note": upsert_note,
+    "charge_card": charge_card,
+    "send_email": send_email,
 }
 ASYNC_TOOLS: dict[str, Callable[..., Any]] = {
-    "lookup_record": alookup_record, "upsert_note": aupsert_note,
-    "charge_card": acharge_card, "send_email": asend_email,
+    "lookup_record": alookup_record,
+    "upsert_note": aupsert_note,
+    "charge_card": acharge_card,
+    "send_email": asend_email,
 }
-ARG = {"lookup_record": "query", "upsert_note": "note", "charge_card": "amount",
-       "send_email": "to"}
+ARG = {"lookup_record": "query", "upsert_note": "note", "charge_card": "amount", "send_email": "to"}
 
 
 @redrive.model(name="model:scripted")  # type: ignore[untyped-decorator]
@@ -228,8 +239,15 @@ async def random_agent_async() -> list[dict[str, Any]]:
 
 # -- tau-bench: recorded conversations as scripted model and user replies ---------------
 
-TAU_READ = {"get_reservation_details", "search_direct_flight", "get_user_details", "think",
-            "calculate", "search_onestop_flight", "list_all_airports"}
+TAU_READ = {
+    "get_reservation_details",
+    "search_direct_flight",
+    "get_user_details",
+    "think",
+    "calculate",
+    "search_onestop_flight",
+    "list_all_airports",
+}
 
 
 def _tau_tool(name: str) -> Callable[..., Any]:
@@ -241,6 +259,7 @@ def _tau_tool(name: str) -> Callable[..., Any]:
         return recorded
 
     if name in TAU_READ:
+
         def read(arguments: dict[str, Any]) -> Any:
             return body(arguments)
 
@@ -309,8 +328,9 @@ def _drive(script: dict[str, Any], journal: Any, run_id: str) -> Any:
     return run
 
 
-def child(script: dict[str, Any], journal_path: str, log: str, hits: str,
-          kill_at: int | None) -> None:
+def child(
+    script: dict[str, Any], journal_path: str, log: str, hits: str, kill_at: int | None
+) -> None:
     """One attempt, in a child process: resume the run, dying at boundary number ``kill_at``."""
     global _LOG, _HOOK
     _LOG = log
@@ -367,13 +387,17 @@ def reference(script: dict[str, Any], log: str) -> tuple[Any, int]:
 
 def check_log(log: str) -> None:
     """No effect of a side-effecting step happened twice (per idempotency key)."""
-    twice = {k: n for k, n in Counter(
-        e["key"] for e in _events(log) if e["event"] == "effect").items() if n > 1}
+    twice = {
+        k: n
+        for k, n in Counter(e["key"] for e in _events(log) if e["event"] == "effect").items()
+        if n > 1
+    }
     assert not twice, f"side effects repeated: {twice}"
 
 
-def crash_and_resume(ctx: Any, script: dict[str, Any], tmp: Path, rng: random.Random,
-                     kills: int) -> tuple[str, int]:
+def crash_and_resume(
+    ctx: Any, script: dict[str, Any], tmp: Path, rng: random.Random, kills: int
+) -> tuple[str, int]:
     """Run ``script`` with up to ``kills`` SIGKILLs, resuming each time; check every invariant.
 
     Returns ``(outcome, kills done)``: outcome "finished" or "blocked" (an unsafe
@@ -416,10 +440,14 @@ def crash_and_resume(ctx: Any, script: dict[str, Any], tmp: Path, rng: random.Ra
         assert record is not None and record.status == "succeeded"
         assert record.output_value() == expected, f"{script['id']}: output differs"
         break
+
     # the effects are those of the uninterrupted run: the same calls, each once
     def effects(path: str) -> Counter[str]:
-        return Counter(json.dumps([e["tool"], e["args"]], sort_keys=True)
-                       for e in _events(path) if e["event"] == "effect")
+        return Counter(
+            json.dumps([e["tool"], e["args"]], sort_keys=True)
+            for e in _events(path)
+            if e["event"] == "effect"
+        )
 
     assert effects(log) == effects(str(tmp / "reference.log")), script["id"]
     # replaying the finished run: no model call, no tool body, the recorded output
@@ -436,8 +464,9 @@ def crash_and_resume(ctx: Any, script: dict[str, Any], tmp: Path, rng: random.Ra
     return "finished", done
 
 
-def test_random_shapes_survive_repeated_kills(spawn: Any, tmp_path: Path,
-                                              request: pytest.FixtureRequest) -> None:
+def test_random_shapes_survive_repeated_kills(
+    spawn: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """Seeded random loops killed at random boundaries several times end like uninterrupted runs."""
     slow = bool(request.config.getoption("--runslow", default=False))
     max_kills = 8 if slow or RANDOM_RUNS >= 200 else 4
@@ -446,8 +475,9 @@ def test_random_shapes_survive_repeated_kills(spawn: Any, tmp_path: Path,
     for seed in range(RANDOM_RUNS):
         rng = random.Random(1000 + seed)
         script = {**random_shape(seed), "id": f"shape-{seed}"}
-        outcome, kills = crash_and_resume(spawn, script, tmp_path / f"s{seed}", rng,
-                                          rng.randint(1, max_kills))
+        outcome, kills = crash_and_resume(
+            spawn, script, tmp_path / f"s{seed}", rng, rng.randint(1, max_kills)
+        )
         outcomes[outcome] += 1
         total += kills
     assert outcomes["finished"] > 0 and total >= RANDOM_RUNS, (outcomes, total)
@@ -462,8 +492,9 @@ def _tau_runs() -> list[dict[str, Any]]:
     return runs
 
 
-def test_tau_bench_runs_survive_kills(spawn: Any, tmp_path: Path,
-                                      request: pytest.FixtureRequest) -> None:
+def test_tau_bench_runs_survive_kills(
+    spawn: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """All 79 real tau-bench airline runs, killed and resumed, end with the original transcript."""
     slow = bool(request.config.getoption("--runslow", default=False))
     total = 0
@@ -472,10 +503,14 @@ def test_tau_bench_runs_survive_kills(spawn: Any, tmp_path: Path,
     for index, entry in enumerate(runs):
         rng = random.Random(index)
         traj = entry["traj"]
-        script = {"kind": "tau", "id": f"tau-{entry['task_id']}-{entry['trial']}-{index}",
-                  "traj": traj}
-        outcome, kills = crash_and_resume(spawn, script, tmp_path / f"t{index}", rng,
-                                          rng.randint(1, 6 if slow else 3))
+        script = {
+            "kind": "tau",
+            "id": f"tau-{entry['task_id']}-{entry['trial']}-{index}",
+            "traj": traj,
+        }
+        outcome, kills = crash_and_resume(
+            spawn, script, tmp_path / f"t{index}", rng, rng.randint(1, 6 if slow else 3)
+        )
         assert outcome == "finished", script["id"]
         total += kills
     print(f"tau-bench: {len(runs)} runs, {total} kills", file=sys.stderr)

@@ -36,9 +36,21 @@ class Payment:
     def child(self, kill_at: str = "none", on_in_flight: str = "raise") -> tuple[int, Any]:
         """Run one child; return its exit code and its JSON result (None when killed)."""
         proc = subprocess.run(
-            [sys.executable, "-m", "tests.crash.resume_child", self.journal, str(self.log),
-             self.scenario, kill_at, on_in_flight],
-            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+            [
+                sys.executable,
+                "-m",
+                "tests.crash.resume_child",
+                self.journal,
+                str(self.log),
+                self.scenario,
+                kill_at,
+                on_in_flight,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         if proc.returncode == -signal.SIGKILL:
             return proc.returncode, None

@@ -31,8 +31,18 @@ def _chunk(delta: dict[str, object], finish: str | None = None) -> str:
 
 STREAM = [
     _chunk({"role": "assistant", "content": ""}),
-    _chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                            "function": {"name": "book_table", "arguments": ""}}]}),
+    _chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "book_table", "arguments": ""},
+                }
+            ]
+        }
+    ),
     _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"guests":'}}]}),
     _chunk({"tool_calls": [{"index": 0, "function": {"arguments": " 4}"}}]}),
     _chunk({}, finish="tool_calls"),
@@ -84,7 +94,9 @@ def test_stream_killed_midway_is_requested_again_then_replayed(tmp_path: Path) -
     def child(url: str, kill_after: int) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, str(script), url, str(journal), str(log), str(kill_after)],
-            capture_output=True, text=True, timeout=120,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
 
     with serve() as server:

@@ -55,9 +55,17 @@ def worker(
     if crash:
         env["REDRIVE_CRASH_AT"] = crash
     return subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "runs.duckdb"), str(tmp_path / "effects.log"),
-         mode],
-        env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            str(script),
+            str(tmp_path / "runs.duckdb"),
+            str(tmp_path / "effects.log"),
+            mode,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -146,8 +154,13 @@ def test_killed_worker_pays_for_a_finished_model_call_once(
     """Killed right after a model answered: 'write' (default) keeps it; 'group' pays again."""
     script = tmp_path / "model_worker.py"
     script.write_text(MODEL_WORKER)
-    command = [sys.executable, str(script), str(tmp_path / "runs.duckdb"),
-               str(tmp_path / "paid.log"), mode]
+    command = [
+        sys.executable,
+        str(script),
+        str(tmp_path / "runs.duckdb"),
+        str(tmp_path / "paid.log"),
+        mode,
+    ]
     env = {**os.environ, "REDRIVE_CRASH_AT": "model_recorded:model:ask:1"}
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert first.returncode == -signal.SIGKILL, first.stderr

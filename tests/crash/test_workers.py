@@ -280,9 +280,7 @@ def _start(workers: list[Worker]) -> None:
 
 
 @pytest.mark.postgres
-def test_two_workers_resume_the_same_run_at_once(
-    env: dict[str, str], journal: Any
-) -> None:
+def test_two_workers_resume_the_same_run_at_once(env: dict[str, str], journal: Any) -> None:
     """Two processes resume each interrupted run at the same moment; every body runs once."""
     run_ids = [f"pair-{i}" for i in range(TRIALS)]
     for run_id in run_ids:
@@ -384,9 +382,7 @@ def test_stopped_worker_taken_over_writes_nothing(env: dict[str, str], journal: 
 
 
 @pytest.mark.postgres
-def test_killed_lease_holder_is_taken_over_after_expiry(
-    env: dict[str, str], journal: Any
-) -> None:
+def test_killed_lease_holder_is_taken_over_after_expiry(env: dict[str, str], journal: Any) -> None:
     """A worker SIGKILLed while holding the lease is taken over once the lease expires."""
     run_id = "killed"
     interrupt(journal, run_id)

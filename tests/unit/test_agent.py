@@ -91,8 +91,13 @@ def test_parallel_calls_see_the_run_and_replay_without_executing() -> None:
 
     def script() -> list[Any]:
         return [
-            _response(None, [("call_a", "get_weather", {"city": "Oslo"}),
-                             ("call_b", "get_weather", {"city": "Lima"})]),
+            _response(
+                None,
+                [
+                    ("call_a", "get_weather", {"city": "Oslo"}),
+                    ("call_b", "get_weather", {"city": "Lima"}),
+                ],
+            ),
             _response("Oslo 4, Lima 4", []),
         ]
 

@@ -137,7 +137,7 @@ def test_imported_headers_are_scrubbed(tmp_path: Path) -> None:
     cassette = tmp_path / "c.yaml"
     cassette.write_text(
         "interactions:\n- request: {method: POST, uri: 'https://api.openai.com/v1/embeddings',"
-        " body: '{\"input\": \"a\", \"model\": \"m\"}'}\n"
+        ' body: \'{"input": "a", "model": "m"}\'}\n'
         "  response:\n    status: {code: 200, message: OK}\n"
         "    headers: {Set-Cookie: ['__cf_bm=SECRET1'], openai-organization: [org-SECRET2],"
         " Content-Type: [application/json]}\n"
@@ -163,45 +163,80 @@ def test_responses_stream_helper_replays_the_same_events() -> None:
             seen = [event.model_dump(warnings=False) for event in stream]
             return [seen, stream.get_final_response().model_dump(warnings=False)]
 
-    original = _client("openai", httpx2.MockTransport(
-        lambda request: httpx2.Response(item.status, headers=item.honest_headers(),
-                                         content=item.body)))
+    original = _client(
+        "openai",
+        httpx2.MockTransport(
+            lambda request: httpx2.Response(
+                item.status, headers=item.honest_headers(), content=item.body
+            )
+        ),
+    )
     expected = events(original)
     original.close()
     journal = redrive.open_journal(":memory:")
     run_id = import_cassette(path, journal)
-    wrapped = redrive.wrap(_client("openai", httpx2.MockTransport(
-        lambda request: httpx2.Response(599))))
+    wrapped = redrive.wrap(
+        _client("openai", httpx2.MockTransport(lambda request: httpx2.Response(599)))
+    )
     with redrive.run(journal, run_id, live=False):
         assert events(wrapped) == expected
     wrapped.close()
     assert len(expected[0]) > 3
 
 
-@pytest.mark.parametrize(("content", "expected"), [
-    ("interactions: [ {request: 1},", r"not readable YAML: line 2, column 1: expected the node"),
-    ("interactions: 5", r"'interactions' must be a non-empty list of request/response mappings"),
-    ("interactions: []", r"'interactions' must be a non-empty list"),
-    ("interactions: [5]", r"interaction 0: expected a mapping with 'request' and 'response'"),
-    ("interactions: [{request: 1}]", r"interaction 0: 'request' must be a mapping, found int 1"),
-    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x'}}]",
-     r"interaction 0: 'response' must be a mapping, found nothing"),
-    ("interactions: [{request: {method: 5, uri: 'https://api.openai.com/v1/x'},"
-     " response: {status: {code: 200}}}]", r"needs a text request\.method"),
-    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x'},"
-     " response: {status: {code: true}}}]", r"status=True"),
-    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x'},"
-     " response: {status: {code: 200}, headers: [1, 2]}}]",
-     r"interaction 0 response: headers must be a mapping"),
-    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x',"
-     " parsed_body: {a: 2001-01-01}}, response: {status: {code: 200}}}]",
-     r"interaction 0 request: parsed_body is not JSON data"),
-    ("interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x',"
-     " body: {string: [1]}}, response: {status: {code: 200}}}]",
-     r"interaction 0 request: the body is a list"),
-    ("interactions: [{request: {method: POST, uri: 'http://[::1/x'},"
-     " response: {status: {code: 200}}}]", r"interaction 0: the URI .* is malformed"),
-])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            "interactions: [ {request: 1},",
+            r"not readable YAML: line 2, column 1: expected the node",
+        ),
+        (
+            "interactions: 5",
+            r"'interactions' must be a non-empty list of request/response mappings",
+        ),
+        ("interactions: []", r"'interactions' must be a non-empty list"),
+        ("interactions: [5]", r"interaction 0: expected a mapping with 'request' and 'response'"),
+        (
+            "interactions: [{request: 1}]",
+            r"interaction 0: 'request' must be a mapping, found int 1",
+        ),
+        (
+            "interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x'}}]",
+            r"interaction 0: 'response' must be a mapping, found nothing",
+        ),
+        (
+            "interactions: [{request: {method: 5, uri: 'https://api.openai.com/v1/x'},"
+            " response: {status: {code: 200}}}]",
+            r"needs a text request\.method",
+        ),
+        (
+            "interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x'},"
+            " response: {status: {code: true}}}]",
+            r"status=True",
+        ),
+        (
+            "interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x'},"
+            " response: {status: {code: 200}, headers: [1, 2]}}]",
+            r"interaction 0 response: headers must be a mapping",
+        ),
+        (
+            "interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x',"
+            " parsed_body: {a: 2001-01-01}}, response: {status: {code: 200}}}]",
+            r"interaction 0 request: parsed_body is not JSON data",
+        ),
+        (
+            "interactions: [{request: {method: POST, uri: 'https://api.openai.com/v1/x',"
+            " body: {string: [1]}}, response: {status: {code: 200}}}]",
+            r"interaction 0 request: the body is a list",
+        ),
+        (
+            "interactions: [{request: {method: POST, uri: 'http://[::1/x'},"
+            " response: {status: {code: 200}}}]",
+            r"interaction 0: the URI .* is malformed",
+        ),
+    ],
+)
 def test_malformed_cassette_structure_is_a_cassette_error(
     tmp_path: Path, content: str, expected: str
 ) -> None:

@@ -74,7 +74,8 @@ def test_journal_source_and_changed_output(monkeypatch: pytest.MonkeyPatch) -> N
 
     real = refund_agent.handle_ticket.__wrapped_durable__  # type: ignore[attr-defined]
     monkeypatch.setattr(
-        refund_agent.handle_ticket, "__wrapped_durable__",
+        refund_agent.handle_ticket,
+        "__wrapped_durable__",
         lambda order_id, message: {**real(order_id, message), "refunded": "maybe"},
     )
     result = redrive.check_run((journal, run_id))

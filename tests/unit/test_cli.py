@@ -55,8 +55,9 @@ def test_runs_lists_and_filters(journal_url: str, capsys: pytest.CaptureFixture[
     lines = out.splitlines()
     assert lines[0].split("\t")[:4] == ["run_id", "status", "steps", "frames"]
     assert sorted(line.split("\t")[0] for line in lines[1:]) == [PROMPT, REFUNDED]
-    code, data = _json(capsys, "--journal", journal_url, "runs", "--status", "succeeded",
-                       "--limit", "1")
+    code, data = _json(
+        capsys, "--journal", journal_url, "runs", "--status", "succeeded", "--limit", "1"
+    )
     assert code == 0 and len(data["runs"]) == 1 and data["runs"][0]["steps"] == 6
     assert _json(capsys, "--journal", journal_url, "runs", "--stale")[1]["runs"] == []
     code, data = _json(capsys, "--journal", journal_url, "runs", "--status", "failed")
@@ -81,7 +82,11 @@ def test_show_timeline(journal_url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0
     steps = data["steps"]
     assert [s["name"] for s in steps] == [
-        "model:support", "lookup_order", "model:support", "issue_refund", "model:support",
+        "model:support",
+        "lookup_order",
+        "model:support",
+        "issue_refund",
+        "model:support",
         "write_audit",
     ]
     assert steps[0]["tokens"] == {"input": 40, "output": 12}
@@ -127,15 +132,19 @@ def test_diff(journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     first = data["first_divergent_step"]
     assert first["index"] == 0 and first["a"]["name"] == "model:support"
     assert first["diff"][0][0] == "$.messages[0].content"
-    code, out, _ = _run(capsys, "--journal", journal_url, "diff", REFUNDED,
-                        str(RUNS / "pass" / "refunded.rdj"))
+    code, out, _ = _run(
+        capsys, "--journal", journal_url, "diff", REFUNDED, str(RUNS / "pass" / "refunded.rdj")
+    )
     assert code == 0 and "the same 6 steps" in out
 
 
 def test_sql(journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     """sql runs DuckDB over runs and frames, payloads as JSON; a bad query exits 2."""
     code, data = _json(
-        capsys, "--journal", journal_url, "sql",
+        capsys,
+        "--journal",
+        journal_url,
+        "sql",
         "SELECT r.run_id, count(*) AS n, sum(CAST(json_extract(f.data, '$.response.usage"
         ".input_tokens') AS INT)) AS tokens FROM frames f JOIN runs r USING (run_id) "
         "WHERE f.kind = 'model_response' GROUP BY 1 ORDER BY 1",
@@ -145,15 +154,21 @@ def test_sql(journal_url: str, capsys: pytest.CaptureFixture[str]) -> None:
         {"run_id": PROMPT, "n": 3, "tokens": 180},
         {"run_id": REFUNDED, "n": 3, "tokens": 180},
     ]
-    code, out, _ = _run(capsys, "--journal", str(RUNS / "pass" / "refunded.rdj"), "sql",
-                        "SELECT count(*) FROM frames")
+    code, out, _ = _run(
+        capsys,
+        "--journal",
+        str(RUNS / "pass" / "refunded.rdj"),
+        "sql",
+        "SELECT count(*) FROM frames",
+    )
     assert code == 0 and out.splitlines()[1] == "14"
     code, _, err = _run(capsys, "--journal", journal_url, "sql", "SELECT nope FROM nowhere")
     assert code == cli.EXIT_USAGE and "query failed" in err
 
 
-def test_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """check passes the passing fixtures, fails the others, stops early and writes JUnit XML."""
     monkeypatch.chdir(ROOT)
     code, data = _json(capsys, "check", str(RUNS / "pass"))
@@ -175,8 +190,9 @@ def test_import_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     if not cassette.exists():
         pytest.skip("the shared real-data cassettes are not on this machine")
     url = str(tmp_path / "c.duckdb")
-    code, data = _json(capsys, "--journal", url, "import-cassette", str(cassette),
-                       "--run-id", "cassette:chain")
+    code, data = _json(
+        capsys, "--journal", url, "import-cassette", str(cassette), "--run-id", "cassette:chain"
+    )
     assert code == 0 and data["runs"] == ["cassette:chain"]
     code, data = _json(capsys, "--journal", url, "show", "cassette:chain")
     assert code == 0 and len(data["steps"]) >= 2
@@ -202,14 +218,16 @@ def test_console_script(journal_url: str) -> None:
     """The installed `redrive` console script runs and returns the documented exit code."""
     exe = shutil.which("redrive", path=str(Path(sys.executable).parent))
     assert exe is not None
-    done = subprocess.run([exe, "--journal", journal_url, "--json", "show", "nope"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [exe, "--journal", journal_url, "--json", "show", "nope"], capture_output=True, text=True
+    )
     assert done.returncode == cli.EXIT_NOT_FOUND
     assert json.loads(done.stdout)["error"] == "UnknownRunError"
 
 
-def test_incident_workflow(journal_url: str, tmp_path: Path,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_incident_workflow(
+    journal_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Export a production run, import it locally, replay it offline, then fork and re-run it."""
     incident = str(tmp_path / "incident.rdj")
     local = str(tmp_path / "local.duckdb")
@@ -245,8 +263,9 @@ def test_incident_workflow(journal_url: str, tmp_path: Path,
     assert data["first_divergent_step"]["diff"][0][0] == "$.messages[0].content"
 
 
-def test_check_import_path_from_another_directory(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_import_path_from_another_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """check -I DIR finds entrypoints when run outside the project; without it, it says why."""
     import importlib
     import subprocess
@@ -257,7 +276,8 @@ def test_check_import_path_from_another_directory(tmp_path: Path,
     project.mkdir()
     elsewhere.mkdir()
     module = f"agent_{uuid.uuid4().hex[:8]}"
-    (project / f"{module}.py").write_text(textwrap.dedent("""
+    (project / f"{module}.py").write_text(
+        textwrap.dedent("""
         import redrive
 
         @redrive.tool(read_only=True)
@@ -266,7 +286,8 @@ def test_check_import_path_from_another_directory(tmp_path: Path,
 
         def handle(sku: str) -> int:
             return get_price(sku) + 1
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(project))
     agent = importlib.import_module(module)
     journal = redrive.open_journal(":memory:")
@@ -311,13 +332,20 @@ def test_a_file_that_is_not_a_journal_exits_4(
     assert text.read_text() == "hello\n"
 
 
-@pytest.mark.parametrize(("content", "expected"), [
-    ("interactions: [ {request: 1},", "not readable YAML: line 2, column 1: expected the node"),
-    ("interactions: 5", "'interactions' must be a non-empty list"),
-    ("interactions: [5]", "interaction 0: expected a mapping with 'request' and 'response'"),
-    ("interactions: [{request: 1, response: {}}]", "interaction 0: 'request' must be a mapping"),
-    ("hello: world", "no 'interactions' list"),
-], ids=["yaml", "not-a-list", "item-not-a-mapping", "request-not-a-mapping", "no-interactions"])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("interactions: [ {request: 1},", "not readable YAML: line 2, column 1: expected the node"),
+        ("interactions: 5", "'interactions' must be a non-empty list"),
+        ("interactions: [5]", "interaction 0: expected a mapping with 'request' and 'response'"),
+        (
+            "interactions: [{request: 1, response: {}}]",
+            "interaction 0: 'request' must be a mapping",
+        ),
+        ("hello: world", "no 'interactions' list"),
+    ],
+    ids=["yaml", "not-a-list", "item-not-a-mapping", "request-not-a-mapping", "no-interactions"],
+)
 def test_malformed_cassette_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str
 ) -> None:
@@ -334,11 +362,18 @@ def test_malformed_cassette_is_one_line_and_exit_2(
     assert expected in data["message"] and "\n" not in data["message"]
 
 
-@pytest.mark.parametrize("query", [
-    "DROP TABLE runs", "DELETE FROM frames", "UPDATE runs SET status = 'failed'",
-    "INSERT INTO runs (run_id) VALUES ('x')", "CREATE TABLE t (a INT)",
-    "ALTER TABLE runs ADD COLUMN x INT", "SELECT 1; DROP TABLE frames",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "DROP TABLE runs",
+        "DELETE FROM frames",
+        "UPDATE runs SET status = 'failed'",
+        "INSERT INTO runs (run_id) VALUES ('x')",
+        "CREATE TABLE t (a INT)",
+        "ALTER TABLE runs ADD COLUMN x INT",
+        "SELECT 1; DROP TABLE frames",
+    ],
+)
 def test_sql_refuses_statements_that_change_data(
     journal_url: str, capsys: pytest.CaptureFixture[str], query: str
 ) -> None:

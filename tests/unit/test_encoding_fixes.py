@@ -44,8 +44,11 @@ def test_deep_prefix_nesting_is_a_value_error_not_a_crash() -> None:
     )
     for depth in (200, 3000):
         done = subprocess.run(
-            [sys.executable, "-c", script], input=_nested_prefixes(depth),
-            capture_output=True, timeout=120, check=False,
+            [sys.executable, "-c", script],
+            input=_nested_prefixes(depth),
+            capture_output=True,
+            timeout=120,
+            check=False,
         )
         assert done.returncode == 0, (depth, done.returncode, done.stderr[-500:])
         assert done.stdout.startswith(b"ValueError"), done.stdout
@@ -102,11 +105,16 @@ _ext_codes = st.integers(min_value=0, max_value=12) | st.just(127)
 _int64 = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 _plain = st.recursive(
     st.one_of(
-        st.none(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**64 - 1),
-        st.floats(), st.text(max_size=8), st.binary(max_size=8),
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**63), max_value=2**64 - 1),
+        st.floats(),
+        st.text(max_size=8),
+        st.binary(max_size=8),
     ),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
-                                                                max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -116,15 +124,19 @@ def _hostile_ext(draw: st.DrawFn, depth: int = 0) -> msgpack.ExtType:
     code = draw(_ext_codes)
     inner: Any = draw(_plain)
     if depth < 3 and draw(st.booleans()):
-        inner = [draw(st.integers(min_value=-2, max_value=5)),
-                 [draw(_hostile_ext(depth + 1)), inner]]
+        inner = [
+            draw(st.integers(min_value=-2, max_value=5)),
+            [draw(_hostile_ext(depth + 1)), inner],
+        ]
     triple = st.lists(_int64 | st.floats() | st.booleans(), min_size=3, max_size=3)
-    data = draw(st.one_of(
-        st.binary(max_size=40),
-        st.just(msgpack.packb(inner)),
-        st.builds(msgpack.packb, triple),  # timedelta-shaped (days, seconds, micros)
-        st.text(max_size=12).map(str.encode),  # decimal, big int, iso text
-    ))
+    data = draw(
+        st.one_of(
+            st.binary(max_size=40),
+            st.just(msgpack.packb(inner)),
+            st.builds(msgpack.packb, triple),  # timedelta-shaped (days, seconds, micros)
+            st.text(max_size=12).map(str.encode),  # decimal, big int, iso text
+        )
+    )
     return msgpack.ExtType(code, data)
 
 
@@ -133,8 +145,11 @@ def _hostile_ext(draw: st.DrawFn, depth: int = 0) -> msgpack.ExtType:
 @example(msgpack.packb(msgpack.ExtType(8, msgpack.packb([2**63, 0, 0]))))
 @example(msgpack.packb(msgpack.ExtType(6, b"1e999999999999999999999")))
 @example(_nested_prefixes(2))
-@given(st.one_of(st.binary(max_size=64), st.builds(msgpack.packb, st.lists(_hostile_ext(),
-                                                                           max_size=3))))
+@given(
+    st.one_of(
+        st.binary(max_size=64), st.builds(msgpack.packb, st.lists(_hostile_ext(), max_size=3))
+    )
+)
 def test_decode_of_any_bytes_gives_a_value_or_value_error(data: bytes) -> None:
     """Random bytes and hostile ext values decode or raise ValueError, nothing else."""
     with contextlib.suppress(ValueError):
@@ -240,8 +255,11 @@ def test_journal_keeps_the_request_that_was_sent_and_replays() -> None:
 
     with redrive.run(journal, "d1"):
         loop()
-    stored = [data["args"]["messages"] for frame, data in expand_frames(journal.frames("d1"))
-              if frame.kind == "model_request"]
+    stored = [
+        data["args"]["messages"]
+        for frame, data in expand_frames(journal.frames("d1"))
+        if frame.kind == "model_request"
+    ]
     assert stored[1][0]["flag"] is True
     policy = redrive.ReplayPolicy(ignore=("$..request_id",))
     with redrive.run(journal, "d1", live=False, replay=policy):

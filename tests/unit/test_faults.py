@@ -74,9 +74,10 @@ def test_disk_full_stops_before_the_tool_body_and_keeps_the_journal(
         real(self, run_id, frames, **kwargs)
 
     monkeypatch.setattr(DuckDBJournal, "append", full)
-    with pytest.raises(redrive.JournalWriteError, match="No space left") as info, redrive.run(
-        journal, "job:1"
-    ) as failed:
+    with (
+        pytest.raises(redrive.JournalWriteError, match="No space left") as info,
+        redrive.run(journal, "job:1") as failed,
+    ):
         loop(["a", "b", "c"])
     assert isinstance(info.value.__cause__, OSError) and info.value.__cause__.errno == errno.ENOSPC
     assert failed.status == "running"  # a journal failure leaves the run resumable
@@ -166,8 +167,9 @@ def pg_schema() -> Iterator[str]:
 
 
 @pytest.mark.postgres
-def test_postgres_connection_dropped_mid_append(pg_schema: str,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_postgres_connection_dropped_mid_append(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A backend killed inside an append raises, commits nothing partial, loses nothing."""
     import psycopg
 

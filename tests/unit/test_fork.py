@@ -120,6 +120,7 @@ def test_diff_runs_outcome_and_missing_steps() -> None:
     answers = {"x": "one", "y": "two"}
 
     for run_id in ("x", "y"):
+
         @redrive.tool(restart_safe=True)
         def lookup(q: str) -> str:
             return answers[run_id]  # noqa: B023 - called inside this iteration

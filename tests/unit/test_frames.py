@@ -143,10 +143,12 @@ def test_decode_rejects_garbage() -> None:
 
 def test_frame_chain_links() -> None:
     """A frame's chain depends on the previous chain and on every field."""
-    a = make_frame(run_id="r", seq=0, kind="run_start", name="run", payload={}, prev_chain=GENESIS,
-                   at=1.0)
-    b = make_frame(run_id="r", seq=1, kind="note", name="n", payload={"x": 1}, prev_chain=a.chain,
-                   at=2.0)
+    a = make_frame(
+        run_id="r", seq=0, kind="run_start", name="run", payload={}, prev_chain=GENESIS, at=1.0
+    )
+    b = make_frame(
+        run_id="r", seq=1, kind="note", name="n", payload={"x": 1}, prev_chain=a.chain, at=2.0
+    )
     assert b.expected_chain(a.chain) == b.chain
     assert b.expected_chain(GENESIS) != b.chain
     changed = attrs.evolve(b, payload=encode({"x": 2}))

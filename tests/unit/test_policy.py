@@ -13,13 +13,15 @@ from redrive.storage import MemoryJournal
 
 
 def test_policy_of_names_and_rules() -> None:
-    """"strict" and "lenient" set every kind; a policy object is used as is."""
+    """ "strict" and "lenient" set every kind; a policy object is used as is."""
     assert redrive.ReplayPolicy.of("lenient").rule("value") == "lenient"
     assert redrive.ReplayPolicy.of("strict").rule("model") == "strict"
     mixed = redrive.ReplayPolicy(tool="strict", model="warn", value="lenient")
     assert redrive.ReplayPolicy.of(mixed) is mixed
     assert (mixed.rule("tool"), mixed.rule("model"), mixed.rule("value")) == (
-        "strict", "warn", "lenient"
+        "strict",
+        "warn",
+        "lenient",
     )
 
 
@@ -92,13 +94,18 @@ def test_model_warn_tool_strict() -> None:
         run.finish(None)
     calls.clear()
     policy = redrive.ReplayPolicy(tool="strict", model="warn")
-    with pytest.warns(ReplayDriftWarning, match=r"\$\.prompt: 'hello' -> 'hello!'"), \
-            redrive.run(journal, "r1", replay=policy):
+    with (
+        pytest.warns(ReplayDriftWarning, match=r"\$\.prompt: 'hello' -> 'hello!'"),
+        redrive.run(journal, "r1", replay=policy),
+    ):
         assert think("hello!") == "go"
         send("a")
     assert calls == []
-    with pytest.raises(redrive.DivergenceError, match=r"\$\.to: 'a' -> 'b'"), \
-            pytest.warns(ReplayDriftWarning), redrive.run(journal, "r1", replay=policy):
+    with (
+        pytest.raises(redrive.DivergenceError, match=r"\$\.to: 'a' -> 'b'"),
+        pytest.warns(ReplayDriftWarning),
+        redrive.run(journal, "r1", replay=policy),
+    ):
         think("hello!")
         send("b")
 
@@ -195,12 +202,14 @@ def test_warn_never_hands_a_side_effecting_tool_another_calls_outcome() -> None:
     policy = redrive.ReplayPolicy(tool="warn")
     with redrive.run(journal, "w") as run:
         run.finish([charge_card("A", 5), get_rate("EUR")])
-    with pytest.raises(redrive.DivergenceError, match="charge_card"), redrive.run(
-        journal, "w", replay=policy, live=False
+    with (
+        pytest.raises(redrive.DivergenceError, match="charge_card"),
+        redrive.run(journal, "w", replay=policy, live=False),
     ):
         charge_card("B", 7)
-    with pytest.warns(redrive.ReplayDriftWarning), redrive.run(
-        journal, "w", replay=policy, live=False
+    with (
+        pytest.warns(redrive.ReplayDriftWarning),
+        redrive.run(journal, "w", replay=policy, live=False),
     ):
         charge_card("A", 5)
         assert get_rate("USD") == 1.5  # a read-only tool may drift with a warning
@@ -234,8 +243,9 @@ def test_lenient_does_not_follow_an_unsettled_side_effect_with_another_call() ->
         redrive.replay.set_boundary_hook(None)
         redrive.replay._context._current.set(None)
         redrive.replay._context._leave(run)
-    with pytest.raises(redrive.SideEffectRetryBlockedError) as info, redrive.run(
-        journal, "len", replay="lenient"
+    with (
+        pytest.raises(redrive.SideEffectRetryBlockedError) as info,
+        redrive.run(journal, "len", replay="lenient"),
     ):
         charge_card("A", "attempt 2")
     assert info.value.arguments == {"card": "A", "memo": "attempt 1"}

@@ -11,7 +11,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-TEST_FILE = '''
+TEST_FILE = """
 import pathlib
 import pytest
 import redrive
@@ -28,7 +28,7 @@ def fake_model(prompt):
 def test_agent():
     for prompt in {prompts!r}:
         assert fake_model(prompt)["text"] == prompt.upper()
-'''
+"""
 
 
 def _write(pytester: pytest.Pytester, prompts: list[str], marker: str = "") -> None:
@@ -125,8 +125,9 @@ def test_command_line_all_re_records_a_marked_test(pytester: pytest.Pytester) ->
 
 def test_failing_test_recording_is_not_saved(pytester: pytest.Pytester) -> None:
     """A test that fails while recording leaves no journal behind."""
-    pytester.makepyfile(test_agent=TEST_FILE.format(prompts=["a"], marker="")
-                        + "    assert False\n")
+    pytester.makepyfile(
+        test_agent=TEST_FILE.format(prompts=["a"], marker="") + "    assert False\n"
+    )
     pytester.runpytest().assert_outcomes(failed=1)
     assert not _journal(pytester).exists()
 
@@ -138,10 +139,12 @@ def test_unused_journal_is_reported(pytester: pytest.Pytester) -> None:
     _write(pytester, ["a"])
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*redrive: recorded journals not used completely*",
-        "*test_agent.rdj*left recorded steps unused*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*redrive: recorded journals not used completely*",
+            "*test_agent.rdj*left recorded steps unused*",
+        ]
+    )
 
 
 def test_plugin_imports_nothing_heavy() -> None:
@@ -154,7 +157,7 @@ def test_plugin_imports_nothing_heavy() -> None:
     assert out.stdout.strip() == "[]"
 
 
-COLLIDING = '''
+COLLIDING = """
 import pathlib
 import pytest
 import redrive
@@ -181,7 +184,7 @@ class TestB:
     @pytest.mark.redrive
     def test_same(self):
         assert lookup(q="b") == "live answer for b"
-'''
+"""
 
 
 def test_ids_that_sanitize_alike_get_their_own_journals(pytester: pytest.Pytester) -> None:
@@ -191,7 +194,11 @@ def test_ids_that_sanitize_alike_get_their_own_journals(pytester: pytest.Pyteste
     files = sorted(p.name for p in (pytester.path / "journals" / "test_collide").iterdir())
     assert len(files) == 4
     assert [f.rsplit("-", 1)[0] for f in files] == [
-        "test_lookup_order_1", "test_lookup_order_1", "test_same", "test_same"]
+        "test_lookup_order_1",
+        "test_lookup_order_1",
+        "test_same",
+        "test_same",
+    ]
     assert sorted(_calls(pytester)) == ["a", "b", "order+1", "order_1"]
     pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=4)
     assert len(_calls(pytester)) == 4
@@ -211,7 +218,8 @@ def test_journal_names_are_stable_and_plain_when_safe(pytester: pytest.Pytester)
 
 def test_two_tests_on_one_journal_file_stop_the_session(pytester: pytest.Pytester) -> None:
     """Two markers naming the same path= fail collection with a message naming both tests."""
-    pytester.makepyfile(test_shared='''
+    pytester.makepyfile(
+        test_shared="""
 import pytest
 
 @pytest.mark.redrive(path="journals/shared.rdj")
@@ -221,10 +229,14 @@ def test_one():
 @pytest.mark.redrive(path="journals/shared.rdj")
 def test_two():
     pass
-''')
+"""
+    )
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*test_shared.py::test_one and test_shared.py::test_two would record to the same "
-         "journal file*shared.rdj*"])
+        [
+            "*test_shared.py::test_one and test_shared.py::test_two would record to the same "
+            "journal file*shared.rdj*"
+        ]
+    )
     assert not (pytester.path / "journals").exists()

@@ -95,7 +95,8 @@ def test_replay_from_the_file_makes_no_live_call(rdj_path: Path) -> None:
     with redrive.run(rj, "r1", live=False) as run:
         for i in range(3):
             assert _fake_model(f"step {i}") == {
-                "text": f"STEP {i}", "usage": {"input_tokens": 3, "output_tokens": 2}
+                "text": f"STEP {i}",
+                "usage": {"input_tokens": 3, "output_tokens": 2},
             }
             assert _charge(i) == {"charged": i}
     assert run.live_steps == 0 and run.replayed_steps == 6
@@ -207,9 +208,7 @@ def _rebuild(rdj_path: Path, change: Any) -> None:
     """Rewrite the file's records through ``change(records)`` with valid checksums."""
     data = rdj_path.read_bytes()
     offsets = [*_frame_offsets(data), len(data)]
-    records = [
-        (data[a : a + 1], data[a + 5 : b - 8]) for a, b in itertools.pairwise(offsets)
-    ]
+    records = [(data[a : a + 1], data[a + 5 : b - 8]) for a, b in itertools.pairwise(offsets)]
     records = change(records)
     out = data[:16] + b"".join(rdjmod._record(tag, body) for tag, body in records)
     rdj_path.write_bytes(out)
@@ -254,8 +253,9 @@ def test_giant_declared_size_is_refused_without_reading(rdj_path: Path) -> None:
 def test_deep_nesting_in_an_exported_payload(tmp_path: Path) -> None:
     """An export whose chained payload nests 100,000 deep is refused by the reader."""
     deep = b"\x91" * 100_000 + b"\xc0"
-    first = make_frame(run_id="h", seq=0, kind="run_start", name="run", payload={},
-                       prev_chain=GENESIS, at=1.0)
+    first = make_frame(
+        run_id="h", seq=0, kind="run_start", name="run", payload={}, prev_chain=GENESIS, at=1.0
+    )
     hostile = attrs.evolve(first, seq=1, kind="note", payload=deep)
     hostile = attrs.evolve(hostile, chain=hostile.expected_chain(first.chain))
     mem = MemoryJournal()
@@ -270,8 +270,9 @@ def test_deep_nesting_in_an_exported_payload(tmp_path: Path) -> None:
 def test_deep_nesting_written_by_hand_is_refused(tmp_path: Path) -> None:
     """A hand-written file with a deeply nested, chained payload gives JournalCorruptError."""
     deep = b"\x91" * 100_000 + b"\xc0"
-    first = make_frame(run_id="h", seq=0, kind="run_start", name="run", payload={},
-                       prev_chain=GENESIS, at=1.0)
+    first = make_frame(
+        run_id="h", seq=0, kind="run_start", name="run", payload={}, prev_chain=GENESIS, at=1.0
+    )
     second = attrs.evolve(first, seq=1, kind="note", payload=deep)
     second = attrs.evolve(second, chain=second.expected_chain(first.chain))
     record = RunRecord(run_id="h", status="succeeded", next_seq=2, last_chain=second.chain)
@@ -335,8 +336,9 @@ def test_random_flips_and_cuts_over_real_files(name: str, tmp_path: Path) -> Non
         _only_corrupt(path, original, bytes(data))
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          deadline=None)
+@settings(
+    max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
+)
 @given(
     position=st.floats(min_value=0, max_value=1, exclude_max=True),
     replacement=st.binary(min_size=0, max_size=64),
@@ -354,8 +356,9 @@ def test_hypothesis_splices_over_a_real_file(
     _only_corrupt(path, original, data)
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          deadline=None)
+@settings(
+    max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
+)
 @given(tail=st.binary(max_size=300))
 def test_hypothesis_arbitrary_bytes_after_the_magic(
     tail: bytes, tmp_path_factory: pytest.TempPathFactory

@@ -81,8 +81,9 @@ def test_both_spellings_compile_to_the_same_matcher() -> None:
 
 def test_ignore_patterns_use_the_same_syntax() -> None:
     """match_view drops a non-identifier key named with a dotted pattern."""
-    view = match_view({"headers": {"x-request-id": "r1", "model": "m"}},
-                      compile_paths(["$..x-request-id"]))
+    view = match_view(
+        {"headers": {"x-request-id": "r1", "model": "m"}}, compile_paths(["$..x-request-id"])
+    )
     assert view == {"headers": {"model": "m"}}
 
 
@@ -97,11 +98,20 @@ def test_malformed_patterns_are_refused(bad: str) -> None:
 
 def test_secret_query_parameters_are_redacted_case_insensitively() -> None:
     """Keys, tokens and signatures in the query are stored as [REDACTED]; others are kept."""
-    query = [("subscription-key", "Q1"), ("API_KEY", "Q2"), ("apikey", "Q3"),
-             ("access_token", "Q4"), ("sig", "Q5"), ("X-Amz-Signature", "Q6"),
-             ("Ocp-Apim-Subscription-Key", "Q7"), ("key", "Q8"), ("api-version", "2024-06-01")]
-    _, request = describe_request("openai", "/v1", "POST", "/v1/chat/completions", query,
-                                  b"{}", "application/json")
+    query = [
+        ("subscription-key", "Q1"),
+        ("API_KEY", "Q2"),
+        ("apikey", "Q3"),
+        ("access_token", "Q4"),
+        ("sig", "Q5"),
+        ("X-Amz-Signature", "Q6"),
+        ("Ocp-Apim-Subscription-Key", "Q7"),
+        ("key", "Q8"),
+        ("api-version", "2024-06-01"),
+    ]
+    _, request = describe_request(
+        "openai", "/v1", "POST", "/v1/chat/completions", query, b"{}", "application/json"
+    )
     assert request["query"]["api-version"] == "2024-06-01"
     assert {value for name, value in request["query"].items() if name != "api-version"} == {
         REDACTED
@@ -113,9 +123,13 @@ def _all_bytes(root: Path) -> bytes:
 
 
 CHAT = {
-    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
-                 "finish_reason": "stop"}],
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+    ],
 }
 
 
@@ -127,15 +141,20 @@ def test_subscription_key_and_body_secrets_never_reach_the_journal(tmp_path: Pat
     path.parent.mkdir()
     with serve() as server:
         server.add(Reply(body=CHAT))
-        client = redrive.wrap(openai.OpenAI(
-            api_key="sk-test", base_url=server.url + "/v1", max_retries=0,
-            default_query={"subscription-key": query_secret},
-        ))
+        client = redrive.wrap(
+            openai.OpenAI(
+                api_key="sk-test",
+                base_url=server.url + "/v1",
+                max_retries=0,
+                default_query={"subscription-key": query_secret},
+            )
+        )
         journal = redrive.open_journal(str(path))
         try:
             with redrive.run(journal, "sec:1", redact=("$.body.metadata.api-key",)):
                 client.chat.completions.create(
-                    model="gpt-4o", messages=[{"role": "user", "content": "hi"}],
+                    model="gpt-4o",
+                    messages=[{"role": "user", "content": "hi"}],
                     metadata={"api-key": body_secret},
                 )
         finally:

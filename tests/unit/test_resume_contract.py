@@ -95,8 +95,16 @@ def ledger() -> Ledger:
 
 @pytest.mark.parametrize(
     "name",
-    ["get_order_status", "list_tickets", "search_docs", "fetchPage", "lookup_user",
-     "list_invoices", "get_email_thread", "get_and_list"],
+    [
+        "get_order_status",
+        "list_tickets",
+        "search_docs",
+        "fetchPage",
+        "lookup_user",
+        "list_invoices",
+        "get_email_thread",
+        "get_and_list",
+    ],
 )
 def test_heuristic_read_verbs_are_safe(name: str) -> None:
     """An undeclared tool named with a clearly read-only verb counts as restart safe."""
@@ -105,9 +113,21 @@ def test_heuristic_read_verbs_are_safe(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["charge_card", "send_email", "send_invoice", "delete_account", "get_and_delete",
-     "process", "refund", "", "getset_value", "read_then_write", "get_or_create_user",
-     "fetch_and_send", "get_and"],
+    [
+        "charge_card",
+        "send_email",
+        "send_invoice",
+        "delete_account",
+        "get_and_delete",
+        "process",
+        "refund",
+        "",
+        "getset_value",
+        "read_then_write",
+        "get_or_create_user",
+        "fetch_and_send",
+        "get_and",
+    ],
 )
 def test_heuristic_fails_closed(name: str) -> None:
     """Side-effect names, and names with no clear read verb, never count as restart safe."""
@@ -148,9 +168,7 @@ def test_unsafe_tool_runs_once_inside_a_retry_loop(
     journal: MemoryJournal, ledger: Ledger, declared_retryable: bool
 ) -> None:
     """A restart_safe=False tool failing with a transient error is not re-run by a retry loop."""
-    retryable: tuple[type[BaseException], ...] = (
-        (ConnectionError,) if declared_retryable else ()
-    )
+    retryable: tuple[type[BaseException], ...] = (ConnectionError,) if declared_retryable else ()
 
     @redrive.tool(restart_safe=False, retryable=retryable)
     def charge_card(amount: int) -> str:
@@ -158,8 +176,7 @@ def test_unsafe_tool_runs_once_inside_a_retry_loop(
         raise ConnectionError("reset by peer")
 
     seen: list[type[BaseException]] = []
-    with pytest.raises(redrive.SideEffectRetryBlockedError) as info, \
-            redrive.run(journal, "r1"):
+    with pytest.raises(redrive.SideEffectRetryBlockedError) as info, redrive.run(journal, "r1"):
         for _ in range(3):
             try:
                 charge_card(5)
@@ -401,8 +418,10 @@ def test_recover_unknown_blocks(journal: MemoryJournal, ledger: Ledger) -> None:
         ledger, lambda args, key: redrive.Recovery.unknown("gateway has no record yet")
     )
     crash_at(journal, "r1", "tool_body_done", "charge_card", lambda: charge_card(5))
-    with pytest.raises(redrive.SideEffectRetryBlockedError, match="gateway has no record yet"), \
-            redrive.run(journal, "r1"):
+    with (
+        pytest.raises(redrive.SideEffectRetryBlockedError, match="gateway has no record yet"),
+        redrive.run(journal, "r1"),
+    ):
         charge_card(5)
     assert ledger.count("charge_card") == 1
 
@@ -415,8 +434,10 @@ def test_recover_that_raises_blocks_with_cause(journal: MemoryJournal, ledger: L
 
     charge_card = _recovering(ledger, recover)
     crash_at(journal, "r1", "tool_body_done", "charge_card", lambda: charge_card(5))
-    with pytest.raises(redrive.SideEffectRetryBlockedError, match="ETIMEDOUT") as info, \
-            redrive.run(journal, "r1"):
+    with (
+        pytest.raises(redrive.SideEffectRetryBlockedError, match="ETIMEDOUT") as info,
+        redrive.run(journal, "r1"),
+    ):
         charge_card(5)
     assert isinstance(info.value.__cause__, TimeoutError)
     assert ledger.count("charge_card") == 1
@@ -478,8 +499,10 @@ def test_attempts_are_counted_and_limited(journal: MemoryJournal, ledger: Ledger
         crash_at(journal, "r1", "tool_claimed", "safe_tool", lambda: safe(1), max_attempts=3)
     notes = [f.data() for f in journal.frames("r1") if f.kind == "note"]
     assert [n["attempt"] for n in notes if n.get("event") == "attempt"] == [2, 3]
-    with pytest.raises(redrive.RetryLimitExceededError) as info, \
-            redrive.run(journal, "r1", max_attempts=3):
+    with (
+        pytest.raises(redrive.RetryLimitExceededError) as info,
+        redrive.run(journal, "r1", max_attempts=3),
+    ):
         safe(1)
     assert info.value.attempts == 3  # type: ignore[attr-defined]
     assert isinstance(info.value, redrive.SideEffectRetryBlockedError)
@@ -555,8 +578,10 @@ def test_non_retryable_error_marks_run_failed(journal: MemoryJournal) -> None:
     with pytest.raises(ValueError), redrive.run(journal, "r1") as run:
         charge_card(5)
     assert run.status == "failed"
-    with pytest.raises(redrive.TerminalRunError, match="failed") as info, \
-            redrive.run(journal, "r1"):
+    with (
+        pytest.raises(redrive.TerminalRunError, match="failed") as info,
+        redrive.run(journal, "r1"),
+    ):
         pass
     assert info.value.status == "failed"  # type: ignore[attr-defined]
     with redrive.run(journal, "r1", live=False), pytest.raises(ValueError, match="declined"):
@@ -646,11 +671,11 @@ def test_resume_note_lists_done_failed_and_unknown(journal: MemoryJournal, ledge
     assert "- get_status(x=1) -> 2" in lines
     assert "- refund(order=ord-9): raised ValueError: already refunded" in lines
     assert (
-        "- unsafe_tool(x=7): interrupted while running (idempotency key r1:5:unsafe_tool)"
-        in lines
+        "- unsafe_tool(x=7): interrupted while running (idempotency key r1:5:unsafe_tool)" in lines
     )
-    assert lines.index("- get_status(x=1) -> 2") < lines.index(next(
-        line for line in lines if line.startswith("Outcome unknown")))
+    assert lines.index("- get_status(x=1) -> 2") < lines.index(
+        next(line for line in lines if line.startswith("Outcome unknown"))
+    )
 
 
 def test_resume_note_is_empty_with_nothing_to_say(journal: MemoryJournal, ledger: Ledger) -> None:

@@ -21,8 +21,10 @@ from redrive.storage.duckdb import DuckDBJournal
 @pytest.fixture(params=["memory", "duckdb"])
 def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
     """Every core behaviour holds on the reference journal and on the DuckDB default."""
-    j: Journal = MemoryJournal() if request.param == "memory" else DuckDBJournal(
-        str(tmp_path / "runs.duckdb")
+    j: Journal = (
+        MemoryJournal()
+        if request.param == "memory"
+        else DuckDBJournal(str(tmp_path / "runs.duckdb"))
     )
     yield j
     j.close()
@@ -199,9 +201,7 @@ def test_threads_with_copied_context(journal: Journal) -> None:
 
     def loop() -> list[str]:
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
-            futures = [
-                pool.submit(contextvars.copy_context().run, fetch_page, n) for n in range(3)
-            ]
+            futures = [pool.submit(contextvars.copy_context().run, fetch_page, n) for n in range(3)]
             return [f.result() for f in futures]
 
     with redrive.run(journal, "t1") as run:
@@ -225,8 +225,10 @@ def test_recorded_tool_error_is_raised_again(journal: Journal) -> None:
         raise QuotaError(f"quota exceeded for {user}")
 
     for live in (True, False):  # a live resume re-attempts a retryable error that ended a run
-        with pytest.raises(QuotaError, match="quota exceeded for u1"), \
-                redrive.run(journal, "e1", live=live):
+        with (
+            pytest.raises(QuotaError, match="quota exceeded for u1"),
+            redrive.run(journal, "e1", live=live),
+        ):
             get_quota("u1")
     assert calls == [1]
     record = journal.get_run("e1")
@@ -395,12 +397,14 @@ def test_tool_arguments_named_like_model_ids_are_matched(journal: Journal) -> No
 
     with redrive.run(journal, "ids") as run:
         run.finish([hang_up("CALL-A"), assign({"id": 1, "function": "billing"})])
-    with pytest.raises(redrive.DivergenceError, match=r"\$\.call_id"), redrive.run(
-        journal, "ids", live=False
+    with (
+        pytest.raises(redrive.DivergenceError, match=r"\$\.call_id"),
+        redrive.run(journal, "ids", live=False),
     ):
         hang_up("CALL-B")
-    with pytest.raises(redrive.DivergenceError, match=r"\$\.employee\.id"), redrive.run(
-        journal, "ids", live=False
+    with (
+        pytest.raises(redrive.DivergenceError, match=r"\$\.employee\.id"),
+        redrive.run(journal, "ids", live=False),
     ):
         hang_up("CALL-A")
         assign({"id": 999, "function": "billing"})
@@ -419,9 +423,7 @@ def test_model_call_moved_before_a_tool_diverges(journal: Journal) -> None:
 
     with redrive.run(journal, "order") as run:
         run.finish([llm("plan"), charge_card(10), llm("summarize")])
-    with pytest.raises(redrive.DivergenceError) as info, redrive.run(
-        journal, "order", live=False
-    ):
+    with pytest.raises(redrive.DivergenceError) as info, redrive.run(journal, "order", live=False):
         llm("plan")
         llm("summarize")
     assert info.value.name == "charge_card" and info.value.found_name == "model:llm"
@@ -508,14 +510,14 @@ def test_calls_inside_a_tool_body_belong_to_the_tool(journal: Journal) -> None:
 
 def test_redacted_input_is_not_journaled(journal: Journal) -> None:
     """redact= applies to the run's input too, and resuming with it still matches."""
-    with redrive.run(journal, "sec", input={"token": "INPUT-SECRET", "q": 1},
-                     redact=("$.token",)):
+    with redrive.run(journal, "sec", input={"token": "INPUT-SECRET", "q": 1}, redact=("$.token",)):
         pass
     first = next(iter(journal.frames("sec"))).data()
     assert first["input"] == {"token": "[REDACTED]", "q": 1}
     assert b"INPUT-SECRET" not in b"".join(f.payload for f in journal.frames("sec"))
-    with redrive.run(journal, "sec", input={"token": "INPUT-SECRET", "q": 1},
-                     redact=("$.token",)) as again:
+    with redrive.run(
+        journal, "sec", input={"token": "INPUT-SECRET", "q": 1}, redact=("$.token",)
+    ) as again:
         assert again.finished
 
 
@@ -542,8 +544,9 @@ def test_replay_checks_the_chain(tmp_path: Path) -> None:
     )
     con.close()
     journal = DuckDBJournal(path)
-    with pytest.raises(redrive.JournalCorruptError) as info, redrive.run(
-        journal, "b:1", live=False
+    with (
+        pytest.raises(redrive.JournalCorruptError) as info,
+        redrive.run(journal, "b:1", live=False),
     ):
         get_balance("A")
     assert info.value.seq == 2 and info.value.last_good_seq == 1
@@ -636,12 +639,11 @@ def test_a_worker_without_a_lease_cannot_write_to_a_leased_run(journal: Journal)
     with redrive.run(journal, "leased", lease=30.0) as holder:
         transfer(1)
         holder._flush()
-        with pytest.raises(redrive.RunBusyError, match="leased by"), redrive.run(
-            journal, "leased"
-        ):
+        with pytest.raises(redrive.RunBusyError, match="leased by"), redrive.run(journal, "leased"):
             pass
-        with pytest.raises(redrive.RunBusyError), redrive.run(
-            journal, "leased", on_busy="wait", busy_timeout=0.2
+        with (
+            pytest.raises(redrive.RunBusyError),
+            redrive.run(journal, "leased", on_busy="wait", busy_timeout=0.2),
         ):
             pass
         record = journal.get_run("leased")
@@ -664,12 +666,14 @@ def test_transient_model_api_errors_leave_the_run_resumable(journal: Journal) ->
     class APIConnectionError(Exception):
         pass
 
-    for i, (exc, status) in enumerate([
-        (APIStatusError(503), "running"),
-        (APIStatusError(429), "running"),
-        (APIConnectionError("reset"), "running"),
-        (APIStatusError(400), "failed"),
-    ]):
+    for i, (exc, status) in enumerate(
+        [
+            (APIStatusError(503), "running"),
+            (APIStatusError(429), "running"),
+            (APIConnectionError("reset"), "running"),
+            (APIStatusError(400), "failed"),
+        ]
+    ):
         with pytest.raises(type(exc)), redrive.run(journal, f"api:{i}"):
             raise exc
         assert journal.get_run(f"api:{i}").status == status  # type: ignore[union-attr]
@@ -677,8 +681,13 @@ def test_transient_model_api_errors_leave_the_run_resumable(journal: Journal) ->
 
 def test_option_types_are_checked_before_anything_is_written(journal: Journal) -> None:
     """Misspelt or mistyped options fail at once with a clear TypeError; nothing is journaled."""
-    for options in ({"max_attempts": "5"}, {"lease": "30"}, {"replya": "strict"},
-                    {"redact": "$.token"}, {"live": "no"}):
+    for options in (
+        {"max_attempts": "5"},
+        {"lease": "30"},
+        {"replya": "strict"},
+        {"redact": "$.token"},
+        {"live": "no"},
+    ):
         with pytest.raises(TypeError):
             redrive.run(journal, "opts", **options)
     assert journal.get_run("opts") is None
@@ -728,14 +737,27 @@ def test_a_well_chained_frame_with_a_bad_payload_is_not_the_last_good_seq() -> N
     from redrive.storage import RunRecord
 
     journal = MemoryJournal()
-    first = make_frame(run_id="bad", seq=0, kind=Kind.RUN_START, name="run",
-                       payload={"input": None}, prev_chain=GENESIS)
+    first = make_frame(
+        run_id="bad",
+        seq=0,
+        kind=Kind.RUN_START,
+        name="run",
+        payload={"input": None},
+        prev_chain=GENESIS,
+    )
     journal.create_run(RunRecord(run_id="bad", input_fp=""), first)
-    start = make_frame(run_id="bad", seq=1, kind=Kind.TOOL_START, name="t",
-                       payload=["not", "a", "map"], prev_chain=first.chain)
+    start = make_frame(
+        run_id="bad",
+        seq=1,
+        kind=Kind.TOOL_START,
+        name="t",
+        payload=["not", "a", "map"],
+        prev_chain=first.chain,
+    )
     journal.append("bad", [start], expected_seq=1)
-    with pytest.raises(redrive.JournalCorruptError) as info, redrive.run(
-        journal, "bad", live=False
+    with (
+        pytest.raises(redrive.JournalCorruptError) as info,
+        redrive.run(journal, "bad", live=False),
     ):
         pass
     assert info.value.seq == 1 and info.value.last_good_seq == 0

@@ -36,22 +36,40 @@ def _event(kind: str, **data: Any) -> str:
 
 
 STREAM = [
-    _event("message_start", message={**MESSAGE, "content": [], "stop_reason": None,
-                                     "usage": {"input_tokens": 12, "output_tokens": 1}}),
+    _event(
+        "message_start",
+        message={
+            **MESSAGE,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": 12, "output_tokens": 1},
+        },
+    ),
     _event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
     _event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Check"}),
     _event("content_block_delta", index=0, delta={"type": "text_delta", "text": "ing."}),
     _event("content_block_stop", index=0),
-    _event("content_block_start", index=1,
-           content_block={"type": "tool_use", "id": "toolu_1", "name": "get_weather",
-                          "input": {}}),
-    _event("content_block_delta", index=1,
-           delta={"type": "input_json_delta", "partial_json": '{"city": '}),
-    _event("content_block_delta", index=1,
-           delta={"type": "input_json_delta", "partial_json": '"Oslo"}'}),
+    _event(
+        "content_block_start",
+        index=1,
+        content_block={"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}},
+    ),
+    _event(
+        "content_block_delta",
+        index=1,
+        delta={"type": "input_json_delta", "partial_json": '{"city": '},
+    ),
+    _event(
+        "content_block_delta",
+        index=1,
+        delta={"type": "input_json_delta", "partial_json": '"Oslo"}'},
+    ),
     _event("content_block_stop", index=1),
-    _event("message_delta", delta={"stop_reason": "tool_use", "stop_sequence": None},
-           usage={"output_tokens": 7}),
+    _event(
+        "message_delta",
+        delta={"stop_reason": "tool_use", "stop_sequence": None},
+        usage={"output_tokens": 7},
+    ),
     _event("message_stop"),
 ]
 
@@ -84,16 +102,19 @@ def test_messages_create_records_then_replays(
     outs = []
     for _ in range(2):
         with redrive.run(journal, "r1"):
-            outs.append(wrapped.messages.create(
-                model="claude-test-model", max_tokens=100, messages=MESSAGES
-            ))
+            outs.append(
+                wrapped.messages.create(
+                    model="claude-test-model", max_tokens=100, messages=MESSAGES
+                )
+            )
     assert outs[0] == outs[1]
     assert len(server.requests) == 1
     frame = next(f for f in journal.frames("r1") if f.kind == "model_response")
     assert frame.name == "anthropic:POST /v1/messages"
     view = frame.data()["view"]
-    assert view["tool_calls"] == [{"id": "toolu_1", "name": "get_weather",
-                                   "input": {"city": "Oslo"}}]
+    assert view["tool_calls"] == [
+        {"id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}
+    ]
     assert view["usage"] == {"input_tokens": 12, "output_tokens": 7}
 
 
@@ -104,9 +125,12 @@ def test_messages_stream_helper_replays_events_and_final_message(
     server.add(Reply(chunks=STREAM))
     results = []
     for _ in range(2):
-        with redrive.run(journal, "r1"), wrapped.messages.stream(
-            model="claude-test-model", max_tokens=100, messages=MESSAGES
-        ) as stream:
+        with (
+            redrive.run(journal, "r1"),
+            wrapped.messages.stream(
+                model="claude-test-model", max_tokens=100, messages=MESSAGES
+            ) as stream,
+        ):
             events = [event.model_dump() for event in stream]
             results.append((events, stream.get_final_message().model_dump()))
     assert results[0] == results[1]
@@ -145,12 +169,15 @@ def test_401_replays_as_authentication_error(
     server: ScriptServer, journal: Journal, wrapped: anthropic.Anthropic
 ) -> None:
     """A recorded 401 replays as anthropic.AuthenticationError without a request."""
-    body = {"type": "error", "error": {"type": "authentication_error",
-                                       "message": "invalid x-api-key"}}
+    body = {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+    }
     server.add(Reply(status=401, body=body))
     for _ in range(2):
-        with pytest.raises(anthropic.AuthenticationError), redrive.run(
-            journal, "r1", retryable=(anthropic.AuthenticationError,)
+        with (
+            pytest.raises(anthropic.AuthenticationError),
+            redrive.run(journal, "r1", retryable=(anthropic.AuthenticationError,)),
         ):
             wrapped.messages.create(model="claude-test-model", max_tokens=10, messages=MESSAGES)
     assert len(server.requests) == 1
@@ -182,12 +209,19 @@ def test_stream_helper_left_early_replays_the_same_events(journal: Journal) -> N
 
     def handler(request: httpx2.Request) -> httpx2.Response:
         requests.append(request)  # one event per read: no network coalescing
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"},
-                               content=iter([event.encode() for event in STREAM]))
+        return httpx2.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            content=iter([event.encode() for event in STREAM]),
+        )
 
-    wrapped = redrive.wrap(anthropic.Anthropic(
-        api_key="sk-ant-test", max_retries=0,
-        http_client=httpx2.Client(transport=httpx2.MockTransport(handler))))
+    wrapped = redrive.wrap(
+        anthropic.Anthropic(
+            api_key="sk-ant-test",
+            max_retries=0,
+            http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        )
+    )
     results = []
     for _ in range(2):
         with redrive.run(journal, "r1") as run:

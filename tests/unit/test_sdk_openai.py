@@ -22,8 +22,11 @@ CHAT = {
     "created": 1,
     "model": "gpt-4o",
     "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "hello there"},
-         "finish_reason": "stop"}
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "hello there"},
+            "finish_reason": "stop",
+        }
     ],
     "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
 }
@@ -107,9 +110,7 @@ def test_step_name_and_request_leave_transport_noise_out(
     assert view["usage"]["total_tokens"] == 5
 
 
-def test_prompt_change_diverges_at_the_message_path(
-    server: ScriptServer, journal: Journal
-) -> None:
+def test_prompt_change_diverges_at_the_message_path(server: ScriptServer, journal: Journal) -> None:
     """A one-character prompt change raises DivergenceError with the message's JSON path."""
     server.add(Reply(body=CHAT))
     wrapped = client(server)
@@ -148,8 +149,7 @@ def test_async_client_records_then_replays(server: ScriptServer, journal: Journa
         out = []
         for _ in range(2):
             async with redrive.run(journal, "r1"):
-                out.append(await wrapped.chat.completions.create(model="gpt-4o",
-                                                                 messages=MESSAGES))
+                out.append(await wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES))
         await wrapped.close()
         return out
 
@@ -173,8 +173,18 @@ def _chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) 
 
 STREAM = [
     _chunk({"role": "assistant", "content": ""}),
-    _chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                            "function": {"name": "get_weather", "arguments": ""}}]}),
+    _chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": ""},
+                }
+            ]
+        }
+    ),
     _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city":'}}]}),
     _chunk({"tool_calls": [{"index": 0, "function": {"arguments": ' "Paris"}'}}]}),
     _chunk({}, finish="tool_calls"),
@@ -194,8 +204,9 @@ def test_stream_true_records_chunks_and_replays_them_in_order(
     server.add(Reply(chunks=STREAM))
     wrapped = client(server)
     with redrive.run(journal, "r1"):
-        live = _stream_dump(wrapped.chat.completions.create(
-            model="gpt-4o", messages=MESSAGES, stream=True))
+        live = _stream_dump(
+            wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
+        )
     response = next(f for f in journal.frames("r1") if f.kind == "model_response")
     stored = response.data()
     assert stored["response"]["stream"] is True
@@ -205,8 +216,9 @@ def test_stream_true_records_chunks_and_replays_them_in_order(
     ]
     assert stored["view"]["usage"]["total_tokens"] == 13
     with redrive.run(journal, "r1"):
-        replayed = _stream_dump(wrapped.chat.completions.create(
-            model="gpt-4o", messages=MESSAGES, stream=True))
+        replayed = _stream_dump(
+            wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
+        )
     assert replayed == live
     assert len(live) == 6
     assert len(server.requests) == 1
@@ -220,9 +232,10 @@ def test_stream_helper_replays_its_events_and_final_completion(
     wrapped = client(server)
     results = []
     for _ in range(2):
-        with redrive.run(journal, "r1"), wrapped.chat.completions.stream(
-            model="gpt-4o", messages=MESSAGES
-        ) as stream:
+        with (
+            redrive.run(journal, "r1"),
+            wrapped.chat.completions.stream(model="gpt-4o", messages=MESSAGES) as stream,
+        ):
             events = [event.type for event in stream]
             results.append((events, stream.get_final_completion().model_dump()))
     assert results[0] == results[1]
@@ -246,12 +259,17 @@ class _Chunked:
 
     def sync(self) -> openai.OpenAI:
         def handler(request: httpx2.Request) -> httpx2.Response:
-            return httpx2.Response(200, headers=self._count(),
-                                   content=iter([c.encode() for c in STREAM]))
+            return httpx2.Response(
+                200, headers=self._count(), content=iter([c.encode() for c in STREAM])
+            )
 
-        wrapped = redrive.wrap(openai.OpenAI(
-            api_key="sk-test", max_retries=0,
-            http_client=httpx2.Client(transport=httpx2.MockTransport(handler))))
+        wrapped = redrive.wrap(
+            openai.OpenAI(
+                api_key="sk-test",
+                max_retries=0,
+                http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+            )
+        )
         _open.append(wrapped)
         return wrapped
 
@@ -263,9 +281,13 @@ class _Chunked:
         async def handler(request: httpx2.Request) -> httpx2.Response:
             return httpx2.Response(200, headers=self._count(), content=events())
 
-        return redrive.wrap(openai.AsyncOpenAI(
-            api_key="sk-test", max_retries=0,
-            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler))))
+        return redrive.wrap(
+            openai.AsyncOpenAI(
+                api_key="sk-test",
+                max_retries=0,
+                http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+            )
+        )
 
 
 def test_stream_closed_early_is_recorded_partial_and_replays_offline(journal: Journal) -> None:
@@ -275,9 +297,7 @@ def test_stream_closed_early_is_recorded_partial_and_replays_offline(journal: Jo
     outs = []
     for _ in range(2):
         with redrive.run(journal, "r1") as run:
-            stream = wrapped.chat.completions.create(
-                model="gpt-4o", messages=MESSAGES, stream=True
-            )
+            stream = wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
             first = next(iter(stream)).model_dump()
             stream.close()
             run.note("after", {"seen": first["choices"][0]["delta"]})
@@ -326,10 +346,13 @@ def test_replay_reading_past_a_partial_stream_diverges(journal: Journal) -> None
         next(iter(stream))
         stream.close()
         run.finish("one")
-    with pytest.raises(redrive.DivergenceError, match="closed by the loop after 1 event"), \
-            redrive.run(journal, "r1", live=False):
-        _stream_dump(wrapped.chat.completions.create(
-            model="gpt-4o", messages=MESSAGES, stream=True))
+    with (
+        pytest.raises(redrive.DivergenceError, match="closed by the loop after 1 event"),
+        redrive.run(journal, "r1", live=False),
+    ):
+        _stream_dump(
+            wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
+        )
     assert endpoint.requests == 1
 
 
@@ -337,14 +360,18 @@ def test_stream_unwound_by_an_exception_is_requested_again(journal: Journal) -> 
     """A stream closed while an exception unwinds through it is not journaled; resume asks again."""
     endpoint = _Chunked()
     wrapped = endpoint.sync()
-    with pytest.raises(ConnectionError), redrive.run(journal, "r1"), \
-            wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True) as s:
+    with (
+        pytest.raises(ConnectionError),
+        redrive.run(journal, "r1"),
+        wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True) as s,
+    ):
         next(iter(s))
         raise ConnectionError("the worker went away")
     assert _model_frames(journal, "r1") == []
     with redrive.run(journal, "r1") as run:
-        resumed = _stream_dump(wrapped.chat.completions.create(
-            model="gpt-4o", messages=MESSAGES, stream=True))
+        resumed = _stream_dump(
+            wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
+        )
     assert len(resumed) == 6
     assert run.live_steps == 1
     assert endpoint.requests == 2
@@ -358,15 +385,22 @@ def test_stream_cut_by_the_connection_is_requested_again(
     wrapped = client(server)
     with pytest.raises(ConnectionError) as info, redrive.run(journal, "r1"):
         try:
-            _stream_dump(wrapped.chat.completions.create(
-                model="gpt-4o", messages=MESSAGES, stream=True))
+            _stream_dump(
+                wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
+            )
         except openai.APIConnectionError as exc:
             raise ConnectionError("stream cut") from exc
     assert getattr(info.value.__cause__.__cause__, "retryable", None) is True
     assert _model_frames(journal, "r1") == []
     with redrive.run(journal, "r1") as run:
-        assert len(_stream_dump(wrapped.chat.completions.create(
-            model="gpt-4o", messages=MESSAGES, stream=True))) == 6
+        assert (
+            len(
+                _stream_dump(
+                    wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
+                )
+            )
+            == 6
+        )
     assert run.live_steps == 1
     assert len(server.requests) == 2
 
@@ -380,16 +414,17 @@ def test_stream_without_final_event_replays_as_recorded(
     outs = []
     for _ in range(2):
         with redrive.run(journal, "r1"):
-            outs.append(_stream_dump(wrapped.chat.completions.create(
-                model="gpt-4o", messages=MESSAGES, stream=True)))
+            outs.append(
+                _stream_dump(
+                    wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
+                )
+            )
     assert outs[0] == outs[1]
     assert len(outs[0]) == 3
     assert len(server.requests) == 1
 
 
-def test_raw_and_streaming_response_work_on_replay(
-    server: ScriptServer, journal: Journal
-) -> None:
+def test_raw_and_streaming_response_work_on_replay(server: ScriptServer, journal: Journal) -> None:
     """with_raw_response and with_streaming_response give status, headers, text and parse()."""
     server.add(Reply(body=CHAT, headers={"x-request-id": "req_9"}))
     wrapped = client(server)
@@ -399,12 +434,16 @@ def test_raw_and_streaming_response_work_on_replay(
             raw = wrapped.chat.completions.with_raw_response.create(
                 model="gpt-4o", messages=MESSAGES
             )
-            seen.append((raw.status_code, raw.headers["x-request-id"], raw.text,
-                         raw.parse().model_dump()))
+            seen.append(
+                (raw.status_code, raw.headers["x-request-id"], raw.text, raw.parse().model_dump())
+            )
     assert seen[0] == seen[1]
-    with redrive.run(journal, "r1"), wrapped.chat.completions.with_streaming_response.create(
-        model="gpt-4o", messages=MESSAGES
-    ) as response:
+    with (
+        redrive.run(journal, "r1"),
+        wrapped.chat.completions.with_streaming_response.create(
+            model="gpt-4o", messages=MESSAGES
+        ) as response,
+    ):
         assert response.status_code == 200
         assert response.headers["x-request-id"] == "req_9"
         assert b"".join(response.iter_bytes()) == seen[0][2].encode()
@@ -413,8 +452,12 @@ def test_raw_and_streaming_response_work_on_replay(
 
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(400, openai.BadRequestError), (401, openai.AuthenticationError),
-     (404, openai.NotFoundError), (422, openai.UnprocessableEntityError)],
+    [
+        (400, openai.BadRequestError),
+        (401, openai.AuthenticationError),
+        (404, openai.NotFoundError),
+        (422, openai.UnprocessableEntityError),
+    ],
 )
 def test_non_retryable_error_replays_as_the_same_error(
     server: ScriptServer, journal: Journal, status: int, error: type[Exception]
@@ -436,8 +479,15 @@ def test_non_retryable_error_replays_as_the_same_error(
 
 @pytest.mark.parametrize(
     ("status", "headers"),
-    [(408, {}), (409, {}), (429, {}), (500, {}), (503, {}), (529, {}),
-     (400, {"x-should-retry": "true"})],
+    [
+        (408, {}),
+        (409, {}),
+        (429, {}),
+        (500, {}),
+        (503, {}),
+        (529, {}),
+        (400, {"x-should-retry": "true"}),
+    ],
 )
 def test_transient_error_is_not_journaled_and_is_asked_again(
     server: ScriptServer, journal: Journal, status: int, headers: dict[str, str]
@@ -485,16 +535,18 @@ def test_connection_refused_is_marked_retryable_and_not_journaled(journal: Journ
         url = gone.url
     wrapped = redrive.wrap(openai.OpenAI(api_key="sk-test", base_url=url + "/v1", max_retries=0))
     _open.append(wrapped)
-    with pytest.raises(openai.APIConnectionError) as info, redrive.run(
-        journal, "r1", retryable=(openai.APIConnectionError,)
+    with (
+        pytest.raises(openai.APIConnectionError) as info,
+        redrive.run(journal, "r1", retryable=(openai.APIConnectionError,)),
     ):
         wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
     assert getattr(info.value.__cause__, "retryable", None) is True
     assert _model_frames(journal, "r1") == []
 
 
-@pytest.mark.parametrize(("status", "error"), [(429, openai.RateLimitError),
-                                               (500, openai.InternalServerError)])
+@pytest.mark.parametrize(
+    ("status", "error"), [(429, openai.RateLimitError), (500, openai.InternalServerError)]
+)
 def test_cassette_transient_error_replays_as_recorded(
     tmp_path: Any, status: int, error: type[Exception]
 ) -> None:
@@ -520,12 +572,17 @@ def test_cassette_transient_error_replays_as_recorded(
     def offline(request: Any) -> Any:
         raise AssertionError(f"replay sent a request: {request.url}")
 
-    wrapped = redrive.wrap(openai.OpenAI(
-        api_key="sk-x", max_retries=2, http_client=httpx2.Client(transport=httpx2.MockTransport(
-            offline))))
+    wrapped = redrive.wrap(
+        openai.OpenAI(
+            api_key="sk-x",
+            max_retries=2,
+            http_client=httpx2.Client(transport=httpx2.MockTransport(offline)),
+        )
+    )
     _open.append(wrapped)
-    with pytest.raises(error, match=f"recorded {status}") as info, redrive.run(
-        journal, run_id, live=False
+    with (
+        pytest.raises(error, match=f"recorded {status}") as info,
+        redrive.run(journal, run_id, live=False),
     ):
         wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
     assert getattr(info.value, "retryable", None) is False
@@ -545,9 +602,7 @@ def test_sdk_retries_are_not_steps(server: ScriptServer, journal: Journal) -> No
     assert [r["response"]["status"] for r in responses] == [200]
     assert len(server.requests) == 2
     with redrive.run(journal, "r1"):
-        assert wrapped.chat.completions.create(
-            model="gpt-4o", messages=MESSAGES
-        ).id == "chatcmpl-1"
+        assert wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES).id == "chatcmpl-1"
     assert len(server.requests) == 2
 
 
@@ -608,8 +663,13 @@ def test_redact_applies_to_json_response_bodies(server: ScriptServer, tmp_path: 
     secret = "RESPONSE-SECRET-0042"
     leaky = {
         **CHAT,
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": f"your code is {secret}"}}],
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": f"your code is {secret}"},
+            }
+        ],
     }
     server.add(Reply(body=leaky))
     path = tmp_path / "runs.duckdb"
@@ -665,9 +725,12 @@ def test_async_stream_unwound_by_an_exception_is_not_journaled(journal: Journal)
 
     async def main() -> None:
         try:
-            async with redrive.run(journal, "r1"), await wrapped.chat.completions.create(
-                model="gpt-4o", messages=MESSAGES, stream=True
-            ) as stream:
+            async with (
+                redrive.run(journal, "r1"),
+                await wrapped.chat.completions.create(
+                    model="gpt-4o", messages=MESSAGES, stream=True
+                ) as stream,
+            ):
                 async for _ in stream:
                     raise ConnectionError("the worker went away")
         finally:
@@ -696,9 +759,7 @@ def test_stream_abandoned_without_close_is_journaled_before_the_next_step(
     for _ in range(2):
         with redrive.run(journal, "abandon") as run:
             first = ""
-            stream = wrapped.chat.completions.create(
-                model="gpt-4o", messages=MESSAGES, stream=True
-            )
+            stream = wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
             for chunk in stream:
                 first = json.dumps(chunk.model_dump()["choices"])
                 break  # read enough; the stream object stays open

@@ -21,14 +21,23 @@ QUERY_KEY = "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"
 SECRETS = [OPENAI_KEY, ANTHROPIC_KEY, ORG, PROJECT, COOKIE, ANTHROPIC_ORG, QUERY_KEY]
 
 CHAT = {
-    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
-                 "finish_reason": "stop"}],
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+    ],
 }
 MESSAGE = {
-    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test-model",
-    "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
-    "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-test-model",
+    "content": [{"type": "text", "text": "ok"}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 1, "output_tokens": 1},
 }
 
 
@@ -52,29 +61,48 @@ def test_no_secret_is_written_on_record_or_resume(tmp_path: Path) -> None:
             Reply(body=MESSAGE, headers=reply_headers, gzip=True),
             Reply(body=CHAT, headers=reply_headers),
         )
-        oai = redrive.wrap(openai.OpenAI(
-            api_key=OPENAI_KEY, organization=ORG, project=PROJECT, base_url=server.url + "/v1",
-            max_retries=0, default_headers={"cookie": COOKIE},
-            default_query={"key": QUERY_KEY},
-        ))
-        ant = redrive.wrap(anthropic.Anthropic(
-            api_key=ANTHROPIC_KEY, base_url=server.url, max_retries=0,
-        ))
+        oai = redrive.wrap(
+            openai.OpenAI(
+                api_key=OPENAI_KEY,
+                organization=ORG,
+                project=PROJECT,
+                base_url=server.url + "/v1",
+                max_retries=0,
+                default_headers={"cookie": COOKIE},
+                default_query={"key": QUERY_KEY},
+            )
+        )
+        ant = redrive.wrap(
+            anthropic.Anthropic(
+                api_key=ANTHROPIC_KEY,
+                base_url=server.url,
+                max_retries=0,
+            )
+        )
         journal = redrive.open_journal(str(path))
         try:
             with pytest.raises(ConnectionError), redrive.run(journal, "r1"):
-                oai.chat.completions.create(model="gpt-4o",
-                                            messages=[{"role": "user", "content": "a"}])
-                ant.messages.create(model="claude-test-model", max_tokens=5,
-                                    messages=[{"role": "user", "content": "b"}])
+                oai.chat.completions.create(
+                    model="gpt-4o", messages=[{"role": "user", "content": "a"}]
+                )
+                ant.messages.create(
+                    model="claude-test-model",
+                    max_tokens=5,
+                    messages=[{"role": "user", "content": "b"}],
+                )
                 raise ConnectionError("worker died")
             with redrive.run(journal, "r1"):  # the resume replays two steps and records one
-                oai.chat.completions.create(model="gpt-4o",
-                                            messages=[{"role": "user", "content": "a"}])
-                ant.messages.create(model="claude-test-model", max_tokens=5,
-                                    messages=[{"role": "user", "content": "b"}])
-                oai.chat.completions.create(model="gpt-4o",
-                                            messages=[{"role": "user", "content": "c"}])
+                oai.chat.completions.create(
+                    model="gpt-4o", messages=[{"role": "user", "content": "a"}]
+                )
+                ant.messages.create(
+                    model="claude-test-model",
+                    max_tokens=5,
+                    messages=[{"role": "user", "content": "b"}],
+                )
+                oai.chat.completions.create(
+                    model="gpt-4o", messages=[{"role": "user", "content": "c"}]
+                )
         finally:
             journal.close()
             oai.close()

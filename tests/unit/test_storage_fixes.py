@@ -63,9 +63,7 @@ def record(body: bytes) -> bytes:
 
 @pytest.mark.parametrize("damage", ["over the limit", "past the end"])
 @pytest.mark.parametrize("read_only", [False, True])
-def test_damaged_length_mid_log_is_corruption(
-    tmp_path: Path, damage: str, read_only: bool
-) -> None:
+def test_damaged_length_mid_log_is_corruption(tmp_path: Path, damage: str, read_only: bool) -> None:
     """A bad length with valid records after it raises, names the last good record, cuts nothing."""
     path, offsets = logged_journal(tmp_path)
     log = path + ".rdlog"
@@ -207,9 +205,7 @@ def test_shared_journal_is_one_object_per_file(tmp_path: Path) -> None:
     """shared_journal returns one journal per file for every thread, reopened after a close."""
     path = str(tmp_path / "runs.duckdb")
     got: list[Journal] = []
-    threads = [
-        threading.Thread(target=lambda: got.append(shared_journal(path))) for _ in range(8)
-    ]
+    threads = [threading.Thread(target=lambda: got.append(shared_journal(path))) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
@@ -360,8 +356,15 @@ def test_sql_data_resolves_prefix_deltas(
             messages.append({"role": "assistant", "content": chat(messages)})
         run.finish("ok")
     journal.close()
-    code = cli.main(["--journal", path, "--json", "sql",
-                     "SELECT data FROM frames WHERE kind = 'model_request' ORDER BY seq"])
+    code = cli.main(
+        [
+            "--journal",
+            path,
+            "--json",
+            "sql",
+            "SELECT data FROM frames WHERE kind = 'model_request' ORDER BY seq",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "PrefixRef" not in out
     rows = json.loads(out)["rows"]

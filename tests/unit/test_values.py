@@ -109,8 +109,10 @@ def test_removed_call_strict_and_lenient() -> None:
     """A removed now() raises DivergenceError at exit under strict, and is skipped when lenient."""
     journal = MemoryJournal()
     _, token = _record(journal)
-    with pytest.raises(redrive.DivergenceError, match="more steps"), \
-            redrive.run(journal, "r1", live=False):
+    with (
+        pytest.raises(redrive.DivergenceError, match="more steps"),
+        redrive.run(journal, "r1", live=False),
+    ):
         assert _token(False) == token
     with redrive.run(journal, "r1", replay=LENIENT_VALUES) as run:
         assert _token(False) == token
