@@ -1,0 +1,193 @@
+"""Every code block in the README runs, so the README cannot drift from the code.
+
+Each block's language decides how it is checked: ``python`` blocks run (the
+usage example against a local scripted OpenAI-compatible server, the pytest
+plugin example under pytest, recorded once and then replayed with the model
+broken), ``sh`` blocks are the two set-up commands (the demo runs; the test
+command is the one CI runs), ``text`` blocks are output a real run prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import redrive
+from tests.sdkserver import Reply, serve
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
+
+
+def _blocks() -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in FENCE.finditer(README.read_text())]
+
+
+def _block(lang: str, containing: str) -> str:
+    found = [code for kind, code in _blocks() if kind == lang and containing in code]
+    assert len(found) == 1, f"expected one {lang} block containing {containing!r}"
+    return found[0]
+
+
+def test_every_block_is_checked_here() -> None:
+    """Each README block has a language this file checks, and none is left unchecked."""
+    blocks = _blocks()
+    assert blocks, "the README has no code block"
+    checked = {
+        ("sh", "scripts/demo\n"),
+        ("sh", "scripts/test\n"),
+        ("python", "def handle("),
+        ("python", "@pytest.mark.redrive"),
+        ("text", "diverged from its journal"),
+    }
+    for lang, code in blocks:
+        assert any(lang == kind and needle in code for kind, needle in checked), (
+            f"README block ({lang or 'no language'}) is not checked by {__file__}:\n{code}"
+        )
+    assert len(blocks) == len(checked)
+
+
+def _tool_call(call_id: str, name: str, arguments: dict[str, str]) -> dict[str, object]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+
+
+def _chat(message: dict[str, object]) -> dict[str, object]:
+    return {
+        "id": "chatcmpl-r",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+
+
+def test_usage_example_records_then_replays(tmp_path: Path) -> None:
+    """The usage example runs its loop live once, then replays it with no model call."""
+    code = _block("python", "def handle(")
+    replies = [
+        _chat(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [_tool_call("c1", "lookup_customer", {"email": "ada@example.com"})],
+            }
+        ),
+        _chat(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    _tool_call("c2", "open_ticket", {"customer_id": "C-7", "subject": "Damaged"}),
+                    _tool_call("c3", "send_email", {"to": "ada@example.com", "body": "Sorry"}),
+                ],
+            }
+        ),
+        _chat({"role": "assistant", "content": "Ticket T-1 opened; Ada was emailed."}),
+    ]
+    with serve() as server:
+        server.add(*(Reply(body=body) for body in replies))
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": server.url + "/v1",
+            "OPENAI_API_KEY": "sk-readme",
+            "PYTHONPATH": str(ROOT),
+        }
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == ["Ticket T-1 opened; Ada was emailed."] * 2
+        assert len(server.requests) == 3  # the second handle() replayed all three calls
+        assert "sk-readme" not in (tmp_path / "runs.duckdb").read_bytes().decode("latin-1")
+
+
+def test_pytest_plugin_example_records_once_then_replays(tmp_path: Path) -> None:
+    """The plugin example records its journal, then passes offline with the model broken."""
+    code = _block("python", "@pytest.mark.redrive")
+    test_file = tmp_path / "test_refunds.py"
+    test_file.write_text(code)
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["PYTHONPATH"] = str(ROOT)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
+    first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stdout + first.stderr
+    journal = tmp_path / "journals" / "test_refunds" / "test_refund.rdj"
+    assert journal.exists()
+    # replay: the model and the tool now fail if called; the recorded run still passes
+    test_file.write_text(
+        code.replace('return "refund"', 'raise RuntimeError("model called")').replace(
+            'return {"refunded": order_id}', 'raise RuntimeError("tool called")'
+        )
+    )
+    env["CI"] = "true"
+    second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "1 passed" in second.stdout
+
+
+def test_divergence_text_is_what_a_divergence_prints() -> None:
+    """The divergence shown in the README has the lines a real DivergenceError message has."""
+    shown = _block("text", "diverged from its journal")
+    journal = redrive.open_journal(":memory:")
+
+    @redrive.tool(read_only=True)
+    def lookup_customer(email: str) -> str:
+        return "C-7"
+
+    @redrive.tool(restart_safe=True)
+    def send_email(to: str, subject: str) -> str:
+        return "sent"
+
+    def loop(subject: str) -> None:
+        with redrive.run(journal, "support:42"):
+            lookup_customer("ada@example.com")
+            send_email("ada@example.com", subject)
+
+    loop("Refund")
+    with pytest.raises(redrive.DivergenceError) as caught:
+        loop("Refund request")
+    real = str(caught.value)
+    assert shown.splitlines()[0].split(" at seq ")[0] == real.splitlines()[0].split(" at seq ")[0]
+    assert "the tool step 'send_email' was called with different arguments." in real
+    for line in shown.splitlines()[1:]:
+        label = line.strip().split(":")[0]
+        assert any(r.strip().startswith(label) for r in real.splitlines()), label
+    assert "$.subject: 'Refund' -> 'Refund request'" in real
+    assert "$.subject: 'Refund' -> 'Refund request'" in shown
+
+
+def test_setup_commands_are_what_ci_runs_and_the_demo_passes(tmp_path: Path) -> None:
+    """``scripts/test`` is what .ci/run runs; ``scripts/demo``'s job passes its own account."""
+    assert _block("sh", "scripts/test\n").strip() == "scripts/test"
+    assert re.search(r"^scripts/test\b", (ROOT / ".ci/run").read_text(), re.M)
+    assert _block("sh", "scripts/demo\n").strip() == "scripts/demo"
+    demo = (ROOT / "scripts/demo").read_text()
+    assert "-m redrive.demo" in demo
+    # the demo the script runs, without re-installing (the suite runs in the same venv)
+    result = subprocess.run(
+        [sys.executable, "-m", "redrive.demo", "--dir", str(tmp_path), "--json"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert json.loads(result.stdout)["exit_code"] == 0
