@@ -23,17 +23,20 @@ subclasses that too, so ``except LookupError`` keeps working::
     └── RecordedToolError               a recorded tool exception that cannot be rebuilt
 
 Each error carries structured fields besides its message: ``run_id`` and
-``seq`` on every error, and the typed keyword fields of its class (``diff``,
-``expected``, ``found``...; None when the raiser did not know them). They are
-attributes (``err.diff``), are listed by ``err.fields`` (a dict, without
-``run_id`` and ``seq``) and ``err.to_fields()`` (with them), and the error
-pickles with all of them (so it crosses process pools).
+``seq`` on every error, and the typed fields its class declares (``diff``,
+``expected``, ``found``...), given as keywords and None when the raiser did
+not know them. They are attributes (``err.diff``), are listed by
+``err.fields`` (a dict, without ``run_id`` and ``seq``) and ``err.to_fields()``
+(with them), and the error pickles with all of them (so it crosses process
+pools). A keyword that is not a field of the class is a ``TypeError``, for
+mypy and at run time.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+import inspect
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 __all__ = [
     "AppendConflictError",
@@ -60,7 +63,33 @@ __all__ = [
 #: imports nothing of ours, so the name is repeated here to tell the case apart).
 _APPROVAL_STEP = "approval"
 
+_E = TypeVar("_E", bound=type)
+_COMMON = frozenset({"message", "run_id", "seq"})
 
+
+def _field(*, default: Any = None, kw_only: bool = True) -> Any:
+    """Declare a field whose annotation is not its constructor's type (mypy reads the call)."""
+    return default
+
+
+@dataclass_transform(kw_only_default=True, field_specifiers=(_field,))
+def _fields(cls: _E) -> _E:
+    """Give an error class its declared fields: annotated class attributes, default None.
+
+    Its constructor (:meth:`ReplayError.__init__`) then takes exactly those
+    fields as keywords; mypy reads the same declaration as a dataclass's.
+    """
+    own = {
+        name: cls.__dict__.get(name)
+        for name, annotation in inspect.get_annotations(cls).items()
+        if name not in _COMMON and "ClassVar" not in str(annotation)
+    }
+    cls._defaults = {**getattr(cls, "_defaults", {}), **own}  # type: ignore[attr-defined]
+    cls._strict = cls  # type: ignore[attr-defined]
+    return cls
+
+
+@_fields
 class ReplayError(Exception):
     """Root of every redrive error.
 
@@ -68,24 +97,40 @@ class ReplayError(Exception):
         message: the human-readable text (what happened, to which run, what next).
         run_id: the run concerned, when there is one.
         seq: the seq concerned (of the step, or the first one written), when known.
-        **fields: the subclass's structured fields, set as attributes. The
-            errors of this module take explicit typed keywords instead; this
-            is for subclasses defined elsewhere.
+        **fields: the class's declared fields. A subclass defined outside this
+            module without ``@_fields`` may pass any keywords (set as attributes).
+
+    Raises:
+        TypeError: a keyword that is not a field of the error's class.
     """
 
-    run_id: str | None
-    seq: int | None
+    _defaults: ClassVar[dict[str, Any]]
+    _strict: ClassVar[type]
+
+    message: str = _field(kw_only=False)
+    run_id: str | None = None
+    seq: int | None = None
 
     def __init__(
         self, message: str, *, run_id: str | None = None, seq: int | None = None, **fields: Any
     ) -> None:
         super().__init__(message)
+        cls = type(self)
+        if cls._strict is cls:
+            unknown = sorted(set(fields) - set(cls._defaults))
+            if unknown:
+                raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))}")
         self.message = message
         self.run_id = run_id
         self.seq = seq
-        self._fields = fields
-        for name, value in fields.items():
+        values = {**cls._defaults, **fields}
+        self._settle(values)
+        self._fields = values
+        for name, value in values.items():
             setattr(self, name, value)
+
+    def _settle(self, fields: dict[str, Any]) -> None:
+        """Complete ``fields`` in place before they are set (derive a reason...)."""
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -127,34 +172,13 @@ class DivergenceReason(enum.StrEnum):
     """An approval was decided for another payload than the loop asks for now."""
 
 
-def _divergence_reason(
-    seq: int | None,
-    kind: str | None,
-    name: str | None,
-    found_kind: str | None,
-    found_name: str | None,
-    context: list[str] | None,
-) -> DivergenceReason:
-    """Tell the case apart from the fields its raiser gives (when it names none)."""
-    if found_kind is None and found_name is None:
-        # nothing was asked for: the loop ended (context: the steps left) or read on
-        return DivergenceReason.STREAM_OVERRUN if context is None else DivergenceReason.UNUSED_STEPS
-    if seq is None and kind == "value" and name == _APPROVAL_STEP:
-        return DivergenceReason.APPROVAL_PAYLOAD
-    if kind == found_kind and name == found_name:
-        return DivergenceReason.ARGUMENTS
-    if found_kind == "model" and kind in ("tool", "value"):
-        return DivergenceReason.TURN_ORDER
-    return DivergenceReason.STEP
-
-
+@_fields
 class DivergenceError(ReplayError):
     """The replayed loop asked for a step that differs from the recorded one.
 
-    Args:
-        message: what diverged, where, and what to do.
-        run_id: the run.
-        seq: the seq of the recorded step (None for an approval).
+    ``seq`` is the recorded step's (None for an approval).
+
+    Attributes:
         kind: the recorded step's kind (``"model"``, ``"tool"``, ``"value"``).
         name: the recorded step's name.
         found_kind: the kind of the step asked for (None: none was asked for).
@@ -165,137 +189,81 @@ class DivergenceError(ReplayError):
         found_key: the call key of the step asked for.
         diff: ``(path, recorded, replayed)`` for each differing leaf.
         context: the last matching steps (or the unused ones), as text lines.
-        reason: which case this is; derived from the other fields when None.
+        reason: which case this is; derived from the other fields when not given.
     """
 
-    kind: str | None
-    name: str | None
-    found_kind: str | None
-    found_name: str | None
-    expected: Any
-    found: Any
-    expected_key: str | None
-    found_key: str | None
-    diff: list[tuple[str, Any, Any]] | None
-    context: list[str] | None
-    reason: DivergenceReason
+    kind: str | None = None
+    name: str | None = None
+    found_kind: str | None = None
+    found_name: str | None = None
+    expected: Any = None
+    found: Any = None
+    expected_key: str | None = None
+    found_key: str | None = None
+    diff: list[tuple[str, Any, Any]] | None = None
+    context: list[str] | None = None
+    reason: DivergenceReason = _field(default=None)
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        kind: str | None = None,
-        name: str | None = None,
-        found_kind: str | None = None,
-        found_name: str | None = None,
-        expected: Any = None,
-        found: Any = None,
-        expected_key: str | None = None,
-        found_key: str | None = None,
-        diff: list[tuple[str, Any, Any]] | None = None,
-        context: list[str] | None = None,
-        reason: DivergenceReason | str | None = None,
-    ) -> None:
-        super().__init__(
-            message,
-            run_id=run_id,
-            seq=seq,
-            kind=kind,
-            name=name,
-            found_kind=found_kind,
-            found_name=found_name,
-            expected=expected,
-            found=found,
-            expected_key=expected_key,
-            found_key=found_key,
-            diff=diff,
-            context=context,
-            reason=DivergenceReason(reason)
-            if reason is not None
-            else _divergence_reason(seq, kind, name, found_kind, found_name, context),
-        )
+    def _settle(self, fields: dict[str, Any]) -> None:
+        if fields["reason"] is not None:
+            fields["reason"] = DivergenceReason(fields["reason"])
+        elif fields["found_kind"] is None and fields["found_name"] is None:
+            # nothing was asked for: the loop ended (context: the steps left) or read on
+            unused = fields["context"] is not None
+            fields["reason"] = (
+                DivergenceReason.UNUSED_STEPS if unused else DivergenceReason.STREAM_OVERRUN
+            )
+        elif self.seq is None and (fields["kind"], fields["name"]) == ("value", _APPROVAL_STEP):
+            fields["reason"] = DivergenceReason.APPROVAL_PAYLOAD
+        elif (fields["kind"], fields["name"]) == (fields["found_kind"], fields["found_name"]):
+            fields["reason"] = DivergenceReason.ARGUMENTS
+        elif fields["found_kind"] == "model" and fields["kind"] in ("tool", "value"):
+            fields["reason"] = DivergenceReason.TURN_ORDER
+        else:
+            fields["reason"] = DivergenceReason.STEP
 
 
+@_fields
 class ReplayMissError(ReplayError, LookupError):
     """A replay-only run asked for a step that no recorded step answers.
 
-    Args:
-        message: which step was asked for, and the closest recorded ones.
-        run_id: the run.
-        seq: the seq the step would have had.
+    ``seq`` is the one the step would have had.
+
+    Attributes:
         kind: the kind of the step asked for.
         name: the name of the step asked for.
         found: its canonical arguments.
         closest: text lines describing the nearest recorded steps.
     """
 
-    kind: str | None
-    name: str | None
-    found: Any
-    closest: list[str] | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        kind: str | None = None,
-        name: str | None = None,
-        found: Any = None,
-        closest: list[str] | None = None,
-    ) -> None:
-        super().__init__(
-            message, run_id=run_id, seq=seq, kind=kind, name=name, found=found, closest=closest
-        )
+    kind: str | None = None
+    name: str | None = None
+    found: Any = None
+    closest: list[str] | None = None
 
 
+@_fields
 class SideEffectRetryBlockedError(ReplayError):
     """A tool that was in flight when the run stopped would run a second time.
 
-    Raised on resume for a tool whose ``tool_start`` is journaled without an
-    outcome, unless it is restart safe, its ``recover()`` settled the outcome,
-    or the run asked for ``on_in_flight="tell_model"``.
+    Raised on resume for a tool whose ``tool_start`` (at ``seq``) is journaled
+    without an outcome, unless it is restart safe, its ``recover()`` settled
+    the outcome, or the run asked for ``on_in_flight="tell_model"``.
 
-    Args:
-        message: which call is blocked and how to settle it.
-        run_id: the run.
-        seq: the seq of the in-flight ``tool_start``.
+    Attributes:
         tool: the tool's name.
         arguments: the call's canonical arguments.
         idempotency_key: the step's idempotency key.
         attempts: how often the step was attempted.
     """
 
-    tool: str | None
-    arguments: Any
-    idempotency_key: str | None
-    attempts: int | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        tool: str | None = None,
-        arguments: Any = None,
-        idempotency_key: str | None = None,
-        attempts: int | None = None,
-    ) -> None:
-        super().__init__(
-            message,
-            run_id=run_id,
-            seq=seq,
-            tool=tool,
-            arguments=arguments,
-            idempotency_key=idempotency_key,
-            attempts=attempts,
-        )
+    tool: str | None = None
+    arguments: Any = None
+    idempotency_key: str | None = None
+    attempts: int | None = None
 
 
+@_fields
 class RetryLimitExceededError(SideEffectRetryBlockedError):
     """An in-flight step was attempted more often than the run allows."""
 
@@ -315,203 +283,106 @@ class RunBusyReason(enum.StrEnum):
     """This worker's lease was taken over (:class:`LeaseLostError`)."""
 
 
+@_fields
 class RunBusyError(ReplayError):
     """Another worker holds this run's lease or has claimed this step.
 
-    Args:
-        message: who holds what, and what to do.
-        run_id: the run (None for a lock timeout).
-        seq: the run's next seq, or the seq that was claimed.
+    ``seq`` is the run's next seq, or the seq that was claimed.
+
+    Attributes:
         owner: the lease holder.
         expires_in: seconds until that lease lapses.
         timed_out: True when this worker waited ``busy_timeout`` in vain.
         lock_timeout: the journal's lock timeout in seconds, when it ran out.
-        reason: which case this is; derived from the other fields when None.
+        reason: which case this is; derived from the other fields when not given.
     """
 
-    owner: str | None
-    expires_in: float | None
-    timed_out: bool
-    lock_timeout: float | None
-    reason: RunBusyReason
+    owner: str | None = None
+    expires_in: float | None = None
+    timed_out: bool = False
+    lock_timeout: float | None = None
+    reason: RunBusyReason = _field(default=None)
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        owner: str | None = None,
-        expires_in: float | None = None,
-        timed_out: bool = False,
-        lock_timeout: float | None = None,
-        reason: RunBusyReason | str | None = None,
-    ) -> None:
-        if reason is None:
-            reason = (
-                RunBusyReason.LOCKED
-                if lock_timeout is not None
-                else RunBusyReason.TIMED_OUT
-                if timed_out
-                else RunBusyReason.LEASED
-                if owner is not None
-                else RunBusyReason.CLAIMED
-            )
-        super().__init__(
-            message,
-            run_id=run_id,
-            seq=seq,
-            owner=owner,
-            expires_in=expires_in,
-            timed_out=timed_out,
-            lock_timeout=lock_timeout,
-            reason=RunBusyReason(reason),
-        )
+    def _settle(self, fields: dict[str, Any]) -> None:
+        if fields["reason"] is not None:
+            fields["reason"] = RunBusyReason(fields["reason"])
+        elif fields["lock_timeout"] is not None:
+            fields["reason"] = RunBusyReason.LOCKED
+        elif fields["timed_out"]:
+            fields["reason"] = RunBusyReason.TIMED_OUT
+        else:
+            leased = fields["owner"] is not None
+            fields["reason"] = RunBusyReason.LEASED if leased else RunBusyReason.CLAIMED
 
 
+@_fields
 class LeaseLostError(RunBusyError):
     """This worker's lease expired and another worker took the run over.
 
-    Every later write of this worker is refused (fencing): stop the loop.
+    Every later write of this worker is refused (fencing): stop the loop. Its
+    ``reason`` is :attr:`RunBusyReason.LEASE_LOST`.
 
-    Args:
-        message: who took the run over.
-        run_id: the run.
-        seq: the run's next seq.
+    Attributes:
         epoch: this worker's lease epoch.
         current_epoch: the run's lease epoch now.
-        owner, expires_in, timed_out, lock_timeout: as :class:`RunBusyError`
-            (unset by redrive's raisers).
-        reason: :attr:`RunBusyReason.LEASE_LOST` unless given.
     """
 
-    epoch: int | None
-    current_epoch: int | None
+    epoch: int | None = None
+    current_epoch: int | None = None
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        epoch: int | None = None,
-        current_epoch: int | None = None,
-        owner: str | None = None,
-        expires_in: float | None = None,
-        timed_out: bool = False,
-        lock_timeout: float | None = None,
-        reason: RunBusyReason | str | None = None,
-    ) -> None:
-        ReplayError.__init__(
-            self,
-            message,
-            run_id=run_id,
-            seq=seq,
-            owner=owner,
-            expires_in=expires_in,
-            timed_out=timed_out,
-            lock_timeout=lock_timeout,
-            reason=RunBusyReason(reason or RunBusyReason.LEASE_LOST),
-            epoch=epoch,
-            current_epoch=current_epoch,
-        )
+    def _settle(self, fields: dict[str, Any]) -> None:
+        fields["reason"] = RunBusyReason(fields["reason"] or RunBusyReason.LEASE_LOST)
 
 
+@_fields
 class AppendConflictError(ReplayError):
-    """A conditional append found another frame already at its seq.
+    """A conditional append found another frame already at its seq (``seq``: the expected one).
 
-    Args:
-        message: which seq was taken.
-        run_id: the run.
-        seq: the seq that was expected to be next.
+    Attributes:
         found: the journal's actual next seq.
     """
 
-    found: int | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        found: int | None = None,
-    ) -> None:
-        super().__init__(message, run_id=run_id, seq=seq, found=found)
+    found: int | None = None
 
 
+@_fields
 class RunInputMismatchError(ReplayError, ValueError):
     """A run was resumed with a different input than it was started with.
 
-    Args:
-        message: how the inputs differ.
-        run_id: the run.
-        seq: unused (None).
+    Attributes:
         expected: the recorded input.
         found: the input given now.
         diff: ``(path, recorded, given)`` for each differing leaf.
     """
 
-    expected: Any
-    found: Any
-    diff: list[tuple[str, Any, Any]] | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        expected: Any = None,
-        found: Any = None,
-        diff: list[tuple[str, Any, Any]] | None = None,
-    ) -> None:
-        super().__init__(message, run_id=run_id, seq=seq, expected=expected, found=found, diff=diff)
+    expected: Any = None
+    found: Any = None
+    diff: list[tuple[str, Any, Any]] | None = None
 
 
+@_fields
 class UnknownRunError(ReplayError, LookupError):
-    """No run with this id is in the journal.
-
-    Args:
-        message: which run, in which journal.
-        run_id: the run id looked for.
-        seq: unused (None).
-    """
-
-    def __init__(self, message: str, *, run_id: str | None = None, seq: int | None = None) -> None:
-        super().__init__(message, run_id=run_id, seq=seq)
+    """No run with this id (``run_id``) is in the journal."""
 
 
+@_fields
 class TerminalRunError(ReplayError):
     """The run already ended (failed or cancelled) and cannot execute again.
 
-    Args:
-        message: how the run ended.
-        run_id: the run.
-        seq: unused (None).
+    Attributes:
         status: the run's terminal status (``"failed"``, ``"cancelled"``).
     """
 
-    status: str | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        status: str | None = None,
-    ) -> None:
-        super().__init__(message, run_id=run_id, seq=seq, status=status)
+    status: str | None = None
 
 
+@_fields
 class JournalCorruptError(ReplayError):
     """A journal failed an integrity check: bad bytes, chain or order.
 
-    Args:
-        message: what is wrong, where, and the last good seq.
-        run_id: the run whose frames are bad, when known.
-        seq: the bad frame's seq, when known.
+    ``run_id`` and ``seq`` name the bad frame, when known.
+
+    Attributes:
         last_good_seq: the last frame that passed its checks (None when not
             even the first frame could be read).
         source: the file or table read.
@@ -522,173 +393,75 @@ class JournalCorruptError(ReplayError):
         next_record_offset: the byte offset of the record after it.
     """
 
-    last_good_seq: int | None
-    source: str | None
-    reason: str | None
-    offset: int | None
-    record_index: int | None
-    next_record_offset: int | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        last_good_seq: int | None = None,
-        source: str | None = None,
-        reason: str | None = None,
-        offset: int | None = None,
-        record_index: int | None = None,
-        next_record_offset: int | None = None,
-    ) -> None:
-        super().__init__(
-            message,
-            run_id=run_id,
-            seq=seq,
-            last_good_seq=last_good_seq,
-            source=source,
-            reason=reason,
-            offset=offset,
-            record_index=record_index,
-            next_record_offset=next_record_offset,
-        )
+    last_good_seq: int | None = None
+    source: str | None = None
+    reason: str | None = None
+    offset: int | None = None
+    record_index: int | None = None
+    next_record_offset: int | None = None
 
 
+@_fields
 class JournalFormatError(ReplayError):
     """A journal was written by a format version this redrive cannot read.
 
-    Args:
-        message: which version, and what to upgrade.
-        run_id: unused (None).
-        seq: unused (None).
-        found: the journal's format version (as stored, when it is not a number).
+    Attributes:
+        found: the journal's format version (as stored, when not a number).
         expected: the version this redrive writes.
         supported: the newest version this redrive reads.
         too: ``"new"`` or ``"old"``: which side of ``expected`` ``found`` is.
         source: the file read.
-        path: the file that is not a journal of this format at all.
+        path: a file that is not a journal of this format at all.
     """
 
-    found: int | str | None
-    expected: int | None
-    supported: int | None
-    too: str | None
-    source: str | None
-    path: str | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        found: int | str | None = None,
-        expected: int | None = None,
-        supported: int | None = None,
-        too: str | None = None,
-        source: str | None = None,
-        path: str | None = None,
-    ) -> None:
-        super().__init__(
-            message,
-            run_id=run_id,
-            seq=seq,
-            found=found,
-            expected=expected,
-            supported=supported,
-            too=too,
-            source=source,
-            path=path,
-        )
+    found: int | str | None = None
+    expected: int | None = None
+    supported: int | None = None
+    too: str | None = None
+    source: str | None = None
+    path: str | None = None
 
 
+@_fields
 class JournalLockedError(ReplayError):
     """A DuckDB journal file is open for writing in another process.
 
-    Args:
-        message: which file, and what to do.
-        run_id: unused (None).
-        seq: unused (None).
+    Attributes:
         path: the journal file.
     """
 
-    path: str | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        path: str | None = None,
-    ) -> None:
-        super().__init__(message, run_id=run_id, seq=seq, path=path)
+    path: str | None = None
 
 
+@_fields
 class JournalWriteError(ReplayError):
     """A journal write failed for a reason outside redrive (disk full, I/O error,
     lost database connection). The underlying error is its ``__cause__``.
 
-    The run stays resumable: nothing from ``seq`` on was acknowledged, so a
-    tool whose claim failed did not run. (With a lost connection the write may
-    still have committed; a resume then finds that claim in flight and applies
-    the in-flight rules, which fail closed.)
+    The run stays resumable: nothing from ``seq`` (the first seq of the write)
+    on was acknowledged, so a tool whose claim failed did not run. (With a
+    lost connection the write may still have committed; a resume then finds
+    that claim in flight and applies the in-flight rules, which fail closed.)
 
-    Args:
-        message: what failed, and that the run stays resumable.
-        run_id: the run.
-        seq: the first seq of the failed write.
+    Attributes:
         journal: the journal's URL.
         frames: how many frames the write held.
     """
 
-    journal: str | None
-    frames: int | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        journal: str | None = None,
-        frames: int | None = None,
-    ) -> None:
-        super().__init__(message, run_id=run_id, seq=seq, journal=journal, frames=frames)
+    journal: str | None = None
+    frames: int | None = None
 
 
+@_fields
 class RecordedToolError(ReplayError):
     """A tool raised during recording, and its exception type cannot be rebuilt.
 
-    Args:
-        message: the recorded exception, named.
-        run_id: the run.
-        seq: the seq of the tool's outcome.
+    Attributes:
         tool: the tool's name.
         error_type: the recorded exception's ``module.QualName``.
         error_message: its message.
     """
 
-    tool: str | None
-    error_type: str | None
-    error_message: str | None
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        seq: int | None = None,
-        tool: str | None = None,
-        error_type: str | None = None,
-        error_message: str | None = None,
-    ) -> None:
-        super().__init__(
-            message,
-            run_id=run_id,
-            seq=seq,
-            tool=tool,
-            error_type=error_type,
-            error_message=error_message,
-        )
+    tool: str | None = None
+    error_type: str | None = None
+    error_message: str | None = None
