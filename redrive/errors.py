@@ -68,7 +68,12 @@ _COMMON = frozenset({"message", "run_id", "seq"})
 
 
 def _field(*, default: Any = None, kw_only: bool = True) -> Any:
-    """Declare a field whose annotation is not its constructor's type (mypy reads the call)."""
+    """Declare a field that is positional (``kw_only=False``: the message) or whose default
+    is not of its type (a reason derived when not given); mypy reads these arguments.
+
+    Returns:
+        ``default``, the class attribute.
+    """
     return default
 
 
@@ -97,8 +102,9 @@ class ReplayError(Exception):
         message: the human-readable text (what happened, to which run, what next).
         run_id: the run concerned, when there is one.
         seq: the seq concerned (of the step, or the first one written), when known.
-        **fields: the class's declared fields. A subclass defined outside this
-            module without ``@_fields`` may pass any keywords (set as attributes).
+        **fields: the class's declared fields. ``ReplayError`` itself, and a
+            subclass defined outside this module without ``@_fields``, take any
+            keywords (set as attributes).
 
     Raises:
         TypeError: a keyword that is not a field of the error's class.
@@ -116,7 +122,7 @@ class ReplayError(Exception):
     ) -> None:
         super().__init__(message)
         cls = type(self)
-        if cls._strict is cls:
+        if cls._strict is cls and cls is not ReplayError:
             unknown = sorted(set(fields) - set(cls._defaults))
             if unknown:
                 raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))}")

@@ -93,12 +93,14 @@ def test_misspelt_field_is_refused() -> None:
 
 
 def test_subclass_defined_elsewhere_keeps_free_fields() -> None:
-    """A ReplayError subclass outside errors.py may still pass its own fields as keywords."""
+    """ReplayError, and a subclass of it outside errors.py, take any fields as keywords."""
     from redrive._check import CheckFailedError
 
     err = CheckFailedError("2 runs failed", run_id="r", seq=1, report="the report")
     back = pickle.loads(pickle.dumps(err))
     assert (back.run_id, back.seq, back.fields) == ("r", 1, {"report": "the report"})
+    root = pickle.loads(pickle.dumps(redrive.ReplayError("x", run_id="r", detail=1)))
+    assert (root.run_id, root.fields) == ("r", {"detail": 1})
 
 
 def test_reasons_are_strings() -> None:
