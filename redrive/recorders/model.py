@@ -87,7 +87,7 @@ def model(
                     decode=dec,
                 )
 
-            return async_wrapper  # type: ignore[return-value]  # R is the coroutine type
+            return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:

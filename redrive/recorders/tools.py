@@ -255,7 +255,7 @@ def tool(
                 return build(await run.atool_step(spec, arguments(args, kwargs), body))
 
             async_wrapper.redrive_tool = spec  # type: ignore[attr-defined]
-            return async_wrapper  # type: ignore[return-value]  # R is the coroutine type
+            return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
