@@ -5,14 +5,15 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from .replay import Run
 from .storage import Journal, shared_journal
 
 __all__ = ["durable", "entrypoint_of"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def entrypoint_of(func: Callable[..., Any]) -> str:
@@ -25,7 +26,7 @@ def durable(
     *,
     run_id: str | Callable[..., str],
     **options: Any,
-) -> Callable[[F], F]:
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make each call of a function a run, resumable by calling it again.
 
     The call's arguments (by parameter name) are the run's input; its return
@@ -45,11 +46,15 @@ def durable(
     id for one call, and has ``.redrive_run(run_id, *args, **kwargs)``
     returning the finished :class:`Run` with its counters.
 
+    Returns:
+        A decorator; the function it returns keeps the decorated one's
+        signature and return type (an async function stays async).
+
     Raises:
         As :func:`redrive.run`, plus whatever the function raises.
     """
 
-    def decorate(func: F) -> F:
+    def decorate(func: Callable[P, R]) -> Callable[P, R]:
         signature = inspect.signature(func)
         entry = entrypoint_of(func)
 

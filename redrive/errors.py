@@ -5,10 +5,12 @@ subclasses that too, so ``except LookupError`` keeps working::
 
     ReplayError (Exception)
     ├── DivergenceError                 the replayed loop asked for a different step
+    │                                   (.reason: a DivergenceReason)
     ├── ReplayMissError (LookupError)   replay-only run asked for a step nobody recorded
     ├── SideEffectRetryBlockedError     an in-flight side effect would run twice
     │   └── RetryLimitExceededError     an in-flight step was attempted too often
     ├── RunBusyError                    another worker holds the run or claimed the step
+    │   │                               (.reason: a RunBusyReason)
     │   └── LeaseLostError              this worker's lease was taken over (fenced)
     ├── AppendConflictError             a conditional append lost its race
     ├── RunInputMismatchError (ValueError)
@@ -20,17 +22,26 @@ subclasses that too, so ``except LookupError`` keeps working::
     ├── JournalWriteError               a write failed (disk full, I/O error, connection lost)
     └── RecordedToolError               a recorded tool exception that cannot be rebuilt
 
-Each error carries structured fields (``run_id``, ``seq``...) besides its
-message, and pickles with them (so it crosses process pools).
+Each error carries structured fields besides its message: ``run_id`` and
+``seq`` on every error, and the typed fields its class declares (``diff``,
+``expected``, ``found``...), given as keywords and None when the raiser did
+not know them. They are attributes (``err.diff``), are listed by
+``err.fields`` (a dict, without ``run_id`` and ``seq``) and ``err.to_fields()``
+(with them), and the error pickles with all of them (so it crosses process
+pools). A keyword that is not a field of the class is a ``TypeError``, for
+mypy and at run time.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+import inspect
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 __all__ = [
     "AppendConflictError",
     "DivergenceError",
+    "DivergenceReason",
     "JournalCorruptError",
     "JournalFormatError",
     "JournalLockedError",
@@ -41,39 +52,103 @@ __all__ = [
     "ReplayMissError",
     "RetryLimitExceededError",
     "RunBusyError",
+    "RunBusyReason",
     "RunInputMismatchError",
     "SideEffectRetryBlockedError",
     "TerminalRunError",
     "UnknownRunError",
 ]
 
+#: The step name of approvals (``redrive.replay._approval.APPROVAL_STEP``; errors
+#: imports nothing of ours, so the name is repeated here to tell the case apart).
+_APPROVAL_STEP = "approval"
 
+_E = TypeVar("_E", bound=type)
+_COMMON = frozenset({"message", "run_id", "seq"})
+
+
+def _field(*, default: Any = None, kw_only: bool = True) -> Any:
+    """Declare a field that is positional (``kw_only=False``: the message) or whose default
+    is not of its type (a reason derived when not given); mypy reads these arguments.
+
+    Returns:
+        ``default``, the class attribute.
+    """
+    return default
+
+
+@dataclass_transform(kw_only_default=True, field_specifiers=(_field,))
+def _fields(cls: _E) -> _E:
+    """Give an error class its declared fields: annotated class attributes, default None.
+
+    Its constructor (:meth:`ReplayError.__init__`) then takes exactly those
+    fields as keywords; mypy reads the same declaration as a dataclass's.
+    """
+    own = {
+        name: cls.__dict__.get(name)
+        for name, annotation in inspect.get_annotations(cls).items()
+        if name not in _COMMON and "ClassVar" not in str(annotation)
+    }
+    cls._defaults = {**getattr(cls, "_defaults", {}), **own}  # type: ignore[attr-defined]
+    cls._strict = cls  # type: ignore[attr-defined]
+    return cls
+
+
+@_fields
 class ReplayError(Exception):
     """Root of every redrive error.
 
     Args:
         message: the human-readable text (what happened, to which run, what next).
-        **fields: structured fields, set as attributes (``run_id``, ``seq``...).
+        run_id: the run concerned, when there is one.
+        seq: the seq concerned (of the step, or the first one written), when known.
+        **fields: the class's declared fields. ``ReplayError`` itself, and a
+            subclass defined outside this module without ``@_fields``, take any
+            keywords (set as attributes).
+
+    Raises:
+        TypeError: a keyword that is not a field of the error's class.
     """
 
-    run_id: str | None
-    seq: int | None
+    _defaults: ClassVar[dict[str, Any]]
+    _strict: ClassVar[type]
 
-    def __init__(self, message: str, **fields: Any) -> None:
+    message: str = _field(kw_only=False)
+    run_id: str | None = None
+    seq: int | None = None
+
+    def __init__(
+        self, message: str, *, run_id: str | None = None, seq: int | None = None, **fields: Any
+    ) -> None:
         super().__init__(message)
+        cls = type(self)
+        if cls._strict is cls and cls is not ReplayError:
+            unknown = sorted(set(fields) - set(cls._defaults))
+            if unknown:
+                raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))}")
         self.message = message
-        self.run_id = fields.pop("run_id", None)
-        self.seq = fields.pop("seq", None)
-        self.fields = fields
-        for name, value in fields.items():
+        self.run_id = run_id
+        self.seq = seq
+        values = {**cls._defaults, **fields}
+        self._settle(values)
+        self._fields = values
+        for name, value in values.items():
             setattr(self, name, value)
+
+    def _settle(self, fields: dict[str, Any]) -> None:
+        """Complete ``fields`` in place before they are set (derive a reason...)."""
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The error's own structured fields (a new dict), without ``run_id`` and ``seq``."""
+        return dict(self._fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.message, self.to_fields()))
 
     def to_fields(self) -> dict[str, Any]:
         """Return the structured fields (``run_id``, ``seq`` and the error's own)."""
-        return {"run_id": self.run_id, "seq": self.seq, **self.fields}
+        return {"run_id": self.run_id, "seq": self.seq, **self._fields}
 
     def __str__(self) -> str:
         return self.message
@@ -85,100 +160,314 @@ def _rebuild(cls: type[ReplayError], message: str, fields: dict[str, Any]) -> Re
     return err
 
 
+class DivergenceReason(enum.StrEnum):
+    """Which kind of divergence a :class:`DivergenceError` reports (a ``str``)."""
+
+    ARGUMENTS = "arguments"
+    """The loop asked for the recorded step (same kind and name) with other arguments."""
+    STEP = "step"
+    """The loop asked for another step (kind or name) than the journal has there."""
+    TURN_ORDER = "turn_order"
+    """The loop asked for a model step while a tool or value step recorded before it
+    (in its turn) was not asked for yet."""
+    UNUSED_STEPS = "unused_steps"
+    """The loop finished with recorded steps left that it did not ask for."""
+    STREAM_OVERRUN = "stream_overrun"
+    """The loop read a replayed stream past where it stopped reading when recorded."""
+    APPROVAL_PAYLOAD = "approval_payload"
+    """An approval was decided for another payload than the loop asks for now."""
+
+
+@_fields
 class DivergenceError(ReplayError):
     """The replayed loop asked for a step that differs from the recorded one.
 
-    Fields: ``run_id``, ``seq`` (of the recorded step), ``kind``, ``name``
-    (recorded), ``found_name``, ``expected`` / ``found`` (canonical arguments),
-    ``expected_key`` / ``found_key``, ``diff`` (list of ``(path, recorded,
-    replayed)``), ``context`` (the last matching steps, as text lines).
+    ``seq`` is the recorded step's (None for an approval).
+
+    Attributes:
+        kind: the recorded step's kind (``"model"``, ``"tool"``, ``"value"``).
+        name: the recorded step's name.
+        found_kind: the kind of the step asked for (None: none was asked for).
+        found_name: the name of the step asked for (None: none was asked for).
+        expected: the recorded canonical arguments.
+        found: the canonical arguments asked for now.
+        expected_key: the recorded step's call key.
+        found_key: the call key of the step asked for.
+        diff: ``(path, recorded, replayed)`` for each differing leaf.
+        context: the last matching steps (or the unused ones), as text lines.
+        reason: which case this is; derived from the other fields when not given.
     """
 
+    kind: str | None = None
+    name: str | None = None
+    found_kind: str | None = None
+    found_name: str | None = None
+    expected: Any = None
+    found: Any = None
+    expected_key: str | None = None
+    found_key: str | None = None
+    diff: list[tuple[str, Any, Any]] | None = None
+    context: list[str] | None = None
+    reason: DivergenceReason = _field(default=None)
 
+    def _settle(self, fields: dict[str, Any]) -> None:
+        if fields["reason"] is not None:
+            fields["reason"] = DivergenceReason(fields["reason"])
+        elif fields["found_kind"] is None and fields["found_name"] is None:
+            # nothing was asked for: the loop ended (context: the steps left) or read on
+            unused = fields["context"] is not None
+            fields["reason"] = (
+                DivergenceReason.UNUSED_STEPS if unused else DivergenceReason.STREAM_OVERRUN
+            )
+        elif self.seq is None and (fields["kind"], fields["name"]) == ("value", _APPROVAL_STEP):
+            fields["reason"] = DivergenceReason.APPROVAL_PAYLOAD
+        elif (fields["kind"], fields["name"]) == (fields["found_kind"], fields["found_name"]):
+            fields["reason"] = DivergenceReason.ARGUMENTS
+        elif fields["found_kind"] == "model" and fields["kind"] in ("tool", "value"):
+            fields["reason"] = DivergenceReason.TURN_ORDER
+        else:
+            fields["reason"] = DivergenceReason.STEP
+
+
+@_fields
 class ReplayMissError(ReplayError, LookupError):
     """A replay-only run asked for a step that no recorded step answers.
 
-    Fields: ``run_id``, ``seq``, ``kind``, ``name``, ``found`` (arguments) and
-    ``closest`` (text lines describing the nearest recorded steps).
+    ``seq`` is the one the step would have had.
+
+    Attributes:
+        kind: the kind of the step asked for.
+        name: the name of the step asked for.
+        found: its canonical arguments.
+        closest: text lines describing the nearest recorded steps.
     """
 
+    kind: str | None = None
+    name: str | None = None
+    found: Any = None
+    closest: list[str] | None = None
 
+
+@_fields
 class SideEffectRetryBlockedError(ReplayError):
     """A tool that was in flight when the run stopped would run a second time.
 
-    Raised on resume for a tool whose ``tool_start`` is journaled without an
-    outcome, unless it is restart safe, its ``recover()`` settled the outcome,
-    or the run asked for ``on_in_flight="tell_model"``. Fields: ``run_id``,
-    ``seq``, ``tool``, ``arguments``, ``idempotency_key``, ``attempts``.
+    Raised on resume for a tool whose ``tool_start`` (at ``seq``) is journaled
+    without an outcome, unless it is restart safe, its ``recover()`` settled
+    the outcome, or the run asked for ``on_in_flight="tell_model"``.
+
+    Attributes:
+        tool: the tool's name.
+        arguments: the call's canonical arguments.
+        idempotency_key: the step's idempotency key.
+        attempts: how often the step was attempted.
     """
 
+    tool: str | None = None
+    arguments: Any = None
+    idempotency_key: str | None = None
+    attempts: int | None = None
 
+
+@_fields
 class RetryLimitExceededError(SideEffectRetryBlockedError):
     """An in-flight step was attempted more often than the run allows."""
 
 
+class RunBusyReason(enum.StrEnum):
+    """Why a :class:`RunBusyError` was raised (a ``str``)."""
+
+    LEASED = "leased"
+    """Another worker holds the run's unexpired lease (``owner``)."""
+    CLAIMED = "claimed"
+    """Another worker wrote this run (a claim, a step, its end) while this one ran it."""
+    TIMED_OUT = "timed_out"
+    """Another worker's claimed step got no outcome within ``busy_timeout``."""
+    LOCKED = "locked"
+    """A run row stayed locked by another connection past ``lock_timeout``."""
+    LEASE_LOST = "lease_lost"
+    """This worker's lease was taken over (:class:`LeaseLostError`)."""
+
+
+@_fields
 class RunBusyError(ReplayError):
-    """Another worker holds this run's lease or has claimed this step."""
+    """Another worker holds this run's lease or has claimed this step.
+
+    ``seq`` is the run's next seq, or the seq that was claimed.
+
+    Attributes:
+        owner: the lease holder.
+        expires_in: seconds until that lease lapses.
+        timed_out: True when this worker waited ``busy_timeout`` in vain.
+        lock_timeout: the journal's lock timeout in seconds, when it ran out.
+        reason: which case this is; derived from the other fields when not given.
+    """
+
+    owner: str | None = None
+    expires_in: float | None = None
+    timed_out: bool = False
+    lock_timeout: float | None = None
+    reason: RunBusyReason = _field(default=None)
+
+    def _settle(self, fields: dict[str, Any]) -> None:
+        if fields["reason"] is not None:
+            fields["reason"] = RunBusyReason(fields["reason"])
+        elif fields["lock_timeout"] is not None:
+            fields["reason"] = RunBusyReason.LOCKED
+        elif fields["timed_out"]:
+            fields["reason"] = RunBusyReason.TIMED_OUT
+        else:
+            leased = fields["owner"] is not None
+            fields["reason"] = RunBusyReason.LEASED if leased else RunBusyReason.CLAIMED
 
 
+@_fields
 class LeaseLostError(RunBusyError):
     """This worker's lease expired and another worker took the run over.
 
-    Every later write of this worker is refused (fencing): stop the loop.
+    Every later write of this worker is refused (fencing): stop the loop. Its
+    ``reason`` is :attr:`RunBusyReason.LEASE_LOST`.
+
+    Attributes:
+        epoch: this worker's lease epoch.
+        current_epoch: the run's lease epoch now.
     """
 
+    epoch: int | None = None
+    current_epoch: int | None = None
 
+    def _settle(self, fields: dict[str, Any]) -> None:
+        fields["reason"] = RunBusyReason(fields["reason"] or RunBusyReason.LEASE_LOST)
+
+
+@_fields
 class AppendConflictError(ReplayError):
-    """A conditional append found another frame already at its seq.
+    """A conditional append found another frame already at its seq (``seq``: the expected one).
 
-    Fields: ``run_id``, ``seq`` (the seq that was expected to be next),
-    ``found`` (the journal's actual next seq).
+    Attributes:
+        found: the journal's actual next seq.
     """
 
+    found: int | None = None
 
+
+@_fields
 class RunInputMismatchError(ReplayError, ValueError):
-    """A run was resumed with a different input than it was started with."""
+    """A run was resumed with a different input than it was started with.
+
+    Attributes:
+        expected: the recorded input.
+        found: the input given now.
+        diff: ``(path, recorded, given)`` for each differing leaf.
+    """
+
+    expected: Any = None
+    found: Any = None
+    diff: list[tuple[str, Any, Any]] | None = None
 
 
+@_fields
 class UnknownRunError(ReplayError, LookupError):
-    """No run with this id is in the journal."""
+    """No run with this id (``run_id``) is in the journal."""
 
 
+@_fields
 class TerminalRunError(ReplayError):
-    """The run already ended (failed or cancelled) and cannot execute again."""
+    """The run already ended (failed or cancelled) and cannot execute again.
+
+    Attributes:
+        status: the run's terminal status (``"failed"``, ``"cancelled"``).
+    """
+
+    status: str | None = None
 
 
+@_fields
 class JournalCorruptError(ReplayError):
     """A journal failed an integrity check: bad bytes, chain or order.
 
-    Fields: ``run_id``, ``last_good_seq`` (None when not even the first frame
-    could be read), ``source`` (file or table), ``reason``.
+    ``run_id`` and ``seq`` name the bad frame, when known.
+
+    Attributes:
+        last_good_seq: the last frame that passed its checks (None when not
+            even the first frame could be read).
+        source: the file or table read.
+        reason: a short word naming the failed check (``"chain"``, ``"seq"``,
+            ``"checksum"``, ``"truncated"``, ``"magic"``, ``"decode"``...).
+        offset: the byte offset of the bad record in ``source``.
+        record_index: the 0-based index of the bad record in a journal log.
+        next_record_offset: the byte offset of the record after it.
     """
 
+    last_good_seq: int | None = None
+    source: str | None = None
+    reason: str | None = None
+    offset: int | None = None
+    record_index: int | None = None
+    next_record_offset: int | None = None
 
+
+@_fields
 class JournalFormatError(ReplayError):
-    """A journal was written by a format version this redrive cannot read."""
+    """A journal was written by a format version this redrive cannot read.
+
+    Attributes:
+        found: the journal's format version (as stored, when not a number).
+        expected: the version this redrive writes.
+        supported: the newest version this redrive reads.
+        too: ``"new"`` or ``"old"``: which side of ``expected`` ``found`` is.
+        source: the file read.
+        path: a file that is not a journal of this format at all.
+    """
+
+    found: int | str | None = None
+    expected: int | None = None
+    supported: int | None = None
+    too: str | None = None
+    source: str | None = None
+    path: str | None = None
 
 
+@_fields
 class JournalLockedError(ReplayError):
-    """A DuckDB journal file is open for writing in another process."""
+    """A DuckDB journal file is open for writing in another process.
+
+    Attributes:
+        path: the journal file.
+    """
+
+    path: str | None = None
 
 
+@_fields
 class JournalWriteError(ReplayError):
     """A journal write failed for a reason outside redrive (disk full, I/O error,
     lost database connection). The underlying error is its ``__cause__``.
 
-    The run stays resumable: nothing from ``seq`` on was acknowledged, so a
-    tool whose claim failed did not run. (With a lost connection the write may
-    still have committed; a resume then finds that claim in flight and applies
-    the in-flight rules, which fail closed.) Fields: ``run_id``, ``seq`` (first
-    seq of the failed write), ``journal`` (its URL), ``frames`` (how many).
+    The run stays resumable: nothing from ``seq`` (the first seq of the write)
+    on was acknowledged, so a tool whose claim failed did not run. (With a
+    lost connection the write may still have committed; a resume then finds
+    that claim in flight and applies the in-flight rules, which fail closed.)
+
+    Attributes:
+        journal: the journal's URL.
+        frames: how many frames the write held.
     """
 
+    journal: str | None = None
+    frames: int | None = None
 
+
+@_fields
 class RecordedToolError(ReplayError):
     """A tool raised during recording, and its exception type cannot be rebuilt.
 
-    Fields: ``run_id``, ``seq``, ``tool``, ``error_type`` (``module.QualName``),
-    ``error_message``.
+    Attributes:
+        tool: the tool's name.
+        error_type: the recorded exception's ``module.QualName``.
+        error_message: its message.
     """
+
+    tool: str | None = None
+    error_type: str | None = None
+    error_message: str | None = None

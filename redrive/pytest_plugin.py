@@ -180,7 +180,7 @@ def _reopen(path: Path, journal: Any) -> None:
 @pytest.fixture
 def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
     """Run the test inside a redrive run backed by its ``.rdj`` journal file; yield the Run."""
-    from redrive.errors import DivergenceError, ReplayMissError
+    from redrive.errors import DivergenceError, DivergenceReason, ReplayMissError
     from redrive.replay import Run
     from redrive.storage import MemoryJournal
     from redrive.storage.rdj import RdjJournal, export_run, import_run
@@ -228,9 +228,9 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
             try:
                 run.__exit__(None, None, None)
             except DivergenceError as exc:
-                if exc.fields.get("found_name") is not None:
+                if exc.reason is not DivergenceReason.UNUSED_STEPS:
                     raise
-                left = exc.fields.get("context") or []
+                left = exc.context or []
                 request.config.stash[_UNUSED].append(
                     f"{path}: {item.nodeid} left recorded steps unused from seq {exc.seq} "
                     f"({'; '.join(left)}); re-record with --redrive-record-mode=all"

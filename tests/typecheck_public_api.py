@@ -9,8 +9,15 @@ from __future__ import annotations
 import asyncio
 import datetime
 import uuid
+from collections.abc import Coroutine
+from typing import Any, assert_type
+
+import anthropic
+import openai
 
 import redrive
+from redrive.errors import DivergenceReason, RunBusyReason
+from redrive.storage import RunRecord
 
 
 @redrive.tool(read_only=True)
@@ -26,6 +33,94 @@ def send(to: str, idempotency_key: str | None = None) -> str:
 @redrive.model
 def ask(prompt: str) -> str:
     return prompt
+
+
+@redrive.model(name="model:summarize", encode=str, decode=str)
+async def summarize(text: str, *, limit: int = 100) -> str:
+    return text[:limit]
+
+
+@redrive.tool
+async def fetch_page(url: str) -> bytes:
+    return url.encode()
+
+
+@redrive.durable(":memory:", run_id="ticket:{ticket_id}")
+def handle_ticket(ticket_id: int, message: str) -> dict[str, str]:
+    return {"reply": message}
+
+
+@redrive.durable(":memory:", run_id=lambda ticket_id: f"aticket:{ticket_id}")
+async def ahandle_ticket(ticket_id: int) -> list[int]:
+    return [ticket_id]
+
+
+async def decorated_signatures_flow() -> None:
+    """The decorators keep the wrapped signatures and return types (sync and async)."""
+    assert_type(ask("p"), str)
+    assert_type(lookup("c"), dict[str, str])
+    assert_type(send("a", idempotency_key="k"), str)
+    assert_type(await summarize("t", limit=3), str)
+    assert_type(await fetch_page("u"), bytes)
+    assert_type(handle_ticket(1, "hi"), dict[str, str])
+    assert_type(await ahandle_ticket(1), list[int])
+    pending: Coroutine[Any, Any, list[int]] = ahandle_ticket(2)
+    pending.close()
+
+
+def clients_keep_their_types() -> None:
+    """redrive.wrap returns the client's own type, sync and async."""
+    assert_type(redrive.wrap(openai.OpenAI(api_key="k")), openai.OpenAI)
+    assert_type(redrive.wrap(openai.AsyncOpenAI(api_key="k")), openai.AsyncOpenAI)
+    assert_type(redrive.wrap(anthropic.Anthropic(api_key="k")), anthropic.Anthropic)
+    assert_type(
+        redrive.wrap(anthropic.AsyncAnthropic(api_key="k"), provider="claude"),
+        anthropic.AsyncAnthropic,
+    )
+
+
+def library_tools(journal: redrive.Journal) -> None:
+    """fork, diff_runs and check_runs return typed records."""
+    forked: RunRecord = redrive.fork(journal, "job:1", 3, "job:1-b")
+    assert forked.run_id == "job:1-b"
+    diff = redrive.diff_runs("job:1", "job:1-b", journal=journal)
+    if diff is not None:
+        what: str = diff.what
+        leaves: list[tuple[str, Any, Any]] = diff.diff
+        print(diff.index, what, leaves)
+    report: redrive.CheckReport = redrive.check_runs(["fixtures/runs"], fail_fast=True)
+    for result in report.failed:
+        seq: int | None = result.seq
+        print(result.outcome, result.message, seq)
+    print(report.summary(), len(report.passed))
+
+
+def error_fields(journal: redrive.Journal) -> None:
+    """Typed code reads the errors' fields."""
+    try:
+        with redrive.run(journal, "job:1", live=False):
+            pass
+    except redrive.DivergenceError as err:
+        assert_type(err.seq, int | None)
+        assert_type(err.run_id, str | None)
+        assert_type(err.reason, DivergenceReason)
+        assert_type(err.diff, list[tuple[str, Any, Any]] | None)
+        assert_type(err.found_name, str | None)
+        print(err.expected, err.found, err.context, err.fields, err.to_fields())
+        if err.reason is DivergenceReason.UNUSED_STEPS:
+            return
+    except redrive.RunInputMismatchError as err:
+        print(err.expected, err.found, err.diff)
+    except redrive.SideEffectRetryBlockedError as err:
+        assert_type(err.tool, str | None)
+        assert_type(err.attempts, int | None)
+    except redrive.RunBusyError as err:
+        assert_type(err.reason, RunBusyReason)
+        assert_type(err.owner, str | None)
+    except redrive.JournalCorruptError as err:
+        assert_type(err.last_good_seq, int | None)
+    except redrive.ReplayMissError as err:
+        assert_type(err.closest, list[str] | None)
 
 
 def main() -> None:

@@ -5,17 +5,33 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, overload
 
 from ..replay import check_lost_context, current_run
 
 __all__ = ["model"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@overload
+def model(fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def model(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    encode: Callable[[Any], Any] | None = None,
+    decode: Callable[[Any], Any] | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
 def model(
-    fn: F | None = None,
+    fn: Callable[P, R] | None = None,
     /,
     *,
     name: str | None = None,
@@ -37,12 +53,16 @@ def model(
         encode: response -> plain data (default: identity).
         decode: plain data -> response (default: identity; e.g. ``Reply.model_validate``).
 
+    Returns:
+        The wrapped function, with ``fn``'s signature (an async function stays
+        async); without ``fn``, a decorator that makes one.
+
     Raises:
         TypeError: (at call time) a request or response that cannot be encoded,
             naming the path of the offending value.
     """
 
-    def decorate(func: F) -> F:
+    def decorate(func: Callable[P, R]) -> Callable[P, R]:
         step_name = name or f"model:{func.__name__}"
         signature = inspect.signature(func)
         enc = encode or (lambda value: value)
@@ -83,7 +103,7 @@ def model(
                 decode=dec,
             )
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     if fn is not None:
         return decorate(fn)

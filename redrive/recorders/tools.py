@@ -6,13 +6,14 @@ import functools
 import inspect
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from ..replay import Recovery, ToolSpec, check_lost_context, current_run
 
 __all__ = ["CLAUSE_WORDS", "SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: Leading verbs that mark a tool as read-only when ``restart_safe`` is not declared.
 SAFE_VERBS = frozenset(
@@ -135,7 +136,7 @@ def _check_bool(option: str, value: object, *, allow_none: bool) -> None:
 
 
 @overload
-def tool(fn: F, /) -> F: ...
+def tool(fn: Callable[P, R], /) -> Callable[P, R]: ...
 
 
 @overload
@@ -149,11 +150,11 @@ def tool(
     recover: Callable[[dict[str, Any], str], Recovery] | None = None,
     retryable: tuple[type[BaseException], ...] = (),
     result_type: Callable[[Any], Any] | None = None,
-) -> Callable[[F], F]: ...
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
 def tool(
-    fn: F | None = None,
+    fn: Callable[P, R] | None = None,
     /,
     *,
     name: str | None = None,
@@ -162,7 +163,7 @@ def tool(
     recover: Callable[[dict[str, Any], str], Recovery] | None = None,
     retryable: tuple[type[BaseException], ...] = (),
     result_type: Callable[[Any], Any] | None = None,
-) -> F | Callable[[F], F]:
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a function a recorded tool (sync or async); use bare or with options.
 
     Inside a run, each call is a tool step: on replay its recorded result is
@@ -188,6 +189,11 @@ def tool(
     A parameter named ``idempotency_key`` receives the step's key
     ``"{run_id}:{seq}:{tool}"`` and is not part of the arguments matched.
 
+    Returns:
+        The wrapped function, with ``fn``'s signature (an async function stays
+        async) and its :class:`ToolSpec` as ``.redrive_tool``; without ``fn``, a
+        decorator that makes one.
+
     Raises:
         TypeError: at decoration, when ``restart_safe`` is neither bool nor None,
             or ``read_only`` is not a bool.
@@ -197,7 +203,7 @@ def tool(
     if recover is not None and not callable(recover):
         raise TypeError(f"@redrive.tool(recover={recover!r}): recover must be callable")
 
-    def decorate(func: F) -> F:
+    def decorate(func: Callable[P, R]) -> Callable[P, R]:
         step_name = name or func.__name__
         declared = restart_safe is not None
         safe = bool(restart_safe) if declared else guess_restart_safe(step_name)
@@ -266,7 +272,7 @@ def tool(
             )
 
         wrapper.redrive_tool = spec  # type: ignore[attr-defined]
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     if fn is not None:
         return decorate(fn)
