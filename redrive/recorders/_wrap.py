@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import weakref
 from typing import Any, TypeVar
 
+from ._provider import RETRYABLE_EXTENSION, default_should_retry, set_retryable
+from ._recorder import HttpRecorder, ViewFn
+from ._transports import RecordingTransport
 from .anthropic import anthropic_view
-from .http import (
-    RETRYABLE_EXTENSION,
-    AsyncRecordingTransport,
-    HttpRecorder,
-    RecordingTransport,
-    ViewFn,
-    _default_should_retry,
-)
 from .openai import openai_view
 
 __all__ = ["wrap"]
@@ -70,7 +64,7 @@ def wrap(client: C, *, provider: str | None = None) -> C:
             "(it has no with_options/http client); for other model callables use redrive.model(fn)"
         )
     transport = getattr(http, "_transport", None)
-    if isinstance(transport, RecordingTransport | AsyncRecordingTransport):
+    if isinstance(transport, RecordingTransport):
         return client  # already wrapped
     httpx, is_async = _httpx_module(http)
     label = provider or type(client).__module__.partition(".")[0]
@@ -113,16 +107,12 @@ def _bind(
     def should_retry(response: Any) -> bool:
         method = getattr(sdk(), "_should_retry", None)
         if method is None:
-            return _default_should_retry(response.status_code, dict(response.headers))
+            return default_should_retry(response.status_code, dict(response.headers))
         return bool(method(response))
 
     recorder = HttpRecorder(should_retry=should_retry, max_retries=max_retries, **recorder_args)
-    if is_async:
-        new_http = httpx.AsyncClient(
-            transport=AsyncRecordingTransport(inner, recorder, keep=keep), **options
-        )
-    else:
-        new_http = httpx.Client(transport=RecordingTransport(inner, recorder, keep=keep), **options)
+    transport = RecordingTransport(inner, recorder, keep=keep)
+    new_http = (httpx.AsyncClient if is_async else httpx.Client)(transport=transport, **options)
     wrapped = sdk_copy(client, **copy_kwargs, http_client=new_http)
     holder.append(weakref.ref(wrapped))
     _flag_status_errors(wrapped)
@@ -157,8 +147,7 @@ def _flag_status_errors(wrapped: Any) -> None:
         exc = make(err_msg, body=body, response=response)
         flag = getattr(response, "extensions", {}).get(RETRYABLE_EXTENSION)
         if isinstance(flag, bool):
-            with contextlib.suppress(AttributeError, TypeError):  # __slots__ exceptions
-                exc.retryable = flag
+            set_retryable(exc, flag)
         return exc
 
     wrapped._make_status_error = make_status_error
