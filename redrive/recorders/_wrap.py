@@ -6,7 +6,7 @@ import sys
 import weakref
 from typing import Any, TypeVar
 
-from ._provider import RETRYABLE_EXTENSION, default_should_retry, set_retryable
+from ._provider import RETRYABLE_EXTENSION, default_should_retry, marking_retryable, set_retryable
 from ._recorder import HttpRecorder, ViewFn
 from ._transports import RecordingTransport
 from .anthropic import anthropic_view
@@ -116,6 +116,7 @@ def _bind(
     wrapped = sdk_copy(client, **copy_kwargs, http_client=new_http)
     holder.append(weakref.ref(wrapped))
     _flag_status_errors(wrapped)
+    _mark_raised_errors(wrapped, is_async)
 
     def copy(**kwargs: Any) -> Any:
         if kwargs.get("http_client") is not None:
@@ -151,3 +152,33 @@ def _flag_status_errors(wrapped: Any) -> None:
         return exc
 
     wrapped._make_status_error = make_status_error
+
+
+def _mark_raised_errors(wrapped: Any, is_async: bool) -> None:
+    """Make every exception the copy's requests raise carry ``retryable`` where it is known.
+
+    The SDK sends each call through its client's ``request`` method and
+    raises from there: a status error (already flagged by
+    :func:`_flag_status_errors`), or an ``APIConnectionError`` /
+    ``APITimeoutError`` raised from a transport error the transport marked.
+    The copy's ``request`` marks them (:func:`~redrive.recorders._provider.mark_retryable`),
+    so the run learns from the exception alone whether it stays resumable.
+    A client without that method is left as is.
+    """
+    request = getattr(wrapped, "request", None)
+    if request is None:
+        return
+    if is_async:
+
+        async def arequest(*args: Any, **kwargs: Any) -> Any:
+            with marking_retryable():
+                return await request(*args, **kwargs)
+
+        wrapped.request = arequest
+        return
+
+    def srequest(*args: Any, **kwargs: Any) -> Any:
+        with marking_retryable():
+            return request(*args, **kwargs)
+
+    wrapped.request = srequest
