@@ -25,6 +25,7 @@ from ..errors import ReplayError
 
 __all__ = [
     "MODEL_ID_KEYS",
+    "MODEL_ID_PATHS",
     "MODEL_ID_TYPES",
     "RETRYABLE_EXTENSION",
     "TRANSIENT_CLASSES",
@@ -55,6 +56,21 @@ MODEL_ID_KEYS = frozenset({"tool_call_id", "tool_use_id", "call_id"})
 MODEL_ID_TYPES = frozenset(
     {"function", "tool_use", "function_call", "server_tool_use", "tool_call"}
 )
+#: Where each provider's stored request (``{method, path, query, body}``)
+#: carries model-minted ids, as ``ignore`` path patterns: the data the engine
+#: needs to leave them out of a match, in place of knowing key names itself.
+MODEL_ID_PATHS: dict[str, tuple[str, ...]] = {
+    "openai": (
+        "$.body.messages[*].tool_call_id",  # chat: a tool result names its call
+        "$.body.messages[*].tool_calls[*].id",  # chat: the assistant's calls
+        "$.body.input[*].call_id",  # responses: function_call and its output
+        "$.body.input[*].id",  # responses: ids of items the model produced (all types)
+    ),
+    "anthropic": (
+        "$.body.messages[*].content[*].id",  # tool_use / server_tool_use blocks
+        "$.body.messages[*].content[*].tool_use_id",  # tool_result blocks
+    ),
+}
 
 
 def is_transient(status: int, headers: Any) -> bool:

@@ -155,3 +155,75 @@ def test_split_events_keeps_the_rest() -> None:
         [b"data: 1\n\n", b"data: 2\r\n\r\n"],
         b"data: 3",
     )
+
+
+OPENAI_CHAT = {
+    "method": "POST",
+    "path": "/chat/completions",
+    "query": {},
+    "body": {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "call_A", "type": "function", "function": {"name": "w", "arguments": ""}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_A", "content": "sunny"},
+        ],
+    },
+}
+OPENAI_RESPONSES = {
+    "method": "POST",
+    "path": "/responses",
+    "query": {},
+    "body": {
+        "model": "gpt-4o",
+        "input": [
+            {"role": "user", "content": "weather?"},
+            {"type": "function_call", "id": "fc_1", "call_id": "call_A", "name": "w"},
+            {"type": "function_call_output", "call_id": "call_A", "output": "sunny"},
+        ],
+    },
+}
+ANTHROPIC = {
+    "method": "POST",
+    "path": "/v1/messages",
+    "query": {},
+    "body": {
+        "model": "claude",
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "let me look"},
+                    {"type": "tool_use", "id": "toolu_A", "name": "w", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_A", "content": "sunny"}],
+            },
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("provider", "request_"),
+    [("openai", OPENAI_CHAT), ("openai", OPENAI_RESPONSES), ("anthropic", ANTHROPIC)],
+)
+def test_model_id_paths_drop_what_the_engine_drops_by_key_name(
+    provider: str, request_: dict[str, Any]
+) -> None:
+    """The providers' id paths, given as ignore data, leave out exactly the model-minted ids."""
+    from redrive.recorders._provider import MODEL_ID_PATHS
+    from redrive.replay._policy import compile_paths, match_view
+
+    by_name = match_view(request_, kind="model")  # today: the engine knows the key names
+    as_data = match_view(request_, compile_paths(MODEL_ID_PATHS[provider]), kind="tool")
+    assert as_data == by_name
+    assert as_data != match_view(request_, kind="tool")  # something was dropped
