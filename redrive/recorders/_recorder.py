@@ -11,7 +11,7 @@ from ..replay import Run
 from ._exchange import describe_request
 from ._provider import default_should_retry, is_transient
 from ._secrets import redact_body
-from ._step import ModelStep, begin_model, redaction
+from ._step import ModelStep, abegin_model, begin_model, redaction
 
 __all__ = ["HttpRecorder", "ViewFn"]
 
@@ -60,12 +60,18 @@ class HttpRecorder:
             DivergenceError, ReplayMissError: see :func:`redrive.recorders._step.begin_model`.
             TypeError: the recorded response was not recorded by an HTTP recorder.
         """
-        name, described = self.describe(request)
-        step = begin_model(run, name, described)
+        return self._checked(begin_model(run, *self.describe(request)))
+
+    async def abegin(self, run: Run, request: Any) -> ModelStep:
+        """The async form of :meth:`begin`."""
+        return self._checked(await abegin_model(run, *self.describe(request)))
+
+    def _checked(self, step: ModelStep) -> ModelStep:
         if step.recorded and not isinstance(step.response, dict):
             raise TypeError(
-                f"run {run.run_id!r} seq {step.seq}: the recorded response of {name!r} is not an "
-                "HTTP response payload; it was recorded by another recorder"
+                f"run {step.run.run_id!r} seq {step.seq}: the recorded response of "
+                f"{step.name!r} is not an HTTP response payload; it was recorded by another "
+                "recorder"
             )
         return step
 
@@ -109,7 +115,17 @@ class HttpRecorder:
             return {**base, "view_error": f"{type(exc).__name__}: {exc}"}
         return {**base, **view} if isinstance(view, dict) else base
 
-    def record(self, step: ModelStep, payload: dict[str, Any]) -> None:
-        """Journal a finished exchange as the live ``step`` (its JSON body redacted by the run)."""
+    def stored(self, step: ModelStep, payload: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """Return ``(payload, view)`` as journaled: the JSON body redacted by the run, the view."""
         payload = redact_body(payload, redaction(step.run))
-        step.record(payload, view=self.make_view(step.request, payload))
+        return payload, self.make_view(step.request, payload)
+
+    def record(self, step: ModelStep, payload: dict[str, Any]) -> None:
+        """Journal a finished exchange as the live ``step``."""
+        payload, view = self.stored(step, payload)
+        step.record(payload, view=view)
+
+    async def arecord(self, step: ModelStep, payload: dict[str, Any]) -> None:
+        """The async form of :meth:`record`."""
+        payload, view = self.stored(step, payload)
+        await step.arecord(payload, view=view)

@@ -83,7 +83,7 @@ class Tap:
     def settle(self) -> None:
         """Journal the stream as the loop saw it, if it is still open (called by the run)."""
         if not self.done and not self.broken:
-            self.finish()
+            self.close()
 
     def feed(self, data: bytes) -> None:
         """Take the next bytes the caller reads: complete events are kept, the rest waits."""
@@ -106,26 +106,39 @@ class Tap:
 
     @contextlib.contextmanager
     def closing(self) -> Iterator[bool]:
-        """Around the caller's close: yields whether to read the rest, then finishes.
+        """Around the caller's close: yields whether to read the rest (errors there are ignored).
 
-        After the final event the rest is framing: it is read (errors ignored)
-        and kept, for fidelity.
+        After the final event the rest is framing: it is read and kept, for fidelity.
         """
         with contextlib.suppress(Exception):
             yield self.terminal and not self.eof
-        self.finish()
 
-    def finish(self) -> None:
-        """Journal the stream, unless it was cut off (then it is requested again on resume)."""
+    def outcome(self) -> dict[str, Any] | None:
+        """Mark the stream done; return the response payload to journal, or None.
+
+        None when it was done already, or cut off (then the step is requested
+        again on resume). A stream closed before its final event is ``partial``.
+        """
         if self.done:
-            return
+            return None
         self.done = True
         complete = self.eof or self.terminal
         if not complete and (self.broken or _exception_in_flight(self.baseline)):
-            return  # cut off: not a finished step; requested again on resume
+            return None  # cut off: not a finished step; requested again on resume
         chunks = self.events + ([self.rest] if self.rest else [])
-        payload = response_payload(self.status, self.headers, chunks=chunks, partial=not complete)
-        self.recorder.record(self.step, payload)
+        return response_payload(self.status, self.headers, chunks=chunks, partial=not complete)
+
+    def close(self) -> None:
+        """Journal the stream's :meth:`outcome`, if it has one."""
+        payload = self.outcome()
+        if payload is not None:
+            self.recorder.record(self.step, payload)
+
+    async def aclose(self) -> None:
+        """The async form of :meth:`close`."""
+        payload = self.outcome()
+        if payload is not None:
+            await self.recorder.arecord(self.step, payload)
 
 
 class RecordingStream:
@@ -162,6 +175,7 @@ class RecordingStream:
             with self._tap.closing() as drain:
                 for _ in self if drain else ():
                     pass
+            self._tap.close()
         finally:
             self._inner.close()
 
@@ -171,6 +185,7 @@ class RecordingStream:
             with self._tap.closing() as drain:
                 async for _ in self if drain else _no_bytes():
                     pass
+            await self._tap.aclose()
         finally:
             await self._inner.aclose()
 

@@ -148,7 +148,10 @@ class RecordingTransport:
     def _exchange(self, run: Run, request: Any) -> _Exchange:
         """One exchange in a run, written once for both faces (each ``yield`` is an I/O)."""
         yield _Io(request.read, request.aread)
-        step = self.recorder.begin(run, request)
+        recorder = self.recorder
+        step: ModelStep = yield _Io(
+            lambda: recorder.begin(run, request), lambda: recorder.abegin(run, request)
+        )
         if step.recorded:
             return self._replayed(step, request)
         send = self.inner
@@ -160,7 +163,7 @@ class RecordingTransport:
             mark_transport_error(exc, self._httpx)
             raise
         if _is_sse(response) and response.status_code < 400:
-            tap = Tap(self.recorder, step, response, self._httpx)
+            tap = Tap(recorder, step, response, self._httpx)
             stream = stream_class(self._httpx, RecordingStream)(tap, response)
             return self._response(
                 response.status_code,
@@ -174,9 +177,10 @@ class RecordingTransport:
         finally:
             yield _Io(response.close, response.aclose)
         status = response.status_code
-        if self.recorder.should_record(request, response):
-            self.recorder.record(
-                step, response_payload(status, response.headers.multi_items(), body=body)
+        if recorder.should_record(request, response):
+            payload = response_payload(status, response.headers.multi_items(), body=body)
+            yield _Io(
+                lambda: recorder.record(step, payload), lambda: recorder.arecord(step, payload)
             )
         extensions = {k: v for k, v in response.extensions.items() if k != "network_stream"}
         if status >= 400:  # recorded (the same answer again) or transient (try again)

@@ -307,7 +307,6 @@ def import_cassette(path: str | Path, journal: Journal, run_id: str | None = Non
     with Run(journal, run_id, input={"cassette": path.name}) as run:
         for name, request, payload in steps:
             provider = name.partition(":")[0]
-            step = begin_model(run, name, request)
             recorder = HttpRecorder(provider=provider, view=_VIEWS.get(provider))
-            step.record(payload, view=recorder.make_view(step.request, payload))
+            recorder.record(begin_model(run, name, request), payload)  # as a live recording
     return run_id
