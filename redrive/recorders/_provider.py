@@ -10,7 +10,7 @@ The recorders set that attribute on what they let through:
   error (live or replayed) carries ``retryable = False``; a transport error
   (connection refused, timeout, a stream cut) carries ``retryable = True``,
   and so does the SDK exception raised from it (``APIConnectionError``);
-* model callables (:func:`redrive.model`) through :func:`marking_retryable`.
+* model callables (:func:`redrive.model`) through :func:`marks_retryable`.
 
 An exception that already carries a boolean ``retryable`` keeps it.
 """
@@ -18,8 +18,10 @@ An exception that already carries a boolean ``retryable`` keeps it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ParamSpec, TypeVar
 
 from ..errors import ReplayError
 
@@ -34,6 +36,7 @@ __all__ = [
     "is_transient",
     "mark_retryable",
     "marking_retryable",
+    "marks_retryable",
     "set_retryable",
 ]
 
@@ -171,3 +174,38 @@ def marking_retryable() -> Iterator[None]:
     except Exception as exc:
         mark_retryable(exc)
         raise
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def marks_retryable(fn: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a model callable (sync or ``async def``) so that what it raises is marked.
+
+    For :func:`redrive.model`: ``call = marks_retryable(func)``, then the step
+    calls ``call(*args, **kwargs)``; an exception it raises carries
+    ``retryable`` as :func:`mark_retryable` decides, so the run learns from
+    the exception alone whether it stays resumable.
+
+    Args:
+        fn: the model callable.
+
+    Returns:
+        A function of the same signature (a coroutine function when ``fn`` is one).
+    """
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def amarked(*args: P.args, **kwargs: P.kwargs) -> Any:
+            with marking_retryable():
+                return await fn(*args, **kwargs)
+
+        return amarked  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def marked(*args: P.args, **kwargs: P.kwargs) -> R:
+        with marking_retryable():
+            return fn(*args, **kwargs)
+
+    return marked

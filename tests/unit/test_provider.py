@@ -227,3 +227,44 @@ def test_model_id_paths_drop_what_the_engine_drops_by_key_name(
     as_data = match_view(request_, compile_paths(MODEL_ID_PATHS[provider]), kind="tool")
     assert as_data == by_name
     assert as_data != match_view(request_, kind="tool")  # something was dropped
+
+
+def test_marks_retryable_wraps_sync_and_async_model_callables() -> None:
+    """A wrapped model callable raises the same exception, marked; its result is unchanged."""
+    from redrive.recorders._provider import marks_retryable
+
+    def flaky(status: int) -> int:
+        if status >= 400:
+            raise StatusError(status)
+        return status
+
+    async def aflaky(status: int) -> int:
+        return flaky(status)
+
+    marked, amarked = marks_retryable(flaky), marks_retryable(aflaky)
+    assert marked(200) == 200 and asyncio.run(amarked(200)) == 200
+    assert marked.__name__ == "flaky" and asyncio.iscoroutinefunction(amarked)
+    with pytest.raises(StatusError) as info:
+        marked(429)
+    assert getattr(info.value, "retryable", None) is True
+    with pytest.raises(StatusError) as ainfo:
+        asyncio.run(amarked(400))
+    assert getattr(ainfo.value, "retryable", None) is False
+
+
+def test_a_marked_model_callable_leaves_its_run_resumable() -> None:
+    """redrive.model over a marked callable: a 503 it raises keeps the run resumable, a 400 not."""
+    from redrive.recorders._provider import marks_retryable
+
+    journal = redrive.open_journal(":memory:")
+
+    @redrive.model
+    @marks_retryable
+    def complete(prompt: str, status: int) -> str:
+        raise StatusError(status)
+
+    for status, expected in ((503, "running"), (400, "failed")):
+        with pytest.raises(StatusError) as info, redrive.run(journal, f"r{status}"):
+            complete("hi", status)
+        assert getattr(info.value, "retryable", None) is (status == 503)
+        assert journal.get_run(f"r{status}").status == expected  # type: ignore[union-attr]
