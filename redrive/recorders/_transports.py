@@ -3,9 +3,11 @@
 As httpx's ``MockTransport`` does, :class:`RecordingTransport` implements
 ``handle_request`` and ``handle_async_request`` both. The logic of an
 exchange is written once, as a generator (:meth:`RecordingTransport._exchange`)
-that yields each I/O it needs (:class:`_Io`: read the request, send it,
-read the body, close the response) and gets its result back; the sync face
-performs each I/O by calling it, the async face by awaiting it.
+that yields each I/O it needs (:class:`_Io`: read the request, open the
+model step, send the request, read the body, close the response, journal
+the step) and gets its result back; the sync face performs each I/O by
+calling it, the async face by awaiting it (the step through the seam's async
+forms, :func:`~redrive.recorders._step.abegin_model` and ``arecord``).
 """
 
 from __future__ import annotations
@@ -123,7 +125,8 @@ class RecordingTransport:
             The httpx response: replayed, or live (decoded; a stream is recorded as it is read).
 
         Raises:
-            DivergenceError, ReplayMissError: in a run, see :meth:`redrive.Run.model_begin`.
+            DivergenceError, ReplayMissError: in a run, see
+                :func:`redrive.recorders._step.begin_model`.
             Whatever the inner transport raises, a transport error marked
             ``retryable = True`` (nothing is recorded then).
         """
