@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import weakref
 from typing import Any, TypeVar
 
+from ._provider import RETRYABLE_EXTENSION, default_should_retry, marking_retryable, set_retryable
+from ._recorder import HttpRecorder, ViewFn
+from ._transports import RecordingTransport
 from .anthropic import anthropic_view
-from .http import (
-    RETRYABLE_EXTENSION,
-    AsyncRecordingTransport,
-    HttpRecorder,
-    RecordingTransport,
-    ViewFn,
-    _default_should_retry,
-)
 from .openai import openai_view
 
 __all__ = ["wrap"]
@@ -70,7 +64,7 @@ def wrap(client: C, *, provider: str | None = None) -> C:
             "(it has no with_options/http client); for other model callables use redrive.model(fn)"
         )
     transport = getattr(http, "_transport", None)
-    if isinstance(transport, RecordingTransport | AsyncRecordingTransport):
+    if isinstance(transport, RecordingTransport):
         return client  # already wrapped
     httpx, is_async = _httpx_module(http)
     label = provider or type(client).__module__.partition(".")[0]
@@ -113,19 +107,16 @@ def _bind(
     def should_retry(response: Any) -> bool:
         method = getattr(sdk(), "_should_retry", None)
         if method is None:
-            return _default_should_retry(response.status_code, dict(response.headers))
+            return default_should_retry(response.status_code, dict(response.headers))
         return bool(method(response))
 
     recorder = HttpRecorder(should_retry=should_retry, max_retries=max_retries, **recorder_args)
-    if is_async:
-        new_http = httpx.AsyncClient(
-            transport=AsyncRecordingTransport(inner, recorder, keep=keep), **options
-        )
-    else:
-        new_http = httpx.Client(transport=RecordingTransport(inner, recorder, keep=keep), **options)
+    transport = RecordingTransport(inner, recorder, keep=keep)
+    new_http = (httpx.AsyncClient if is_async else httpx.Client)(transport=transport, **options)
     wrapped = sdk_copy(client, **copy_kwargs, http_client=new_http)
     holder.append(weakref.ref(wrapped))
     _flag_status_errors(wrapped)
+    _mark_raised_errors(wrapped, is_async)
 
     def copy(**kwargs: Any) -> Any:
         if kwargs.get("http_client") is not None:
@@ -157,8 +148,37 @@ def _flag_status_errors(wrapped: Any) -> None:
         exc = make(err_msg, body=body, response=response)
         flag = getattr(response, "extensions", {}).get(RETRYABLE_EXTENSION)
         if isinstance(flag, bool):
-            with contextlib.suppress(AttributeError, TypeError):  # __slots__ exceptions
-                exc.retryable = flag
+            set_retryable(exc, flag)
         return exc
 
     wrapped._make_status_error = make_status_error
+
+
+def _mark_raised_errors(wrapped: Any, is_async: bool) -> None:
+    """Make every exception the copy's requests raise carry ``retryable`` where it is known.
+
+    The SDK sends each call through its client's ``request`` method and
+    raises from there: a status error (already flagged by
+    :func:`_flag_status_errors`), or an ``APIConnectionError`` /
+    ``APITimeoutError`` raised from a transport error the transport marked.
+    The copy's ``request`` marks them (:func:`~redrive.recorders._provider.mark_retryable`),
+    so the run learns from the exception alone whether it stays resumable.
+    A client without that method is left as is.
+    """
+    request = getattr(wrapped, "request", None)
+    if request is None:
+        return
+    if is_async:
+
+        async def arequest(*args: Any, **kwargs: Any) -> Any:
+            with marking_retryable():
+                return await request(*args, **kwargs)
+
+        wrapped.request = arequest
+        return
+
+    def srequest(*args: Any, **kwargs: Any) -> Any:
+        with marking_retryable():
+            return request(*args, **kwargs)
+
+    wrapped.request = srequest

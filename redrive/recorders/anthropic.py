@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .openai import sse_data
+from ._sse import sse_data
 
 __all__ = ["anthropic_view"]
 

@@ -27,8 +27,11 @@ import attrs
 from ..frames import encode
 from ..replay import Run
 from ..storage import Journal
+from ._exchange import describe_request, parse_query, response_payload
+from ._recorder import HttpRecorder
+from ._sse import split_events
+from ._step import begin_model
 from .anthropic import anthropic_view
-from .http import HttpRecorder, describe_request, response_payload, split_events
 from .openai import openai_view
 
 __all__ = ["CassetteError", "Interaction", "import_cassette", "load_cassette"]
@@ -254,7 +257,7 @@ def step_of(interaction: Interaction, where: str = "") -> tuple[str, dict[str, A
         base_path,
         interaction.method,
         url.path,
-        urllib.parse.parse_qsl(url.query, keep_blank_values=True),
+        parse_query(interaction.uri),
         interaction.request_body,
         content_type,
     )
@@ -304,9 +307,6 @@ def import_cassette(path: str | Path, journal: Journal, run_id: str | None = Non
     with Run(journal, run_id, input={"cassette": path.name}) as run:
         for name, request, payload in steps:
             provider = name.partition(":")[0]
-            step, stored, key, turn = run.model_begin(name, request)
-            view = HttpRecorder(provider=provider, view=_VIEWS.get(provider)).make_view(
-                stored, payload
-            )
-            run.model_record(name, stored, key, turn, payload, view=view, unfinished=step)
+            recorder = HttpRecorder(provider=provider, view=_VIEWS.get(provider))
+            recorder.record(begin_model(run, name, request), payload)  # as a live recording
     return run_id

@@ -9,34 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ._sse import sse_data
+
 __all__ = ["openai_view", "sse_data"]
-
-
-def sse_data(chunks: list[Any]) -> list[tuple[str | None, Any]]:
-    """Return ``[(event name or None, parsed JSON data), ...]`` of recorded SSE chunks.
-
-    ``[DONE]`` and data that is not JSON are skipped.
-    """
-    out: list[tuple[str | None, Any]] = []
-    for chunk in chunks:
-        text = chunk.decode("utf-8", "replace") if isinstance(chunk, bytes) else str(chunk)
-        event: str | None = None
-        data_lines = []
-        for line in text.splitlines():
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                data_lines.append(line[5:].lstrip(" "))
-        if not data_lines:
-            continue
-        data = "\n".join(data_lines)
-        if data.strip() == "[DONE]":
-            continue
-        try:
-            out.append((event, json.loads(data)))
-        except ValueError:
-            continue
-    return out
 
 
 def _body(payload: dict[str, Any]) -> Any:

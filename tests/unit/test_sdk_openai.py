@@ -544,6 +544,42 @@ def test_connection_refused_is_marked_retryable_and_not_journaled(journal: Journ
     assert _model_frames(journal, "r1") == []
 
 
+@pytest.mark.parametrize("is_async", [False, True])
+def test_connection_error_itself_carries_retryable(journal: Journal, is_async: bool) -> None:
+    """The SDK's APIConnectionError itself (not only its cause) carries retryable=True."""
+    with serve() as gone:
+        url = gone.url
+    options: dict[str, Any] = {"api_key": "sk-test", "base_url": url + "/v1", "max_retries": 0}
+
+    async def acall() -> None:
+        client = redrive.wrap(openai.AsyncOpenAI(**options))
+        try:
+            await client.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+        finally:
+            await client.close()
+
+    with pytest.raises(openai.APIConnectionError) as info, redrive.run(journal, "r1"):
+        if is_async:
+            asyncio.run(acall())
+        else:
+            wrapped = redrive.wrap(openai.OpenAI(**options))
+            _open.append(wrapped)
+            wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert getattr(info.value, "retryable", None) is True
+    assert journal.get_run("r1").status == "running"
+
+
+def test_live_recorded_error_carries_retryable_false(
+    server: ScriptServer, journal: Journal
+) -> None:
+    """A live 400 is the step's outcome: its SDK error says retryable=False, as on replay."""
+    server.add(Reply(status=400, body={"error": {"message": "bad", "type": "x", "code": None}}))
+    with pytest.raises(openai.BadRequestError) as info, redrive.run(journal, "r1"):
+        client(server).chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert getattr(info.value, "retryable", None) is False
+    assert journal.get_run("r1").status == "failed"
+
+
 @pytest.mark.parametrize(
     ("status", "error"), [(429, openai.RateLimitError), (500, openai.InternalServerError)]
 )

@@ -1,0 +1,235 @@
+"""The recording transport: one class serving httpx's sync and async transport interfaces.
+
+As httpx's ``MockTransport`` does, :class:`RecordingTransport` implements
+``handle_request`` and ``handle_async_request`` both. The logic of an
+exchange is written once, as a generator (:meth:`RecordingTransport._exchange`)
+that yields each I/O it needs (:class:`_Io`: read the request, open the
+model step, send the request, read the body, close the response, journal
+the step) and gets its result back; the sync face performs each I/O by
+calling it, the async face by awaiting it (the step through the seam's async
+forms, :func:`~redrive.recorders._step.abegin_model` and ``arecord``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any
+
+import attrs
+
+from ..replay import Run, current_run
+from ._exchange import as_bytes, replay_headers, response_payload
+from ._provider import RETRYABLE_EXTENSION, is_transient
+from ._recorder import HttpRecorder
+from ._secrets import BODY_HEADERS
+from ._step import ModelStep
+from ._streams import (
+    PartialEnd,
+    RecordingStream,
+    ReplayStream,
+    Tap,
+    mark_transport_error,
+    stream_class,
+)
+
+__all__ = ["AsyncRecordingTransport", "RecordingTransport"]
+
+
+@attrs.frozen
+class _Io:
+    """One I/O an exchange needs, in its two forms (the faces pick one)."""
+
+    call: Callable[[], Any]
+    acall: Callable[[], Awaitable[Any]]
+
+
+_Exchange = Generator[_Io, Any, Any]
+
+
+class _Flow:
+    """Drives an exchange generator: holds its pending I/O, takes that I/O's outcome."""
+
+    def __init__(self, exchange: _Exchange) -> None:
+        self._exchange = exchange
+        self.io: _Io | None = None
+        self.result: Any = None
+        self.resume(None, None)
+
+    def resume(self, value: Any, error: BaseException | None) -> None:
+        """Hand the last I/O's result (or its error) to the exchange; keep its next I/O."""
+        try:
+            if error is not None:
+                self.io = self._exchange.throw(error)
+            else:
+                self.io = self._exchange.send(value)
+        except StopIteration as stop:
+            self.io, self.result = None, stop.value
+
+
+def _attempt(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return call(), None
+    except BaseException as exc:  # handed to the exchange, which closes what it opened
+        return None, exc
+
+
+async def _aattempt(call: Callable[[], Awaitable[Any]]) -> tuple[Any, BaseException | None]:
+    try:
+        return await call(), None
+    except BaseException as exc:
+        return None, exc
+
+
+def _module_of(obj: Any) -> Any:
+    import sys
+
+    return sys.modules[type(obj).__module__.partition(".")[0]]
+
+
+def _is_sse(response: Any) -> bool:
+    return "text/event-stream" in response.headers.get("content-type", "")
+
+
+def _live_headers(response: Any) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in response.headers.multi_items() if k.lower() not in BODY_HEADERS]
+
+
+class RecordingTransport:
+    """An httpx transport that records/replays exchanges as model steps in the current run.
+
+    One object serves a sync client (``handle_request``, ``close``) and an
+    async client (``handle_async_request``, ``aclose``) alike. Outside a run
+    every request goes straight to ``inner``.
+
+    Args:
+        inner: the transport that really sends (``httpx.HTTPTransport``, a
+            ``MockTransport``...), of the same httpx module as the client.
+        recorder: names, views and the retry rule (:class:`~redrive.recorders.http.HttpRecorder`).
+        keep: an object to keep alive as long as this transport (the SDK's
+            original http client, whose pool ``inner`` belongs to).
+    """
+
+    def __init__(self, inner: Any, recorder: HttpRecorder, *, keep: Any = None) -> None:
+        self.inner = inner
+        self.recorder = recorder
+        self._keep = keep
+        self._httpx = _module_of(inner)
+
+    def handle_request(self, request: Any) -> Any:
+        """Send ``request`` (outside a run), or replay / record it as a model step.
+
+        Args:
+            request: the httpx request.
+
+        Returns:
+            The httpx response: replayed, or live (decoded; a stream is recorded as it is read).
+
+        Raises:
+            DivergenceError, ReplayMissError: in a run, see
+                :func:`redrive.recorders._step.begin_model`.
+            Whatever the inner transport raises, a transport error marked
+            ``retryable = True`` (nothing is recorded then).
+        """
+        run = current_run()
+        if run is None:
+            return self.inner.handle_request(request)
+        flow = _Flow(self._exchange(run, request))
+        while flow.io is not None:
+            flow.resume(*_attempt(flow.io.call))
+        return flow.result
+
+    async def handle_async_request(self, request: Any) -> Any:
+        """The async form of :meth:`handle_request` (the I/O is awaited)."""
+        run = current_run()
+        if run is None:
+            return await self.inner.handle_async_request(request)
+        flow = _Flow(self._exchange(run, request))
+        while flow.io is not None:
+            flow.resume(*await _aattempt(flow.io.acall))
+        return flow.result
+
+    def _exchange(self, run: Run, request: Any) -> _Exchange:
+        """One exchange in a run, written once for both faces (each ``yield`` is an I/O)."""
+        yield _Io(request.read, request.aread)
+        recorder = self.recorder
+        step: ModelStep = yield _Io(
+            lambda: recorder.begin(run, request), lambda: recorder.abegin(run, request)
+        )
+        if step.recorded:
+            return self._replayed(step, request)
+        send = self.inner
+        try:
+            response = yield _Io(
+                lambda: send.handle_request(request), lambda: send.handle_async_request(request)
+            )
+        except Exception as exc:
+            mark_transport_error(exc, self._httpx)
+            raise
+        if _is_sse(response) and response.status_code < 400:
+            tap = Tap(recorder, step, response, self._httpx)
+            stream = stream_class(self._httpx, RecordingStream)(tap, response)
+            return self._response(
+                response.status_code,
+                _live_headers(response),
+                request,
+                stream=stream,
+                extensions=response.extensions,
+            )
+        try:
+            body = yield _Io(response.read, response.aread)
+        finally:
+            yield _Io(response.close, response.aclose)
+        status = response.status_code
+        if recorder.should_record(request, response):
+            payload = response_payload(status, response.headers.multi_items(), body=body)
+            yield _Io(
+                lambda: recorder.record(step, payload), lambda: recorder.arecord(step, payload)
+            )
+        extensions = {k: v for k, v in response.extensions.items() if k != "network_stream"}
+        if status >= 400:  # recorded (the same answer again) or transient (try again)
+            extensions[RETRYABLE_EXTENSION] = is_transient(status, response.headers)
+        return self._response(
+            status, _live_headers(response), request, content=body, extensions=extensions
+        )
+
+    def _replayed(self, step: ModelStep, request: Any) -> Any:
+        payload: dict[str, Any] = step.response
+        status = int(payload["status"])
+        extensions = {RETRYABLE_EXTENSION: False} if status >= 400 else {}
+        headers = replay_headers(payload)
+        if not payload.get("stream"):
+            content = as_bytes(payload.get("body"))
+            return self._response(status, headers, request, content=content, extensions=extensions)
+        chunks = [as_bytes(c) for c in payload.get("chunks") or []]
+        end = None
+        if payload.get("partial"):
+            end = PartialEnd(step.run.run_id, step.seq, step.name, len(chunks))
+        stream = stream_class(self._httpx, ReplayStream)(chunks, end)
+        return self._response(status, headers, request, stream=stream, extensions=extensions)
+
+    def _response(self, status: int, headers: Any, request: Any, **parts: Any) -> Any:
+        return self._httpx.Response(status, headers=headers, request=request, **parts)
+
+    def close(self) -> None:
+        """Close the inner transport (sync)."""
+        self.inner.close()
+
+    async def aclose(self) -> None:
+        """Close the inner transport (async)."""
+        await self.inner.aclose()
+
+    def __enter__(self) -> RecordingTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> RecordingTransport:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+#: The same class: one transport serves async clients too (kept for imports and isinstance).
+AsyncRecordingTransport = RecordingTransport

@@ -1,0 +1,54 @@
+"""The recorders reach the run through one seam, and never through a private replay module."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import redrive
+
+RECORDERS = Path(redrive.__file__).parent / "recorders"
+#: The run's recorder interface; only the seam module (``_step.py``) calls it.
+RUN_CALLS = {"model_begin", "model_record", "before_next_step", "redact", "redacting"}
+#: Recorders of tools, values and model callables: they call the run's step methods directly.
+OTHER_RECORDERS = {"model.py", "tools.py", "values.py"}
+
+
+def _modules() -> list[Path]:
+    return sorted(RECORDERS.glob("*.py"))
+
+
+def test_no_recorder_imports_a_private_replay_module() -> None:
+    """``from ..replay._cursor import ...`` and the like are reach-ins: use ``redrive.replay``."""
+    bad = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                parts = node.module.split(".")
+                if "replay" in parts and any(p.startswith("_") for p in parts):
+                    bad.append(f"{path.name}: from {'.' * node.level}{node.module}")
+    assert bad == []
+
+
+def test_only_the_seam_calls_the_run_recorder_interface() -> None:
+    """The HTTP recorders and the cassette importer call the run only through ``_step.py``."""
+    bad = []
+    for path in _modules():
+        if path.name == "_step.py" or path.name in OTHER_RECORDERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in RUN_CALLS:
+                bad.append(f"{path.name}:{node.lineno} .{node.attr}")
+    assert bad == []
+
+
+def test_the_http_module_keeps_its_public_names() -> None:
+    """``redrive.recorders.http`` still exports what it did before the split."""
+    from redrive.recorders import http
+
+    for name in http.__all__:
+        assert hasattr(http, name), name
+    assert {"RecordingTransport", "AsyncRecordingTransport", "HttpRecorder"} <= set(http.__all__)
+    assert {"describe_request", "response_payload", "scrub_headers", "split_events"} <= set(
+        http.__all__
+    )
