@@ -1,4 +1,10 @@
-"""Shared fixtures: the ``--runslow`` switch and the PostgreSQL test database.
+"""Shared fixtures: the ``--runslow`` switch, Hypothesis profiles and the PostgreSQL database.
+
+Hypothesis profiles: ``default`` (fast, for the edit-test loop), ``ci`` (more
+examples, derandomized so a CI failure reproduces, no deadline) and
+``thorough`` (many examples, for a deep local run). ``HYPOTHESIS_PROFILE=name``
+picks one; otherwise ``CI=true`` picks ``ci``. A test's own ``@settings``
+(e.g. ``max_examples``) still wins over the profile for the values it sets.
 
 Postgres tests use the server named by ``REDRIVE_PG_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``). Each test gets a schema of
@@ -13,6 +19,41 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+#: Hypothesis settings profiles, by name.
+PROFILES: dict[str, settings] = {
+    "default": settings(max_examples=30, deadline=None),
+    "ci": settings(
+        max_examples=200,
+        derandomize=True,
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    ),
+    "thorough": settings(
+        max_examples=2000,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    ),
+}
+for _name, _profile in PROFILES.items():
+    settings.register_profile(_name, _profile)
+
+
+def hypothesis_profile(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
+    """The Hypothesis profile to load: ``HYPOTHESIS_PROFILE``, else ``ci`` under ``CI=true``.
+
+    Raises:
+        ValueError: ``HYPOTHESIS_PROFILE`` names no registered profile.
+    """
+    name = environ.get("HYPOTHESIS_PROFILE") or ("ci" if environ.get("CI") == "true" else "default")
+    if name not in PROFILES:
+        raise ValueError(f"HYPOTHESIS_PROFILE={name!r}: use one of {', '.join(sorted(PROFILES))}")
+    return name
+
+
+settings.load_profile(hypothesis_profile())
 
 PG_URL = os.environ.get("REDRIVE_PG_URL") or "postgresql://postgres@127.0.0.1:5432/test"
 
