@@ -1,4 +1,5 @@
-"""Shared fixtures: the ``--runslow`` switch, Hypothesis profiles and the PostgreSQL database.
+"""Shared fixtures: the ``--runslow`` switch, Hypothesis profiles, the ``drive`` fixture
+(one loop, both faces) and the PostgreSQL test database.
 
 Hypothesis profiles: ``default`` (fast, for the edit-test loop), ``ci`` (more
 examples, derandomized so a CI failure reproduces, no deadline) and
@@ -14,12 +15,19 @@ the tests; elsewhere they skip with instructions.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, Literal, NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+import redrive
+from redrive.replay import set_boundary_hook
 
 #: Hypothesis settings profiles, by name.
 PROFILES: dict[str, settings] = {
@@ -113,3 +121,234 @@ def pg_schema(pg_url: str) -> Iterator[str]:
     yield name
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+# -- one loop, both faces ------------------------------------------------------------------
+
+Face = Literal["sync", "async"]
+
+
+class Call(NamedTuple):
+    """One step a loop asks for: the wrapped tool or model function and its arguments."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+#: A loop program: a generator that yields the steps it calls and gets their results back
+#: (a step's exception is thrown into it at the ``yield``); its return value is the output.
+Loop = Generator[Call, Any, Any]
+
+
+class Step:
+    """A tool or model made for one face; calling it gives the :class:`Call` a loop yields."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.redrive_tool = getattr(fn, "redrive_tool", None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Call:
+        return Call(self.fn, args, kwargs)
+
+
+class Ran(NamedTuple):
+    """What :meth:`Drive.run` returns: the exited run and the loop's return value."""
+
+    run: redrive.Run
+    value: Any
+
+
+class DriveCrash(BaseException):
+    """Stands for a SIGKILL at a step boundary (raised by :meth:`Drive.crash`'s hook)."""
+
+
+class Drive:
+    """Runs one loop program through the sync face or the async face of redrive.
+
+    Sync: ``with redrive.run(...)`` and sync tools/models; async: ``async with
+    redrive.run(...)`` under ``asyncio.run`` and ``async def`` tools/models. The
+    test writes its tools as plain functions and its loop once, as a generator
+    (``result = yield tool(args)``); the drive makes the rest.
+
+    Attributes:
+        face: ``"sync"`` or ``"async"``.
+        last_run: the run most recently entered by :meth:`run` (for tests whose
+            run raises).
+    """
+
+    def __init__(self, face: Face) -> None:
+        self.face = face
+        self.last_run: redrive.Run | None = None
+
+    def _for_face(self, body: Callable[..., Any]) -> Callable[..., Any]:
+        """``body`` itself (sync), or an ``async def`` with its name and signature (async)."""
+        if self.face == "sync":
+            return body
+
+        @functools.wraps(body)
+        async def async_body(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0)  # a real suspension point, as an awaited call has
+            return body(*args, **kwargs)
+
+        return async_body
+
+    def tool(self, body: Callable[..., Any] | None = None, /, **declaration: Any) -> Any:
+        """``@redrive.tool(**declaration)`` over ``body`` made for this face.
+
+        Use as ``@drive.tool`` or ``@drive.tool(restart_safe=False)``.
+
+        Returns:
+            A :class:`Step` (or a decorator making one).
+        """
+
+        def make(fn: Callable[..., Any]) -> Step:
+            return Step(redrive.tool(**declaration)(self._for_face(fn)))
+
+        return make(body) if body is not None else make
+
+    def model(self, body: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        """``@redrive.model(**options)`` over ``body`` made for this face.
+
+        Returns:
+            A :class:`Step` (or a decorator making one).
+        """
+
+        def make(fn: Callable[..., Any]) -> Step:
+            return Step(redrive.model(**options)(self._for_face(fn)))
+
+        return make(body) if body is not None else make
+
+    def call(self, step: Call) -> Any:
+        """Make one call outside any run (the wrapped function as a plain call)."""
+        if self.face == "sync":
+            return step.fn(*step.args, **step.kwargs)
+
+        async def go() -> Any:
+            return await step.fn(*step.args, **step.kwargs)
+
+        return asyncio.run(go())
+
+    def _steps(self, gen: Loop) -> Any:
+        """Drive ``gen`` with sync calls; return its return value."""
+        to_send: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                call = gen.throw(error) if error is not None else gen.send(to_send)
+            except StopIteration as stop:
+                return stop.value
+            to_send, error = None, None
+            try:
+                to_send = call.fn(*call.args, **call.kwargs)
+            except BaseException as exc:
+                error = exc
+
+    async def _asteps(self, gen: Loop) -> Any:
+        """Drive ``gen`` with awaited calls; return its return value."""
+        to_send: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                call = gen.throw(error) if error is not None else gen.send(to_send)
+            except StopIteration as stop:
+                return stop.value
+            to_send, error = None, None
+            try:
+                to_send = await call.fn(*call.args, **call.kwargs)
+            except BaseException as exc:
+                error = exc
+
+    def run(
+        self,
+        journal: Any,
+        run_id: str,
+        loop: Callable[[redrive.Run], Loop],
+        **options: Any,
+    ) -> Ran:
+        """Run ``loop(run)`` inside ``redrive.run(journal, run_id, **options)``, exited cleanly.
+
+        Returns:
+            The run (exited) and the loop's return value.
+
+        Raises:
+            Whatever the run or the loop raises (the run's exit has seen it first).
+        """
+        self.last_run = None
+        if self.face == "sync":
+            with redrive.run(journal, run_id, **options) as run:
+                self.last_run = run
+                value = self._steps(loop(run))
+            return Ran(run, value)
+
+        async def go() -> Ran:
+            async with redrive.run(journal, run_id, **options) as run:
+                self.last_run = run
+                value = await self._asteps(loop(run))
+            return Ran(run, value)
+
+        return asyncio.run(go())
+
+    def crash(
+        self,
+        journal: Any,
+        run_id: str,
+        point: str,
+        name: str,
+        loop: Callable[[redrive.Run], Loop],
+        *,
+        occurrence: int = 1,
+        **options: Any,
+    ) -> None:
+        """Run ``loop`` and abandon the run, unexited, when step ``name`` reaches ``point``.
+
+        As a SIGKILL leaves it: the run's exit never runs. ``point`` is a boundary of
+        :func:`redrive.replay.set_boundary_hook`; ``occurrence`` picks which passage (1-based).
+
+        Raises:
+            AssertionError: the loop ended without reaching the point.
+        """
+        seen = [0]
+
+        def hook(boundary: str, info: dict[str, Any]) -> None:
+            if boundary == point and info["name"] == name:
+                seen[0] += 1
+                if seen[0] == occurrence:
+                    raise DriveCrash
+
+        missed = AssertionError(f"the loop never reached {point} of {name}")
+
+        def go() -> None:
+            run = redrive.run(journal, run_id, **options)
+            run.__enter__()
+            set_boundary_hook(hook)
+            try:
+                self._steps(loop(run))
+            except DriveCrash:
+                return
+            finally:
+                set_boundary_hook(None)
+            raise missed
+
+        async def ago() -> None:
+            run = redrive.run(journal, run_id, **options)
+            await run.__aenter__()
+            set_boundary_hook(hook)
+            try:
+                await self._asteps(loop(run))
+            except DriveCrash:
+                return
+            finally:
+                set_boundary_hook(None)
+            raise missed
+
+        if self.face == "sync":
+            contextvars.copy_context().run(go)
+        else:
+            asyncio.run(ago())  # the run's context lives and dies in asyncio.run's task
+
+
+@pytest.fixture(params=["sync", "async"])
+def drive(request: pytest.FixtureRequest) -> Drive:
+    """A :class:`Drive` for the sync face, then for the async face (each test runs twice)."""
+    return Drive(request.param)
