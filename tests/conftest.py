@@ -20,8 +20,8 @@ import contextvars
 import functools
 import os
 import uuid
-from collections.abc import Callable, Generator, Iterator
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable, Coroutine, Generator, Iterator
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -126,6 +126,7 @@ def pg_schema(pg_url: str) -> Iterator[str]:
 # -- one loop, both faces ------------------------------------------------------------------
 
 Face = Literal["sync", "async"]
+T = TypeVar("T")
 
 
 class Call(NamedTuple):
@@ -139,6 +140,19 @@ class Call(NamedTuple):
 #: A loop program: a generator that yields the steps it calls and gets their results back
 #: (a step's exception is thrown into it at the ``yield``); its return value is the output.
 Loop = Generator[Call, Any, Any]
+
+
+#: What the last call gave: (its result, None) or (None, the exception it raised).
+Outcome = tuple[Any, BaseException | None]
+
+
+def _advance(gen: Loop, outcome: Outcome) -> tuple[bool, Any]:
+    """Hand ``gen`` the last call's outcome; return ``(False, next call)`` or ``(True, value)``."""
+    value, error = outcome
+    try:
+        return False, gen.throw(error) if error is not None else gen.send(value)
+    except StopIteration as stop:
+        return True, stop.value
 
 
 class Step:
@@ -219,45 +233,32 @@ class Drive:
 
         return make(body) if body is not None else make
 
+    def _face(self, main: Coroutine[Any, Any, T]) -> T:
+        """Run ``main`` in a context of its own: under ``asyncio.run`` for the async face;
+        for the sync face stepped once by hand (it never awaits anything that suspends)."""
+        if self.face == "async":
+            return asyncio.run(main)  # the run's context lives and dies in asyncio.run's task
+        return contextvars.copy_context().run(_complete_now, main)
+
+    async def _call(self, step: Call) -> Any:
+        result = step.fn(*step.args, **step.kwargs)
+        return await result if self.face == "async" else result
+
     def call(self, step: Call) -> Any:
         """Make one call outside any run (the wrapped function as a plain call)."""
-        if self.face == "sync":
-            return step.fn(*step.args, **step.kwargs)
+        return self._face(self._call(step))
 
-        async def go() -> Any:
-            return await step.fn(*step.args, **step.kwargs)
-
-        return asyncio.run(go())
-
-    def _steps(self, gen: Loop) -> Any:
-        """Drive ``gen`` with sync calls; return its return value."""
-        to_send: Any = None
-        error: BaseException | None = None
+    async def _steps(self, gen: Loop) -> Any:
+        """Drive ``gen``, calling (sync face) or awaiting (async face); return its value."""
+        outcome: Outcome = (None, None)
         while True:
+            done, item = _advance(gen, outcome)
+            if done:
+                return item
             try:
-                call = gen.throw(error) if error is not None else gen.send(to_send)
-            except StopIteration as stop:
-                return stop.value
-            to_send, error = None, None
-            try:
-                to_send = call.fn(*call.args, **call.kwargs)
+                outcome = (await self._call(item), None)
             except BaseException as exc:
-                error = exc
-
-    async def _asteps(self, gen: Loop) -> Any:
-        """Drive ``gen`` with awaited calls; return its return value."""
-        to_send: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                call = gen.throw(error) if error is not None else gen.send(to_send)
-            except StopIteration as stop:
-                return stop.value
-            to_send, error = None, None
-            try:
-                to_send = await call.fn(*call.args, **call.kwargs)
-            except BaseException as exc:
-                error = exc
+                outcome = (None, exc)
 
     def run(
         self,
@@ -266,7 +267,8 @@ class Drive:
         loop: Callable[[redrive.Run], Loop],
         **options: Any,
     ) -> Ran:
-        """Run ``loop(run)`` inside ``redrive.run(journal, run_id, **options)``, exited cleanly.
+        """Run ``loop(run)`` inside ``redrive.run(journal, run_id, **options)``, exited cleanly
+        (``with`` for the sync face, ``async with`` for the async one).
 
         Returns:
             The run (exited) and the loop's return value.
@@ -275,19 +277,19 @@ class Drive:
             Whatever the run or the loop raises (the run's exit has seen it first).
         """
         self.last_run = None
-        if self.face == "sync":
-            with redrive.run(journal, run_id, **options) as run:
-                self.last_run = run
-                value = self._steps(loop(run))
+
+        async def main() -> Ran:
+            if self.face == "sync":
+                with redrive.run(journal, run_id, **options) as run:
+                    self.last_run = run
+                    value = await self._steps(loop(run))
+            else:
+                async with redrive.run(journal, run_id, **options) as run:
+                    self.last_run = run
+                    value = await self._steps(loop(run))
             return Ran(run, value)
 
-        async def go() -> Ran:
-            async with redrive.run(journal, run_id, **options) as run:
-                self.last_run = run
-                value = await self._asteps(loop(run))
-            return Ran(run, value)
-
-        return asyncio.run(go())
+        return self._face(main())
 
     def crash(
         self,
@@ -316,36 +318,32 @@ class Drive:
                 if seen[0] == occurrence:
                     raise DriveCrash
 
-        missed = AssertionError(f"the loop never reached {point} of {name}")
-
-        def go() -> None:
+        async def main() -> None:
             run = redrive.run(journal, run_id, **options)
-            run.__enter__()
+            if self.face == "sync":
+                run.__enter__()
+            else:
+                await run.__aenter__()
             set_boundary_hook(hook)
             try:
-                self._steps(loop(run))
+                await self._steps(loop(run))
             except DriveCrash:
                 return
             finally:
                 set_boundary_hook(None)
-            raise missed
+            raise AssertionError(f"the loop never reached {point} of {name}")
 
-        async def ago() -> None:
-            run = redrive.run(journal, run_id, **options)
-            await run.__aenter__()
-            set_boundary_hook(hook)
-            try:
-                await self._asteps(loop(run))
-            except DriveCrash:
-                return
-            finally:
-                set_boundary_hook(None)
-            raise missed
+        self._face(main())
 
-        if self.face == "sync":
-            contextvars.copy_context().run(go)
-        else:
-            asyncio.run(ago())  # the run's context lives and dies in asyncio.run's task
+
+def _complete_now(main: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends to its end, without an event loop."""
+    try:
+        main.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    main.close()
+    raise RuntimeError("the sync face awaited something that suspends")
 
 
 @pytest.fixture(params=["sync", "async"])

@@ -501,19 +501,32 @@ def test_tell_model_journals_a_typed_outcome(
     assert drive.run(journal, "r1", one(unsafe, 4), live=False).value == outcome
 
 
-def test_tell_model_outcome_replays_under_raise(
-    drive: Drive, journal: MemoryJournal, ledger: Ledger
-) -> None:
-    """Once journaled, the outcome is a result: a later resume replays it even with raise."""
+def _told_then_interrupted(
+    drive: Drive, journal: MemoryJournal, ledger: Ledger, x: int, y: int
+) -> tuple[Step, Step, Callable[[redrive.Run], Loop]]:
+    """Run "r1": ``unsafe_tool(x)`` crashes in flight, the resume (tell_model) answers it
+    not-safely-resumable, then crashes with ``safe_tool(y)`` claimed.
+
+    Returns:
+        The unsafe tool, the safe tool and the loop calling them.
+    """
     unsafe = _tools(drive, ledger)["unsafe_tool"]
     safe = _tools(drive, ledger)["safe_tool"]
 
     def loop(run: redrive.Run) -> Loop:
-        yield unsafe(4)
-        yield safe(1)
+        yield unsafe(x)
+        yield safe(y)
 
     drive.crash(journal, "r1", "tool_body_done", "unsafe_tool", loop)
     drive.crash(journal, "r1", "tool_claimed", "safe_tool", loop, on_in_flight="tell_model")
+    return unsafe, safe, loop
+
+
+def test_tell_model_outcome_replays_under_raise(
+    drive: Drive, journal: MemoryJournal, ledger: Ledger
+) -> None:
+    """Once journaled, the outcome is a result: a later resume replays it even with raise."""
+    unsafe, safe, _ = _told_then_interrupted(drive, journal, ledger, 4, 1)
 
     def again(run: redrive.Run) -> Loop:
         assert (yield unsafe(4))["status"] == "not_safely_resumable"
@@ -743,15 +756,7 @@ def test_resume_note_marks_not_resumed_outcomes(
     drive: Drive, journal: MemoryJournal, ledger: Ledger
 ) -> None:
     """A call answered with a not-safely-resumable outcome is listed as outcome unknown."""
-    unsafe = _tools(drive, ledger)["unsafe_tool"]
-    safe = _tools(drive, ledger)["safe_tool"]
-
-    def loop(run: redrive.Run) -> Loop:
-        yield unsafe(1)
-        yield safe(2)
-
-    drive.crash(journal, "r1", "tool_body_done", "unsafe_tool", loop)
-    drive.crash(journal, "r1", "tool_claimed", "safe_tool", loop, on_in_flight="tell_model")
+    _, _, loop = _told_then_interrupted(drive, journal, ledger, 1, 2)
 
     def resumed(run: redrive.Run) -> Loop:
         note = run.resume_note()
