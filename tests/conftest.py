@@ -318,22 +318,42 @@ class Drive:
                 if seen[0] == occurrence:
                     raise DriveCrash
 
-        async def main() -> None:
+        set_boundary_hook(hook)
+        try:
+            self.enter_only(journal, run_id, loop, **options)
+        except DriveCrash:
+            return
+        finally:
+            set_boundary_hook(None)
+        raise AssertionError(f"the loop never reached {point} of {name}")
+
+    def enter_only(
+        self,
+        journal: Any,
+        run_id: str,
+        loop: Callable[[redrive.Run], Loop],
+        **options: Any,
+    ) -> Any:
+        """Run ``loop(run)`` in a run that is entered and never exited, as a SIGKILL leaves it.
+
+        Returns:
+            The loop's return value (the run is still not exited: no ``run_end``).
+
+        Raises:
+            Whatever the loop raises; the run's exit never sees it.
+        """
+
+        async def main() -> Any:
             run = redrive.run(journal, run_id, **options)
             if self.face == "sync":
                 run.__enter__()
             else:
                 await run.__aenter__()
-            set_boundary_hook(hook)
-            try:
-                await self._steps(loop(run))
-            except DriveCrash:
-                return
-            finally:
-                set_boundary_hook(None)
-            raise AssertionError(f"the loop never reached {point} of {name}")
+            self.last_run = run
+            return await self._steps(loop(run))
 
-        self._face(main())
+        self.last_run = None
+        return self._face(main())
 
 
 def _complete_now(main: Coroutine[Any, Any, T]) -> T:
