@@ -207,14 +207,31 @@ def drive_to_the_end(drive: Drive, journal: Any, world: World, policy: str) -> l
                 event(f"crashed {crash[2]} at {crash[1]}")  # type: ignore[index]
             again = world.called & finished
             assert not again, f"execution {execution} called finished steps {sorted(again)}"
+            if done:
+                got = list(ran.value)
+                skipped = [i for i in _must_call(steps, got) if i not in finished | world.called]
+                assert not skipped, f"unfinished steps {skipped} were never called"
+                return got
             finished |= world.received
             if crash is not None and world.fired and crash[1] == "after_outcome":
                 finished.add(crash[0])
-            if done:
-                return list(ran.value)
         raise AssertionError("the run never finished")
     finally:
         set_boundary_hook(None)
+
+
+def _must_call(steps: list[tuple[str, ...]], got: list[Any]) -> list[int]:
+    """The steps whose outcome can only come from calling them: every model step, and every
+    tool step without recover() that was not answered with a not-safely-resumable outcome."""
+    return [
+        i
+        for i, step in enumerate(steps)
+        if step[0] == "model" or (step[0] == "tool" and step[2] == "no" and not _told(got[i]))
+    ]
+
+
+def _told(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("status") == "not_safely_resumable"
 
 
 def check_program(drive: Drive, journal: Any, program: dict[str, Any], policy: str) -> None:
@@ -226,7 +243,7 @@ def check_program(drive: Drive, journal: Any, program: dict[str, Any], policy: s
         runs = sum(1 for i, _ in world.effects if i == index)
         if step[:2] == ("tool", "unsafe"):
             assert runs <= 1, f"unsafe step {index} ran {runs} times"
-        if step[0] == "tool" and not (isinstance(live[index], dict) and "status" in live[index]):
+        if step[0] == "tool" and not _told(live[index]):
             assert live[index] == program["results"][index]
     effects, model_calls = len(world.effects), len(world.model_calls)
     world.execution(None)
@@ -269,6 +286,19 @@ def check_program(drive: Drive, journal: Any, program: dict[str, Any], policy: s
     },
     policy="strict",
     face="async",
+)
+@example(  # a told outcome, then a resume: the steps after it must replay, not run again
+    program={
+        "steps": [("tool", "unsafe", "no"), ("model",), ("tool", "safe", "no"), ("value", "now")],
+        "results": [1, 2, 3, 4],
+        "crashes": [
+            (0, "after_effect", "abandon"),
+            (0, "before", "exit"),
+            (3, "before", "resumable"),
+        ],
+    },
+    policy="lenient",
+    face="sync",
 )
 def test_engine_on_the_memory_journal(program: dict[str, Any], policy: str, face: str) -> None:
     """Crash-resume of random programs keeps bodies at most once and replay exact (memory).
