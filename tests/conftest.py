@@ -21,7 +21,7 @@ import functools
 import os
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterator
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar, overload
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -160,7 +160,7 @@ class Step:
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
-        self.redrive_tool = getattr(fn, "redrive_tool", None)
+        self.redrive_tool: Any = getattr(fn, "redrive_tool", None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Call:
         return Call(self.fn, args, kwargs)
@@ -207,7 +207,17 @@ class Drive:
 
         return async_body
 
-    def tool(self, body: Callable[..., Any] | None = None, /, **declaration: Any) -> Any:
+    @overload
+    def tool(self, body: Callable[..., Any], /, **declaration: Any) -> Step: ...
+
+    @overload
+    def tool(
+        self, body: None = None, /, **declaration: Any
+    ) -> Callable[[Callable[..., Any]], Step]: ...
+
+    def tool(
+        self, body: Callable[..., Any] | None = None, /, **declaration: Any
+    ) -> Step | Callable[[Callable[..., Any]], Step]:
         """``@redrive.tool(**declaration)`` over ``body`` made for this face.
 
         Use as ``@drive.tool`` or ``@drive.tool(restart_safe=False)``.
@@ -221,7 +231,17 @@ class Drive:
 
         return make(body) if body is not None else make
 
-    def model(self, body: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    @overload
+    def model(self, body: Callable[..., Any], /, **options: Any) -> Step: ...
+
+    @overload
+    def model(
+        self, body: None = None, /, **options: Any
+    ) -> Callable[[Callable[..., Any]], Step]: ...
+
+    def model(
+        self, body: Callable[..., Any] | None = None, /, **options: Any
+    ) -> Step | Callable[[Callable[..., Any]], Step]:
         """``@redrive.model(**options)`` over ``body`` made for this face.
 
         Returns:
