@@ -226,10 +226,7 @@ class Drive:
             A :class:`Step` (or a decorator making one).
         """
 
-        def make(fn: Callable[..., Any]) -> Step:
-            return Step(redrive.tool(**declaration)(self._for_face(fn)))
-
-        return make(body) if body is not None else make
+        return self._recorded(redrive.tool, body, declaration)
 
     @overload
     def model(self, body: Callable[..., Any], /, **options: Any) -> Step: ...
@@ -248,8 +245,15 @@ class Drive:
             A :class:`Step` (or a decorator making one).
         """
 
+        return self._recorded(redrive.model, body, options)
+
+    def _recorded(
+        self, recorder: Any, body: Callable[..., Any] | None, options: dict[str, Any]
+    ) -> Step | Callable[[Callable[..., Any]], Step]:
+        """``recorder(**options)`` over ``body`` made for this face (or a decorator doing it)."""
+
         def make(fn: Callable[..., Any]) -> Step:
-            return Step(redrive.model(**options)(self._for_face(fn)))
+            return Step(recorder(**options)(self._for_face(fn)))
 
         return make(body) if body is not None else make
 
