@@ -20,7 +20,7 @@ import contextvars
 import functools
 import os
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Iterator
+from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
 from typing import Any, Literal, NamedTuple, TypeVar, overload
 
 import pytest
@@ -49,7 +49,7 @@ for _name, _profile in PROFILES.items():
     settings.register_profile(_name, _profile)
 
 
-def hypothesis_profile(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
+def hypothesis_profile(environ: Mapping[str, str] = os.environ) -> str:
     """The Hypothesis profile to load: ``HYPOTHESIS_PROFILE``, else ``ci`` under ``CI=true``.
 
     Raises:
