@@ -18,6 +18,7 @@ journal. It runs the program until the run finishes, resuming after every crash 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import tempfile
@@ -313,6 +314,14 @@ def test_engine_on_the_memory_journal(program: dict[str, Any], policy: str, face
     program=loop_programs(results=values, max_crashes=0),
     face=st.sampled_from(("sync", "async")),
 )
+@example(  # a tool answering a datetime, a model answering an int below int64
+    program={
+        "steps": [("tool", "read_only", "no"), ("model",)],
+        "results": [dt.datetime(2000, 1, 1, tzinfo=dt.UTC), -(2**63) - 1],
+        "crashes": [],
+    },
+    face="sync",
+)
 def test_engine_hands_the_same_values_live_and_replayed(program: dict[str, Any], face: str) -> None:
     """Whatever plain value a tool or model answers (datetimes, bytes, UUIDs, big ints...),
     the loop gets the same value, type and repr live and on replay (invariant 9)."""
@@ -324,6 +333,15 @@ def test_engine_hands_the_same_values_live_and_replayed(program: dict[str, Any],
     program=loop_programs(max_steps=4),
     policy=st.sampled_from(("strict", "lenient")),
     face=st.sampled_from(("sync", "async")),
+)
+@example(  # an unsafe tool claimed, then a SIGKILL: blocked, then told to the model
+    program={
+        "steps": [("model",), ("tool", "unsafe", "no")],
+        "results": [None, None],
+        "crashes": [(1, "before", "abandon")],
+    },
+    policy="strict",
+    face="sync",
 )
 def test_engine_on_duckdb(program: dict[str, Any], policy: str, face: str) -> None:
     """The same properties on the default DuckDB journal (a few examples: it is slower)."""
