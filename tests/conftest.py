@@ -1,4 +1,11 @@
-"""Shared fixtures: the ``--runslow`` switch and the PostgreSQL test database.
+"""Shared fixtures: the ``--runslow`` switch, Hypothesis profiles, the ``drive`` fixture
+(one loop, both faces) and the PostgreSQL test database.
+
+Hypothesis profiles: ``default`` (fast, for the edit-test loop), ``ci`` (more
+examples, derandomized so a CI failure reproduces, no deadline) and
+``thorough`` (many examples, for a deep local run). ``HYPOTHESIS_PROFILE=name``
+picks one; otherwise ``CI=true`` picks ``ci``. A test's own ``@settings``
+(e.g. ``max_examples``) still wins over the profile for the values it sets.
 
 Postgres tests use the server named by ``REDRIVE_PG_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``). Each test gets a schema of
@@ -8,11 +15,53 @@ the tests; elsewhere they skip with instructions.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
+from typing import Any, Literal, NamedTuple, TypeVar, overload
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+import redrive
+from redrive.replay import set_boundary_hook
+
+#: Hypothesis settings profiles, by name.
+PROFILES: dict[str, settings] = {
+    "default": settings(max_examples=30, deadline=None),
+    "ci": settings(
+        max_examples=200,
+        derandomize=True,
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    ),
+    "thorough": settings(
+        max_examples=2000,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    ),
+}
+for _name, _profile in PROFILES.items():
+    settings.register_profile(_name, _profile)
+
+
+def hypothesis_profile(environ: Mapping[str, str] = os.environ) -> str:
+    """The Hypothesis profile to load: ``HYPOTHESIS_PROFILE``, else ``ci`` under ``CI=true``.
+
+    Raises:
+        ValueError: ``HYPOTHESIS_PROFILE`` names no registered profile.
+    """
+    name = environ.get("HYPOTHESIS_PROFILE") or ("ci" if environ.get("CI") == "true" else "default")
+    if name not in PROFILES:
+        raise ValueError(f"HYPOTHESIS_PROFILE={name!r}: use one of {', '.join(sorted(PROFILES))}")
+    return name
+
+
+settings.load_profile(hypothesis_profile())
 
 PG_URL = os.environ.get("REDRIVE_PG_URL") or "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -72,3 +121,276 @@ def pg_schema(pg_url: str) -> Iterator[str]:
     yield name
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+# -- one loop, both faces ------------------------------------------------------------------
+
+Face = Literal["sync", "async"]
+T = TypeVar("T")
+
+
+class Call(NamedTuple):
+    """One step a loop asks for: the wrapped tool or model function and its arguments."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+#: A loop program: a generator that yields the steps it calls and gets their results back
+#: (a step's exception is thrown into it at the ``yield``); its return value is the output.
+Loop = Generator[Call, Any, Any]
+
+
+#: What the last call gave: (its result, None) or (None, the exception it raised).
+Outcome = tuple[Any, BaseException | None]
+
+
+def _advance(gen: Loop, outcome: Outcome) -> tuple[bool, Any]:
+    """Hand ``gen`` the last call's outcome; return ``(False, next call)`` or ``(True, value)``."""
+    value, error = outcome
+    try:
+        return False, gen.throw(error) if error is not None else gen.send(value)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+class Step:
+    """A tool or model made for one face; calling it gives the :class:`Call` a loop yields."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.redrive_tool: Any = getattr(fn, "redrive_tool", None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Call:
+        return Call(self.fn, args, kwargs)
+
+
+class Ran(NamedTuple):
+    """What :meth:`Drive.run` returns: the exited run and the loop's return value."""
+
+    run: redrive.Run
+    value: Any
+
+
+class DriveCrash(BaseException):
+    """Stands for a SIGKILL at a step boundary (raised by :meth:`Drive.crash`'s hook)."""
+
+
+class Drive:
+    """Runs one loop program through the sync face or the async face of redrive.
+
+    Sync: ``with redrive.run(...)`` and sync tools/models; async: ``async with
+    redrive.run(...)`` under ``asyncio.run`` and ``async def`` tools/models. The
+    test writes its tools as plain functions and its loop once, as a generator
+    (``result = yield tool(args)``); the drive makes the rest.
+
+    Attributes:
+        face: ``"sync"`` or ``"async"``.
+        last_run: the run most recently entered by :meth:`run` (for tests whose
+            run raises).
+    """
+
+    def __init__(self, face: Face) -> None:
+        self.face = face
+        self.last_run: redrive.Run | None = None
+
+    def _for_face(self, body: Callable[..., Any]) -> Callable[..., Any]:
+        """``body`` itself (sync), or an ``async def`` with its name and signature (async)."""
+        if self.face == "sync":
+            return body
+
+        @functools.wraps(body)
+        async def async_body(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0)  # a real suspension point, as an awaited call has
+            return body(*args, **kwargs)
+
+        return async_body
+
+    @overload
+    def tool(self, body: Callable[..., Any], /, **declaration: Any) -> Step: ...
+
+    @overload
+    def tool(
+        self, body: None = None, /, **declaration: Any
+    ) -> Callable[[Callable[..., Any]], Step]: ...
+
+    def tool(
+        self, body: Callable[..., Any] | None = None, /, **declaration: Any
+    ) -> Step | Callable[[Callable[..., Any]], Step]:
+        """``@redrive.tool(**declaration)`` over ``body`` made for this face.
+
+        Use as ``@drive.tool`` or ``@drive.tool(restart_safe=False)``.
+
+        Returns:
+            A :class:`Step` (or a decorator making one).
+        """
+
+        return self._recorded(redrive.tool, body, declaration)
+
+    @overload
+    def model(self, body: Callable[..., Any], /, **options: Any) -> Step: ...
+
+    @overload
+    def model(
+        self, body: None = None, /, **options: Any
+    ) -> Callable[[Callable[..., Any]], Step]: ...
+
+    def model(
+        self, body: Callable[..., Any] | None = None, /, **options: Any
+    ) -> Step | Callable[[Callable[..., Any]], Step]:
+        """``@redrive.model(**options)`` over ``body`` made for this face.
+
+        Returns:
+            A :class:`Step` (or a decorator making one).
+        """
+
+        return self._recorded(redrive.model, body, options)
+
+    def _recorded(
+        self, recorder: Any, body: Callable[..., Any] | None, options: dict[str, Any]
+    ) -> Step | Callable[[Callable[..., Any]], Step]:
+        """``recorder(**options)`` over ``body`` made for this face (or a decorator doing it)."""
+
+        def make(fn: Callable[..., Any]) -> Step:
+            return Step(recorder(**options)(self._for_face(fn)))
+
+        return make(body) if body is not None else make
+
+    def _face(self, main: Coroutine[Any, Any, T]) -> T:
+        """Run ``main`` in a context of its own: under ``asyncio.run`` for the async face;
+        for the sync face stepped once by hand (it never awaits anything that suspends)."""
+        if self.face == "async":
+            return asyncio.run(main)  # the run's context lives and dies in asyncio.run's task
+        return contextvars.copy_context().run(_complete_now, main)
+
+    async def _call(self, step: Call) -> Any:
+        result = step.fn(*step.args, **step.kwargs)
+        return await result if self.face == "async" else result
+
+    def call(self, step: Call) -> Any:
+        """Make one call outside any run (the wrapped function as a plain call)."""
+        return self._face(self._call(step))
+
+    async def _steps(self, gen: Loop) -> Any:
+        """Drive ``gen``, calling (sync face) or awaiting (async face); return its value."""
+        outcome: Outcome = (None, None)
+        while True:
+            done, item = _advance(gen, outcome)
+            if done:
+                return item
+            try:
+                outcome = (await self._call(item), None)
+            except BaseException as exc:
+                outcome = (None, exc)
+
+    def run(
+        self,
+        journal: Any,
+        run_id: str,
+        loop: Callable[[redrive.Run], Loop],
+        **options: Any,
+    ) -> Ran:
+        """Run ``loop(run)`` inside ``redrive.run(journal, run_id, **options)``, exited cleanly
+        (``with`` for the sync face, ``async with`` for the async one).
+
+        Returns:
+            The run (exited) and the loop's return value.
+
+        Raises:
+            Whatever the run or the loop raises (the run's exit has seen it first).
+        """
+        self.last_run = None
+
+        async def main() -> Ran:
+            if self.face == "sync":
+                with redrive.run(journal, run_id, **options) as run:
+                    self.last_run = run
+                    value = await self._steps(loop(run))
+            else:
+                async with redrive.run(journal, run_id, **options) as run:
+                    self.last_run = run
+                    value = await self._steps(loop(run))
+            return Ran(run, value)
+
+        return self._face(main())
+
+    def crash(
+        self,
+        journal: Any,
+        run_id: str,
+        point: str,
+        name: str,
+        loop: Callable[[redrive.Run], Loop],
+        *,
+        occurrence: int = 1,
+        **options: Any,
+    ) -> None:
+        """Run ``loop`` and abandon the run, unexited, when step ``name`` reaches ``point``.
+
+        As a SIGKILL leaves it: the run's exit never runs. ``point`` is a boundary of
+        :func:`redrive.replay.set_boundary_hook`; ``occurrence`` picks which passage (1-based).
+
+        Raises:
+            AssertionError: the loop ended without reaching the point.
+        """
+        seen = [0]
+
+        def hook(boundary: str, info: dict[str, Any]) -> None:
+            if boundary == point and info["name"] == name:
+                seen[0] += 1
+                if seen[0] == occurrence:
+                    raise DriveCrash
+
+        set_boundary_hook(hook)
+        try:
+            self.enter_only(journal, run_id, loop, **options)
+        except DriveCrash:
+            return
+        finally:
+            set_boundary_hook(None)
+        raise AssertionError(f"the loop never reached {point} of {name}")
+
+    def enter_only(
+        self,
+        journal: Any,
+        run_id: str,
+        loop: Callable[[redrive.Run], Loop],
+        **options: Any,
+    ) -> Any:
+        """Run ``loop(run)`` in a run that is entered and never exited, as a SIGKILL leaves it.
+
+        Returns:
+            The loop's return value (the run is still not exited: no ``run_end``).
+
+        Raises:
+            Whatever the loop raises; the run's exit never sees it.
+        """
+
+        async def main() -> Any:
+            run = redrive.run(journal, run_id, **options)
+            if self.face == "sync":
+                run.__enter__()
+            else:
+                await run.__aenter__()
+            self.last_run = run
+            return await self._steps(loop(run))
+
+        self.last_run = None
+        return self._face(main())
+
+
+def _complete_now(main: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends to its end, without an event loop."""
+    try:
+        main.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    main.close()
+    raise RuntimeError("the sync face awaited something that suspends")
+
+
+@pytest.fixture(params=["sync", "async"])
+def drive(request: pytest.FixtureRequest) -> Drive:
+    """A :class:`Drive` for the sync face, then for the async face (each test runs twice)."""
+    return Drive(request.param)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import types
 from pathlib import Path
+
+import pytest
 
 import redrive
 
@@ -18,9 +22,17 @@ FORBIDDEN = {
 }
 
 
-def _imports(path: Path) -> list[str]:
+#: the packages whose ``__all__`` must equal their public names
+PUBLIC_PACKAGES = ("redrive", "redrive.replay", "redrive.storage", "redrive.recorders")
+
+
+def _imports(path: Path, *, root: Path = ROOT, with_names: bool = False) -> list[str]:
+    """The absolute module names ``path`` (a file under the package ``root``) imports.
+
+    With ``with_names``, ``from a.b import c`` also yields ``a.b.c`` (``c`` may be a module).
+    """
     tree = ast.parse(path.read_text())
-    package = path.relative_to(ROOT.parent).with_suffix("").parts
+    package = path.relative_to(root.parent).with_suffix("").parts
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -28,10 +40,64 @@ def _imports(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = list(package[: len(package) - node.level])
-                names.append(".".join([*base, *(node.module.split(".") if node.module else [])]))
+                module = ".".join([*base, *(node.module.split(".") if node.module else [])])
             elif node.module:
-                names.append(node.module)
+                module = node.module
+            else:  # pragma: no cover - `from . import x` always has a level
+                continue
+            names.append(module)
+            if with_names:
+                names.extend(f"{module}.{alias.name}" for alias in node.names)
     return names
+
+
+def private_reach_ins(root: Path = ROOT) -> list[str]:
+    """Every import of a private module of a package (``pkg._x``) from outside ``pkg``.
+
+    A private name inside a module (``pkg.mod._helper``) counts as private to the
+    package holding ``mod``: rooms share their own helpers, never another room's.
+
+    Args:
+        root: the package directory to scan (``redrive/``).
+
+    Returns:
+        Lines ``"<file> imports <module>"``, sorted; empty when every private
+        module is used only inside its own package.
+    """
+    top = root.name
+    bad: set[str] = set()
+    for path in sorted(root.rglob("*.py")):
+        home = ".".join(path.relative_to(root.parent).parent.parts)
+        for name in _imports(path, root=root, with_names=True):
+            parts = name.split(".")
+            if parts[0] != top:
+                continue
+            for i, part in enumerate(parts[1:], start=1):
+                if part.startswith("_") and not part.startswith("__"):
+                    owner = parts[:i]
+                    if not root.parent.joinpath(*owner).is_dir():  # a module: its package
+                        owner = owner[:-1]
+                    package = ".".join(owner)
+                    if home != package and not home.startswith(f"{package}."):
+                        bad.add(
+                            f"{path.relative_to(root.parent)} imports {'.'.join(parts[: i + 1])}"
+                        )
+                    break
+    return sorted(bad)
+
+
+def public_names(module: types.ModuleType) -> set[str]:
+    """The public names of ``module``: attributes not starting with ``_``, not modules.
+
+    ``from __future__`` features (an artifact of the import, not an export) are left out.
+    """
+    return {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and type(value).__module__ != "__future__"
+    }
 
 
 def test_arrows_point_one_way() -> None:
@@ -48,11 +114,57 @@ def test_arrows_point_one_way() -> None:
     assert bad == []
 
 
+def test_no_private_reach_ins_across_rooms() -> None:
+    """A private module (``redrive.replay._x``...) is imported only from inside its own package."""
+    offenders = private_reach_ins()
+    assert offenders == [], "private modules imported from outside their package:\n" + "\n".join(
+        offenders
+    )
+
+
+def test_the_reach_in_check_sees_every_import_form(tmp_path: Path) -> None:
+    """Relative, absolute and ``from pkg import _mod`` reach-ins are found; in-room ones are not."""
+    pkg = tmp_path / "pkg"
+    for room in ("replay", "storage", "recorders"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text("")
+        (pkg / room / "_private.py").write_text("")
+    (pkg / "__init__.py").write_text("from ._top import x\n")
+    (pkg / "recorders" / "http.py").write_text(
+        "from ..replay._private import decode\n"
+        "from ..storage import _private\n"
+        "import pkg.replay._private\n"
+        "from . import _private as mine\n"
+        "from ._private import helper\n"
+        "from .http import _helper\n"
+    )
+    (pkg / "replay" / "run.py").write_text("from pkg.replay._private import y\n")
+    assert private_reach_ins(pkg) == [
+        "pkg/recorders/http.py imports pkg.replay._private",
+        "pkg/recorders/http.py imports pkg.storage._private",
+    ]
+
+
 def test_all_is_sorted_and_complete() -> None:
     """redrive.__all__ is sorted, and names exactly the public attributes it exports."""
     assert list(redrive.__all__) == sorted(redrive.__all__)
     for name in redrive.__all__:
         assert hasattr(redrive, name), name
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES)
+def test_all_equals_the_public_names(package: str) -> None:
+    """Each room's ``__all__`` is sorted and equals its public names, both ways."""
+    module = importlib.import_module(package)
+    exported = list(module.__all__)
+    assert exported == sorted(exported), f"{package}.__all__ is not sorted"
+    missing = sorted(name for name in exported if not hasattr(module, name))
+    assert missing == [], f"{package}.__all__ names what it does not have: {missing}"
+    public = public_names(module)
+    unlisted = sorted(public - set(exported))
+    assert unlisted == [], f"{package} has public names missing from __all__: {unlisted}"
+    hidden = sorted(name for name in set(exported) - public if not name.startswith("__"))
+    assert hidden == [], f"{package}.__all__ lists modules or private names: {hidden}"
 
 
 def test_errors_are_replay_errors_and_stdlib_where_true() -> None:
