@@ -51,7 +51,7 @@ def render_resume_note(frames: Iterable[Frame], run_id: str = "") -> str:
     done: list[str] = []
     failed: list[str] = []
     unknown: list[str] = []
-    for step in iter_steps(frames, run_id):
+    for step in iter_steps(frames, run_id or None):
         if step.kind != "tool":
             continue
         call = _call(step.name, step.args)

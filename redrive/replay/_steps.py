@@ -18,7 +18,7 @@ from typing import Any, Literal
 import attrs
 
 from ..errors import JournalCorruptError
-from ..frames import GENESIS, Frame, Kind, decode
+from ..frames import VERIFY_ADVICE, ChainCheck, Frame, Kind, decode
 from ._delta import Expander
 
 __all__ = ["END_KINDS", "STEP_KINDS", "RecordedStep", "StepReader", "StepStatus", "iter_steps"]
@@ -132,11 +132,11 @@ class StepReader:
     bounded memory.
 
     Args:
-        run_id: the run, for error messages.
+        run_id: the run (None: the run of the first frame), for checks and messages.
         verify: check seq density (from 0) and the hash chain of each frame.
     """
 
-    def __init__(self, run_id: str, *, verify: bool = True) -> None:
+    def __init__(self, run_id: str | None = None, *, verify: bool = True) -> None:
         self.run_id = run_id
         self.verify = verify
         #: steps read and not forgotten, by seq
@@ -147,8 +147,7 @@ class StepReader:
         self.frames_read = 0
         #: the last full model request per step name (to resolve prefix deltas)
         self.expander = Expander()
-        self._prev_chain = GENESIS
-        self._last_seq = -1
+        self._chain = ChainCheck(run_id, advice="Nothing was replayed from it. " + VERIFY_ADVICE)
 
     def feed(self, frame: Frame) -> RecordedStep | None:
         """Read the next frame of the run.
@@ -163,7 +162,7 @@ class StepReader:
                 step that was never opened (or already forgotten).
         """
         if self.verify:
-            self._check(frame)
+            self._chain.check(frame)
         self.frames_read += 1
         kind = frame.kind
         if kind in STEP_KINDS:
@@ -237,26 +236,7 @@ class StepReader:
 
     def corrupt(self, frame: Frame, reason: str, what: str) -> JournalCorruptError:
         """Build the :class:`JournalCorruptError` for a bad ``frame`` (``what`` it is)."""
-        # a frame that passed its chain check can still be bad inside: it is not good
-        last_good = min(self._last_seq, frame.seq - 1)
-        return JournalCorruptError(
-            f"run {self.run_id!r}: frame seq {frame.seq} {what}; the journal was altered, "
-            f"reordered or truncated (last good seq {last_good}). Nothing was replayed from "
-            "it. Run `redrive verify` on the journal; restore it from a copy or an export.",
-            run_id=self.run_id,
-            seq=frame.seq,
-            last_good_seq=last_good,
-            reason=reason,
-        )
-
-    def _check(self, frame: Frame) -> None:
-        """Check seq density and the hash chain of each frame as it is read."""
-        if frame.seq != self._last_seq + 1:
-            raise self.corrupt(frame, "seq", f"follows seq {self._last_seq} (a gap or reordering)")
-        if frame.chain != frame.expected_chain(self._prev_chain):
-            raise self.corrupt(frame, "chain", "fails its chain check")
-        self._prev_chain = frame.chain
-        self._last_seq = frame.seq
+        return self._chain.error(frame.seq, reason, what, run_id=frame.run_id, inside=True)
 
     def _payload(self, frame: Frame) -> dict[str, Any]:
         try:
@@ -271,7 +251,7 @@ class StepReader:
 
 
 def iter_steps(
-    frames: Iterable[Frame], run_id: str = "", *, verify: bool = True
+    frames: Iterable[Frame], run_id: str | None = None, *, verify: bool = True
 ) -> Iterator[RecordedStep]:
     """Yield a run's recorded steps in seq order, lazily.
 
@@ -281,8 +261,8 @@ def iter_steps(
 
     Args:
         frames: the run's frames in seq order (from seq 0 when ``verify``).
-        run_id: the run, for error messages.
-        verify: check seq density and the hash chain of each frame.
+        run_id: the run (None: the run of the first frame).
+        verify: check seq density, run and hash chain of each frame.
 
     Yields:
         One :class:`RecordedStep` per model, tool and value step.
