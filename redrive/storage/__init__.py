@@ -27,6 +27,7 @@ from ._base import (
     held_by_other,
     verify_frames,
 )
+from ._copy import copy_run
 from .memory import MemoryJournal
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "RunUpdate",
+    "copy_run",
     "held_by_other",
     "open_journal",
     "shared_journal",
