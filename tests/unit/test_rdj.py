@@ -155,7 +155,7 @@ def test_export_unknown_run_and_corrupt_source(journal: MemoryJournal, tmp_path:
     """Export refuses an unknown run and a run whose chain is broken, leaving no file."""
     with pytest.raises(UnknownRunError):
         export_run(journal, "nope", tmp_path / "x.rdj")
-    frames = journal._frames["r1"]
+    frames = journal._state.frames["r1"]
     frames[3] = attrs.evolve(frames[3], payload=encode({"tampered": True}))
     with pytest.raises(JournalCorruptError) as info:
         export_run(journal, "r1", tmp_path / "x.rdj")
