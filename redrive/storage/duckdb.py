@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
@@ -36,12 +35,7 @@ from ..errors import JournalCorruptError, JournalLockedError
 from ..frames import Frame
 from ._base import (
     Decision,
-    RunIndexOps,
     RunRecord,
-    RunUpdate,
-    appended,
-    check_append,
-    unknown_run,
 )
 from ._framelog import ADVICE as _ADVICE
 from ._framelog import FrameLog
@@ -56,7 +50,7 @@ from ._logrecord import (
     run_record,
 )
 from ._sql import FRAME_ATTRS, FRAME_COLUMNS, RUN_COLUMNS, Cursor, SqlJournal, _frame
-from .memory import MemoryState
+from .memory import LocalJournal, MemoryState
 
 __all__ = ["CHECKPOINT_FRAMES", "DuckDBJournal"]
 
@@ -202,7 +196,7 @@ def _release(key: str, journal: DuckDBJournal) -> None:
             del _OPEN[key]
 
 
-class DuckDBJournal(RunIndexOps):
+class DuckDBJournal(LocalJournal):
     """Journal in a DuckDB database file, with a fsynced log as its write path.
 
     Args:
@@ -333,46 +327,19 @@ class DuckDBJournal(RunIndexOps):
 
     # -- runs ------------------------------------------------------------------
 
-    def _record(self, run_id: str) -> RunRecord | None:
+    def _current(self, run_id: str) -> RunRecord | None:
         found = self._overlay.runs.get(run_id)
         return found if found is not None else self._store.get_run(run_id)
 
-    def create_run(self, record: RunRecord, first: Frame) -> bool:
-        """See :meth:`redrive.storage.Journal.create_run`."""
-        check_append(attrs.evolve(record, next_seq=0), [first], 0)
-        with self._lock:
-            if self._record(record.run_id) is not None:
-                return False
-            row = attrs.evolve(record, next_seq=1, last_chain=first.chain)
-            self._write(frames_record(row, [first]))
-            return True
+    def _commit(self, row: RunRecord, frames: Sequence[Frame], *, sync: bool) -> None:
+        self._write(frames_record(row, frames) if frames else run_record(row), sync=sync)
 
-    def get_run(self, run_id: str) -> RunRecord | None:
-        """See :meth:`redrive.storage.Journal.get_run`."""
-        with self._lock:
-            return self._record(run_id)
+    def _held_decision(self, run_id: str, name: str) -> Decision | None:
+        found = self._overlay.decision(run_id, name)
+        return found if found is not None else self._store.decision(run_id, name)
 
-    def append(
-        self,
-        run_id: str,
-        frames: Sequence[Frame],
-        *,
-        expected_seq: int,
-        update: RunUpdate | None = None,
-        epoch: int | None = None,
-        sync: bool = True,
-    ) -> None:
-        """See :meth:`redrive.storage.Journal.append`."""
-        with self._lock:
-            row = appended(
-                self._record(run_id),
-                run_id,
-                frames,
-                expected_seq=expected_seq,
-                update=update,
-                epoch=epoch,
-            )
-            self._write(frames_record(row, frames), sync=sync)
+    def _put_decision(self, decision: Decision) -> None:
+        self._write(decision_record(decision))
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""
@@ -393,42 +360,6 @@ class DuckDBJournal(RunIndexOps):
             held = len(self._overlay.runs)
             stored = self._store.runs(status=status, limit=None if limit is None else limit + held)
             return self._overlay.select(status, limit, stored)
-
-    # -- leases ----------------------------------------------------------------
-
-    def _change_run(self, run_id: str, change: Any) -> RunRecord:
-        with self._lock:
-            record = self._record(run_id)
-            if record is None:
-                raise unknown_run(run_id)
-            changed: RunRecord = change(record)
-            if changed is not record:
-                self._write(run_record(changed))
-            return changed
-
-    # -- approvals -------------------------------------------------------------
-
-    def decide(
-        self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
-    ) -> Decision:
-        """See :meth:`redrive.storage.Journal.decide`."""
-        with self._lock:
-            if self._record(run_id) is None:
-                raise unknown_run(run_id)
-            existing = self.decision(run_id, name)
-            if existing is not None:
-                return existing
-            decision = Decision(
-                run_id=run_id, name=name, approved=bool(approved), by=by, at=time.time(), note=note
-            )
-            self._write(decision_record(decision))
-            return decision
-
-    def decision(self, run_id: str, name: str) -> Decision | None:
-        """See :meth:`redrive.storage.Journal.decision`."""
-        with self._lock:
-            found = self._overlay.decision(run_id, name)
-            return found if found is not None else self._store.decision(run_id, name)
 
     # -- schema and lifetime -----------------------------------------------------
 

@@ -19,7 +19,7 @@ from ._base import (
     unknown_run,
 )
 
-__all__ = ["MemoryJournal", "MemoryState"]
+__all__ = ["LocalJournal", "MemoryJournal", "MemoryState"]
 
 
 class MemoryState:
@@ -86,41 +86,44 @@ class MemoryState:
         self.held = 0
 
 
-class MemoryJournal(RunIndexOps):
-    """A journal held in this process's memory (``":memory:"``); lost at exit.
+class LocalJournal(RunIndexOps):
+    """Journal methods written once for the journals this process holds (memory, DuckDB).
 
-    Thread-safe; every operation is atomic under one lock. Used by tests and
-    as the reference semantics for the other backends.
+    A subclass sets ``_lock`` (held around every primitive call) and provides
+    the primitives: ``_current(run_id)`` (the run's row, or None),
+    ``_commit(row, frames, sync=)`` (make a run's new row and its new frames
+    durable and visible), ``_held_decision(run_id, name)`` and
+    ``_put_decision(decision)``, plus ``frames`` and ``runs``.
     """
 
-    durable = False
-    read_only = False
+    _lock: threading.Lock | threading.RLock
 
-    def __init__(self, url: str = ":memory:") -> None:
-        self.url = url
-        self._lock = threading.Lock()
-        self._state = MemoryState()
+    def _current(self, run_id: str) -> RunRecord | None:
+        raise NotImplementedError
+
+    def _commit(self, row: RunRecord, frames: Sequence[Frame], *, sync: bool) -> None:
+        raise NotImplementedError
+
+    def _held_decision(self, run_id: str, name: str) -> Decision | None:
+        raise NotImplementedError
+
+    def _put_decision(self, decision: Decision) -> None:
+        raise NotImplementedError
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
         """See :meth:`redrive.storage.Journal.create_run`."""
         check_append(attrs.evolve(record, next_seq=0), [first], 0)
         with self._lock:
-            if record.run_id in self._state.runs:
+            if self._current(record.run_id) is not None:
                 return False
             row = attrs.evolve(record, next_seq=1, last_chain=first.chain)
-            self._state.put_run(row, [first])
+            self._commit(row, [first], sync=True)
             return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """See :meth:`redrive.storage.Journal.get_run`."""
         with self._lock:
-            return self._state.runs.get(run_id)
-
-    def _row(self, run_id: str) -> RunRecord:
-        try:
-            return self._state.runs[run_id]
-        except KeyError:
-            raise unknown_run(run_id) from None
+            return self._current(run_id)
 
     def append(
         self,
@@ -135,14 +138,73 @@ class MemoryJournal(RunIndexOps):
         """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:
             row = appended(
-                self._state.runs.get(run_id),
+                self._current(run_id),
                 run_id,
                 frames,
                 expected_seq=expected_seq,
                 update=update,
                 epoch=epoch,
             )
-            self._state.put_run(row, frames)
+            self._commit(row, frames, sync=sync)
+
+    def _change_run(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> RunRecord:
+        with self._lock:
+            record = self._current(run_id)
+            if record is None:
+                raise unknown_run(run_id)
+            changed = change(record)
+            if changed is not record:
+                self._commit(changed, [], sync=True)
+            return changed
+
+    def decide(
+        self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
+    ) -> Decision:
+        """See :meth:`redrive.storage.Journal.decide`."""
+        with self._lock:
+            if self._current(run_id) is None:
+                raise unknown_run(run_id)
+            existing = self._held_decision(run_id, name)
+            if existing is not None:
+                return existing
+            decision = Decision(
+                run_id=run_id, name=name, approved=bool(approved), by=by, at=time.time(), note=note
+            )
+            self._put_decision(decision)
+            return decision
+
+    def decision(self, run_id: str, name: str) -> Decision | None:
+        """See :meth:`redrive.storage.Journal.decision`."""
+        with self._lock:
+            return self._held_decision(run_id, name)
+
+
+class MemoryJournal(LocalJournal):
+    """A journal held in this process's memory (``":memory:"``); lost at exit.
+
+    Thread-safe; every operation is atomic under one lock. Used by tests and
+    as the reference semantics for the other backends.
+    """
+
+    durable = False
+    read_only = False
+
+    def __init__(self, url: str = ":memory:") -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._state = MemoryState()
+
+    def _current(self, run_id: str) -> RunRecord | None:
+        return self._state.runs.get(run_id)
+
+    def _commit(self, row: RunRecord, frames: Sequence[Frame], *, sync: bool) -> None:
+        self._state.put_run(row, frames)
+
+    def _held_decision(self, run_id: str, name: str) -> Decision | None:
+        return self._state.decision(run_id, name)
+
+    def _put_decision(self, decision: Decision) -> None:
+        self._state.put_decision(decision)
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""
@@ -154,29 +216,6 @@ class MemoryJournal(RunIndexOps):
         """See :meth:`redrive.storage.Journal.runs`."""
         with self._lock:
             return self._state.select(status, limit)
-
-    def _change_run(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> RunRecord:
-        with self._lock:
-            record = self._row(run_id)
-            changed: RunRecord = change(record)
-            self._state.put_run(changed)
-            return changed
-
-    def decide(
-        self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
-    ) -> Decision:
-        """See :meth:`redrive.storage.Journal.decide`."""
-        with self._lock:
-            self._row(run_id)
-            decision = Decision(
-                run_id=run_id, name=name, approved=bool(approved), by=by, at=time.time(), note=note
-            )
-            return self._state.put_decision(decision)
-
-    def decision(self, run_id: str, name: str) -> Decision | None:
-        """See :meth:`redrive.storage.Journal.decision`."""
-        with self._lock:
-            return self._state.decision(run_id, name)
 
     def close(self) -> None:
         """Nothing to release; the data stays readable until garbage-collected."""
