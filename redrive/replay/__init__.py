@@ -3,6 +3,7 @@
 from ._approval import await_approval, pending_approvals
 from ._context import check_lost_context
 from ._cursor import Cursor, ReplayDriftWarning
+from ._delta import expand_frames
 from ._diff import diff_values, format_diff
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._policy import ReplayPolicy
@@ -34,6 +35,7 @@ __all__ = [
     "current_run",
     "diff_runs",
     "diff_values",
+    "expand_frames",
     "fork",
     "format_diff",
     "idempotency_key",
