@@ -24,10 +24,10 @@ from ._base import (
     RunStatus,
     RunUpdate,
     held_by_other,
-    verify_frames,
 )
 from ._copy import copy_run
 from ._url import JournalURL, parse_journal_url
+from ._verify import verify_frames, verify_run
 from .memory import MemoryJournal
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "parse_journal_url",
     "shared_journal",
     "verify_frames",
+    "verify_run",
 ]
 
 _shared: dict[str, Journal] = {}

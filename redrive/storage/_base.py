@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from ..errors import AppendConflictError, LeaseLostError, UnknownRunError
-from ..frames import GENESIS, ChainCheck, Frame, decode, verify_chain
+from ..frames import GENESIS, ChainCheck, Frame, decode
 
 __all__ = [
     "Decision",
@@ -331,19 +331,6 @@ def check_append(record: RunRecord, frames: Sequence[Frame], expected_seq: int) 
                 "frame before it)"
             )
         check.advance(frame)
-
-
-def verify_frames(frames: Iterator[Frame], *, source: str) -> int:
-    """Check seq density and the chain of a run's frames; return the frame count.
-
-    Raises:
-        JournalCorruptError: a gap, a reordering or a broken chain, naming the
-            last good seq.
-    """
-    count = 0
-    for _ in verify_chain(frames, source=source, advice=""):
-        count += 1
-    return count
 
 
 class RunIndexOps:

@@ -7,8 +7,9 @@ import pickle
 import attrs
 import pytest
 
-from redrive import JournalCorruptError
+from redrive import JournalCorruptError, UnknownRunError
 from redrive.frames import GENESIS, ChainCheck, Frame, Kind, make_frame, verify_chain
+from redrive.storage import MemoryJournal, RunRecord, verify_run
 
 
 def _run(run_id: str = "r", count: int = 4) -> list[Frame]:
@@ -64,3 +65,18 @@ def test_a_check_can_start_mid_run() -> None:
     check.advance(frames[2])
     assert check.check(frames[3]) is frames[3]
     assert check.last_good_seq == 3 and check.next_seq == 4
+
+
+def test_verify_run_checks_the_frames_against_the_run_row() -> None:
+    """verify_run counts a good run's frames, and names a lost tail frame as a count error."""
+    journal = MemoryJournal()
+    frames = _run("r", 4)
+    assert journal.create_run(RunRecord(run_id="r"), frames[0])
+    journal.append("r", frames[1:], expected_seq=1)
+    assert verify_run(journal, "r") == 4
+    journal._state.frames["r"].pop()  # the tail is lost, the row still says 4
+    with pytest.raises(JournalCorruptError) as info:
+        verify_run(journal, "r")
+    assert info.value.fields["reason"] == "count" and info.value.fields["last_good_seq"] == 2
+    with pytest.raises(UnknownRunError):
+        verify_run(journal, "nope")
