@@ -2,7 +2,8 @@
 
 from ._approval import await_approval, pending_approvals
 from ._context import check_lost_context
-from ._cursor import Cursor, RecordedStep, ReplayDriftWarning
+from ._cursor import Cursor, ReplayDriftWarning
+from ._delta import expand_frames
 from ._diff import diff_values, format_diff
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._policy import ReplayPolicy
@@ -16,6 +17,7 @@ from ._run import (
     run,
     set_boundary_hook,
 )
+from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
     "Cursor",
@@ -25,6 +27,7 @@ __all__ = [
     "ReplayPolicy",
     "Run",
     "RunDiff",
+    "StepReader",
     "StepView",
     "ToolSpec",
     "await_approval",
@@ -32,9 +35,11 @@ __all__ = [
     "current_run",
     "diff_runs",
     "diff_values",
+    "expand_frames",
     "fork",
     "format_diff",
     "idempotency_key",
+    "iter_steps",
     "pending_approvals",
     "rebuild_error",
     "run",

@@ -10,8 +10,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ..errors import AppendConflictError, JournalCorruptError, LeaseLostError, UnknownRunError
-from ..frames import GENESIS, Frame, decode
+from ..errors import AppendConflictError, LeaseLostError, UnknownRunError
+from ..frames import GENESIS, ChainCheck, Frame, decode
 
 __all__ = [
     "Decision",
@@ -321,58 +321,16 @@ def check_append(record: RunRecord, frames: Sequence[Frame], expected_seq: int) 
             seq=expected_seq,
             found=record.next_seq,
         )
-    prev = record.last_chain
-    for offset, frame in enumerate(frames):
-        if frame.run_id != record.run_id:
-            raise ValueError(f"frame of run {frame.run_id!r} appended to run {record.run_id!r}")
-        if frame.seq != expected_seq + offset:
-            raise ValueError(
-                f"run {record.run_id!r}: frame seq {frame.seq} where {expected_seq + offset} "
-                "was expected (seqs must be dense)"
-            )
-        if frame.chain != frame.expected_chain(prev):
-            raise ValueError(
-                f"run {record.run_id!r}: frame seq {frame.seq} does not chain to the frame "
-                "before it"
-            )
-        prev = frame.chain
-
-
-def verify_frames(frames: Iterator[Frame], *, source: str) -> int:
-    """Check seq density and the chain of a run's frames; return the frame count.
-
-    Raises:
-        JournalCorruptError: a gap, a reordering or a broken chain, naming the
-            last good seq.
-    """
-    prev = GENESIS
-    last_good: int | None = None
-    count = 0
+    check = ChainCheck(record.run_id, next_seq=expected_seq, prev_chain=record.last_chain)
     for frame in frames:
-        if frame.seq != count:
-            raise JournalCorruptError(
-                f"{source}: run {frame.run_id!r} has seq {frame.seq} where {count} was expected "
-                f"(gap or reordering); last good seq {last_good}",
-                run_id=frame.run_id,
-                seq=frame.seq,
-                last_good_seq=last_good,
-                source=source,
-                reason="seq",
+        found = check.problem(frame)
+        if found is not None:
+            raise ValueError(
+                f"frame seq {frame.seq} appended to run {record.run_id!r} {found[1]} "
+                "(appended frames must be the run's own, dense in seq, each chained to the "
+                "frame before it)"
             )
-        if frame.chain != frame.expected_chain(prev):
-            raise JournalCorruptError(
-                f"{source}: run {frame.run_id!r} frame seq {frame.seq} fails its chain check "
-                f"(altered, reordered or truncated); last good seq {last_good}",
-                run_id=frame.run_id,
-                seq=frame.seq,
-                last_good_seq=last_good,
-                source=source,
-                reason="chain",
-            )
-        prev = frame.chain
-        last_good = frame.seq
-        count += 1
-    return count
+        check.advance(frame)
 
 
 class RunIndexOps:

@@ -24,7 +24,14 @@ from redrive.errors import (
     UnknownRunError,
 )
 from redrive.frames import FORMAT_VERSION, GENESIS, Frame, Kind, make_frame
-from redrive.storage import Journal, MemoryJournal, RunRecord, RunUpdate, verify_frames
+from redrive.storage import (
+    Journal,
+    MemoryJournal,
+    RunRecord,
+    RunUpdate,
+    copy_run,
+    verify_frames,
+)
 
 BACKENDS = [
     pytest.param("memory", id="memory"),
@@ -505,3 +512,24 @@ def test_open_journal_dispatches_postgres_urls(pg_url: str, pg_schema: str) -> N
         assert pg_schema in j.url
     finally:
         j.close()
+
+
+def test_copy_run_into_and_within_each_backend(journal: Journal) -> None:
+    """copy_run fills any backend from another journal, and copies within it under a new id."""
+    source = MemoryJournal()
+    first = _start(source, "s")
+    tail = _frames("s", 1, first.chain, 2500)  # more than one batch of appends
+    source.append("s", tail, expected_seq=1, update=RunUpdate(status="succeeded"))
+    copied = copy_run(source, "s", journal)
+    assert (copied.next_seq, copied.status, copied.last_chain) == (
+        2501,
+        "succeeded",
+        tail[-1].chain,
+    )
+    assert [f.chain for f in journal.frames("s")] == [first.chain] + [f.chain for f in tail]
+    assert copy_run(source, "s", journal) == copied  # the same copy again is a no-op
+    prefix = copy_run(journal, "s", journal, upto=10, new_id="s2")
+    assert (prefix.run_id, prefix.next_seq, prefix.status) == ("s2", 10, "running")
+    assert verify_frames(journal.frames("s2"), source="test") == 10
+    with pytest.raises(AppendConflictError):
+        copy_run(journal, "s", journal, upto=5, new_id="s2")
