@@ -1,75 +1,43 @@
-"""Frames and the canonical encoding.
+"""Frames: the journal's records, their kinds, and the hash chain that links them.
 
-A :class:`Frame` is one journal record. Its ``payload`` is canonical msgpack;
-its ``key`` content-addresses a call; its ``chain`` links it to the frame
-before it.
-
-Canonical encoding (format version 1)
--------------------------------------
-:func:`canonical` turns a Python value into a tree of plain values;
-:func:`encode` packs that tree into msgpack bytes. The same value gives the
-same bytes on every machine and Python version:
-
-* ``None``, ``bool``: themselves (``True`` is never the int 1).
-* ``int``: msgpack int within 64 bits; larger ints as ext type 7 (decimal text).
-* ``float``: always IEEE-754 binary64 (never float32); ``-0.0`` is written as
-  ``0.0`` and every NaN as the one quiet NaN, so values that are equal or both
-  NaN give the same bytes. ints and floats stay distinct (``1`` is not ``1.0``).
-* ``str``: the exact code points, UTF-8. No Unicode normalization is applied
-  (NFC and NFD spellings are different prompts to a model, and different
-  keys); a string that is not valid Unicode (lone surrogates) is a TypeError.
-* ``bytes``, ``bytearray``, ``memoryview``: msgpack bin.
-* ``list``, ``tuple``: msgpack array (decoded as ``list``).
-* ``set``, ``frozenset``: array sorted by each element's encoded bytes.
-* ``dict`` (and any Mapping): map with keys sorted, ints before strings, ints
-  by value and strings by code point; only ``str`` and ``int`` keys (ints
-  within 64 bits); an ``enum.Enum`` key is its value, and two keys that
-  become the same key (``{E.A: 1, "a": 2}`` with ``E.A.value == "a"``) are a
-  TypeError rather than one silently dropped.
-* ``datetime``: aware ones are converted to UTC, ext type 1 (ISO text);
-  naive ones ext type 2; ``date`` ext 3; ``time`` ext 4; ``timedelta`` ext 8
-  (days, seconds, microseconds); ``uuid.UUID`` ext 5 (16 bytes);
-  ``decimal.Decimal`` ext 6 (text). Decimals that are equal give the same
-  bytes: the text is of the value with trailing zeros stripped from its
-  coefficient (like ``Decimal.normalize()`` but never rounded by the current
-  context), in ``str()`` notation with a capital ``E`` (``1.10`` and ``1.1``
-  are ``"1.1"``, ``100`` and ``1E+2`` are ``"1E+2"``); every zero is ``"0"``,
-  every NaN (signed, signalling, with a payload) is ``"NaN"``, infinities are
-  ``"Infinity"`` and ``"-Infinity"``. Decoding gives an equal ``Decimal``.
-* :class:`PrefixRef` (internal): ext 9, a list given as a prefix of the
-  previous model request's list plus a tail (see :mod:`redrive.replay._delta`).
-  A prefix reference never nests inside another one (decoding refuses it).
-* ``enum.Enum``: its value. attrs classes, dataclasses and pydantic models:
-  a map of their fields (decoded as ``dict``).
-* Anything else raises ``TypeError`` naming the path (``args.items[2].when``).
-
-Nothing is ever pickled, and decoding never imports or calls user code.
-:func:`decode` takes untrusted bytes: whatever they hold, it returns a value
-or raises ``ValueError`` (nesting is bounded across ext levels too).
+A :class:`Frame` is one journal record. Its ``payload`` is canonical msgpack
+(see :mod:`redrive._canonical` for the encoding, format version 1); its
+``key`` content-addresses a call; its ``chain`` links it to the frame before
+it. :class:`ChainCheck` and :func:`verify_chain` are the one check of a run's
+seq density and chain, used by every reader and writer of journals.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as _dt
-import decimal
 import enum
-import math
 import time
-import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 import attrs
-import msgpack
-import xxhash
+
+from ._canonical import (
+    MAX_DEPTH,
+    PrefixRef,
+    call_key,
+    canonical,
+    decode,
+    encode,
+    fingerprint,
+    hash_hex,
+    pack_tree,
+)
+from .errors import JournalCorruptError
 
 __all__ = [
     "FORMAT_VERSION",
     "GENESIS",
+    "MAX_DEPTH",
+    "ChainCheck",
     "Frame",
     "Kind",
     "PrefixRef",
+    "VERIFY_ADVICE",
     "call_key",
     "canonical",
     "chain_of",
@@ -77,6 +45,7 @@ __all__ = [
     "encode",
     "fingerprint",
     "make_frame",
+    "verify_chain",
 ]
 
 #: Version of the canonical encoding and frame layout. Stored in every journal.
@@ -84,39 +53,6 @@ FORMAT_VERSION: Final = 1
 
 #: The chain value "before" seq 0 of every run.
 GENESIS: Final = "0" * 32
-
-#: Deepest nesting accepted by :func:`canonical` and :func:`decode`.
-MAX_DEPTH: Final = 256
-
-_EXT_DATETIME_AWARE = 1
-_EXT_DATETIME_NAIVE = 2
-_EXT_DATE = 3
-_EXT_TIME = 4
-_EXT_UUID = 5
-_EXT_DECIMAL = 6
-_EXT_BIGINT = 7
-_EXT_TIMEDELTA = 8
-_EXT_PREFIX = 9
-
-#: Most digits accepted for a big int (CPython's int/str conversion limit).
-_MAX_TEXT = 4300
-
-_INT_MIN = -(2**63)
-_UINT_MAX = 2**64 - 1
-
-
-@attrs.frozen
-class PrefixRef:
-    """A list stored as "the first ``count`` items of the same list in the previous
-    request of this step name, then ``tail``" (ext type 9).
-
-    Model requests re-send the whole conversation, so without this a journal
-    grows quadratically with the number of steps. Only the replay cursor and
-    :func:`redrive.replay.expand_frames` resolve these references.
-    """
-
-    count: int
-    tail: list[Any]
 
 
 class Kind(enum.StrEnum):
@@ -133,313 +69,6 @@ class Kind(enum.StrEnum):
     RUN_END = "run_end"
 
 
-def _path_key(path: str, key: object) -> str:
-    if isinstance(key, str) and key.isidentifier():
-        return f"{path}.{key}"
-    return f"{path}[{key!r}]"
-
-
-#: Context for rendering decimals: ``str()`` follows the current context's
-#: ``capitals``, which must not change the canonical text.
-_DECIMAL_TEXT = decimal.Context(capitals=1)
-
-
-def _decimal_text(value: decimal.Decimal) -> str:
-    """Return the one canonical text of ``value`` (see the module docstring)."""
-    if value.is_nan():
-        return "NaN"
-    if value.is_infinite():
-        return "-Infinity" if value.is_signed() else "Infinity"
-    if value.is_zero():
-        return "0"
-    sign, digits, exponent = value.as_tuple()
-    assert isinstance(exponent, int)  # finite
-    strip = len(digits) - len(bytes(digits).rstrip(b"\x00"))
-    if strip:
-        digits = digits[:-strip]
-        exponent += strip
-    with decimal.localcontext(_DECIMAL_TEXT):
-        return str(decimal.Decimal((sign, digits, exponent)))
-
-
-def _key_order(key: object) -> tuple[int, Any]:
-    return (0, key) if isinstance(key, int) else (1, key)
-
-
-def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
-    """Return ``value`` as a tree of canonical plain values.
-
-    Args:
-        value: any supported value (see the module docstring).
-        path: the name of ``value`` used in error messages, e.g. ``"args"``.
-
-    Returns:
-        ``None``/bool/int/float/str/bytes, lists, dicts with sorted keys, and
-        ``msgpack.ExtType`` for datetimes, UUIDs, decimals and big ints.
-
-    Raises:
-        TypeError: a value of an unsupported type, a dict key that is not
-            ``str``/``int``, a string that is not valid Unicode, or nesting
-            deeper than 256 levels; the message names the path.
-    """
-    kind = type(value)
-    # fast paths for the exact plain types that make up nearly every payload
-    if kind is str:
-        if value.isascii():
-            return value
-    elif kind is int:
-        if _INT_MIN <= value <= _UINT_MAX:
-            return value
-    elif kind is bool or value is None:
-        return value
-    elif kind is dict and _depth < MAX_DEPTH and all(type(k) is str for k in value):
-        return {
-            k: canonical(
-                value[k], path + "." + k if k.isidentifier() else _path_key(path, k), _depth + 1
-            )
-            for k in sorted(value)
-        }
-    elif kind is list and _depth < MAX_DEPTH:
-        return [canonical(item, f"{path}[{i}]", _depth + 1) for i, item in enumerate(value)]
-    if _depth > MAX_DEPTH:
-        raise TypeError(f"{path}: nested deeper than {MAX_DEPTH} levels")
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, enum.Enum):
-        return canonical(value.value, path, _depth + 1)
-    if isinstance(value, int):
-        if _INT_MIN <= value <= _UINT_MAX:
-            return int(value)
-        return msgpack.ExtType(_EXT_BIGINT, str(int(value)).encode())
-    if isinstance(value, float):
-        if math.isnan(value):
-            return math.nan
-        return 0.0 if value == 0.0 else float(value)
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise TypeError(f"{path}: string is not valid Unicode ({exc.reason})") from None
-        return str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    if isinstance(value, Mapping):
-        items = []
-        seen: dict[Any, Any] = {}
-        for original, item in value.items():
-            key = original
-            while isinstance(key, enum.Enum):
-                key = key.value
-            if isinstance(key, bool) or not isinstance(key, str | int):
-                raise TypeError(
-                    f"{path}: map key {key!r} of type {type(key).__name__} is not str or int"
-                )
-            if isinstance(key, int):
-                if not _INT_MIN <= key <= _UINT_MAX:
-                    raise TypeError(
-                        f"{path}: map key {key!r} is outside the 64-bit range"
-                        f" [-2**63, 2**64 - 1]; use a str key"
-                    )
-                key = int(key)
-            else:
-                key = str(key)
-            if key in seen:
-                raise TypeError(
-                    f"{path}: map keys {seen[key]!r} and {original!r} both encode as {key!r};"
-                    " one would be lost, so give them distinct keys"
-                )
-            seen[key] = original
-            items.append((key, canonical(item, _path_key(path, key), _depth + 1)))
-        items.sort(key=lambda kv: _key_order(kv[0]))
-        return dict(items)
-    if isinstance(value, list | tuple):
-        return [canonical(item, f"{path}[{i}]", _depth + 1) for i, item in enumerate(value)]
-    if isinstance(value, set | frozenset):
-        elements = [canonical(item, f"{path}{{}}", _depth + 1) for item in value]
-        return sorted(elements, key=_pack)
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is not None and value.utcoffset() is not None:
-            utc = value.astimezone(_dt.UTC)
-            return msgpack.ExtType(_EXT_DATETIME_AWARE, utc.isoformat().encode())
-        return msgpack.ExtType(_EXT_DATETIME_NAIVE, value.replace(tzinfo=None).isoformat().encode())
-    if isinstance(value, _dt.date):
-        return msgpack.ExtType(_EXT_DATE, value.isoformat().encode())
-    if isinstance(value, _dt.time):
-        if value.tzinfo is not None:
-            raise TypeError(f"{path}: time with tzinfo has no canonical form; use a datetime")
-        return msgpack.ExtType(_EXT_TIME, value.isoformat().encode())
-    if isinstance(value, _dt.timedelta):
-        return msgpack.ExtType(
-            _EXT_TIMEDELTA, _pack([value.days, value.seconds, value.microseconds])
-        )
-    if isinstance(value, uuid.UUID):
-        return msgpack.ExtType(_EXT_UUID, value.bytes)
-    if isinstance(value, PrefixRef):
-        tail = canonical(value.tail, f"{path}.tail", _depth + 1)
-        return msgpack.ExtType(_EXT_PREFIX, _pack([int(value.count), tail]))
-    if isinstance(value, decimal.Decimal):
-        return msgpack.ExtType(_EXT_DECIMAL, _decimal_text(value).encode())
-    if attrs.has(type(value)):
-        fields = {f.name: getattr(value, f.name) for f in attrs.fields(type(value))}
-        return canonical(fields, path, _depth + 1)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return canonical(fields, path, _depth + 1)
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and hasattr(type(value), "model_fields"):
-        return canonical(dump(mode="python"), path, _depth + 1)
-    raise TypeError(
-        f"{path}: cannot encode a value of type {type(value).__module__}.{type(value).__qualname__}"
-        " canonically; pass plain data (dict/list/str/number), an attrs class, a dataclass or"
-        " a pydantic model, or give the recorder a codec"
-    )
-
-
-def _pack(tree: Any) -> bytes:
-    return msgpack.packb(tree, use_bin_type=True, use_single_float=False)  # type: ignore[no-any-return]
-
-
-def encode(value: Any, path: str = "$") -> bytes:
-    """Return the canonical msgpack bytes of ``value``.
-
-    Raises:
-        TypeError: as :func:`canonical`.
-    """
-    return _pack(canonical(value, path))
-
-
-def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
-    if code == _EXT_DATETIME_AWARE:
-        return _dt.datetime.fromisoformat(data.decode())
-    if code == _EXT_DATETIME_NAIVE:
-        return _dt.datetime.fromisoformat(data.decode())
-    if code == _EXT_DATE:
-        return _dt.date.fromisoformat(data.decode())
-    if code == _EXT_TIME:
-        return _dt.time.fromisoformat(data.decode())
-    if code == _EXT_UUID:
-        return uuid.UUID(bytes=data)
-    if code == _EXT_DECIMAL:
-        return decimal.Decimal(data.decode())
-    if code == _EXT_BIGINT:
-        if len(data) > _MAX_TEXT:
-            raise ValueError(f"big int longer than {_MAX_TEXT} digits")
-        return int(data.decode())
-    if code == _EXT_TIMEDELTA:
-        days, seconds, micros = msgpack.unpackb(data, raw=False)
-        if not all(type(part) is int for part in (days, seconds, micros)):
-            raise ValueError("timedelta parts are not ints")
-        return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
-    if code == _EXT_PREFIX:
-        if nested:
-            raise ValueError("a prefix reference inside a prefix reference")
-        count, tail = msgpack.unpackb(
-            data, raw=False, strict_map_key=False, ext_hook=_nested_ext_hook, use_list=True
-        )
-        if type(count) is not int or count < 0 or not isinstance(tail, list):
-            raise ValueError("malformed prefix reference")
-        return PrefixRef(count, tail)
-    raise ValueError(f"unknown ext type {code}")
-
-
-class _ExtError(ValueError):
-    """A malformed ext value (its message already names the ext type)."""
-
-
-def _ext(code: int, data: bytes, *, nested: bool) -> Any:
-    try:
-        return _ext_value(code, data, nested=nested)
-    except _ExtError:
-        raise
-    except ValueError as exc:
-        raise _ExtError(f"bad ext type {code} value: {exc}") from None
-    except Exception as exc:
-        # Untrusted bytes reach stdlib constructors here; whatever they raise
-        # (OverflowError, RecursionError, MemoryError, InvalidOperation...)
-        # means "not a canonical value", never a crash of the reader.
-        raise _ExtError(f"bad ext type {code} value: {type(exc).__name__}: {exc}") from None
-
-
-def _ext_hook(code: int, data: bytes) -> Any:
-    return _ext(code, data, nested=False)
-
-
-def _nested_ext_hook(code: int, data: bytes) -> Any:
-    return _ext(code, data, nested=True)
-
-
-def decode(data: bytes) -> Any:
-    """Decode canonical msgpack bytes written by :func:`encode`.
-
-    Safe on untrusted bytes: nothing but ``ValueError`` comes out of it.
-
-    Args:
-        data: the bytes of exactly one value.
-
-    Returns:
-        The plain value (lists for arrays, dicts for maps).
-
-    Raises:
-        ValueError: the bytes are not one well-formed value (including extra
-            bytes after it, unknown or malformed ext types, a prefix reference
-            inside another one, nesting deeper than 256 levels counted
-            through prefix references too).
-    """
-    try:
-        value = msgpack.unpackb(
-            data,
-            raw=False,
-            strict_map_key=False,
-            ext_hook=_ext_hook,
-            use_list=True,
-        )
-    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise ValueError(f"not one canonical msgpack value: {exc}") from None
-    except ValueError as exc:
-        raise ValueError(f"not a canonical msgpack value: {exc}") from None
-    except Exception as exc:
-        # msgpack itself may raise TypeError (unhashable map key), MemoryError,
-        # RecursionError...; to callers all of these are malformed bytes.
-        raise ValueError(f"not a canonical msgpack value: {type(exc).__name__}: {exc}") from None
-    _check_depth(value)
-    return value
-
-
-def _check_depth(value: Any) -> None:
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-        # only containers can nest: leaves are not pushed
-        if isinstance(item, list):
-            stack.extend((c, depth + 1) for c in item if isinstance(c, list | dict | PrefixRef))
-        elif isinstance(item, PrefixRef):
-            stack.append((item.tail, depth + 1))
-        elif isinstance(item, dict):
-            stack.extend(
-                (c, depth + 1) for c in item.values() if isinstance(c, list | dict | PrefixRef)
-            )
-
-
-def _hash(data: bytes) -> str:
-    return xxhash.xxh3_128_hexdigest(data)
-
-
-def call_key(name: str, arguments: Any) -> str:
-    """Return the key of a call: xxh3-128 (32 hex digits) of canonical (name, arguments).
-
-    Raises:
-        TypeError: ``arguments`` cannot be encoded canonically.
-    """
-    return _hash(_pack([name, canonical(arguments, "args")]))
-
-
-def fingerprint(value: Any) -> str:
-    """Return xxh3-128 (32 hex digits) of the canonical encoding of ``value``."""
-    return _hash(encode(value))
-
-
 def chain_of(
     prev: str, *, run_id: str, seq: int, kind: str, name: str, key: str, payload: bytes, at: float
 ) -> str:
@@ -448,8 +77,8 @@ def chain_of(
     ``xxh3_128(prev_chain || canonical([run_id, seq, kind, name, key, at]) || payload)``.
     It detects corruption, truncation and reordering, not deliberate forgery.
     """
-    head = _pack([run_id, seq, kind, name, key, float(at)])
-    return _hash(bytes.fromhex(prev) + head + payload)
+    head = pack_tree([run_id, seq, kind, name, key, float(at)])
+    return hash_hex(bytes.fromhex(prev) + head + payload)
 
 
 @attrs.frozen(kw_only=True)
@@ -530,3 +159,142 @@ def make_frame(
         at=when,
         epoch=epoch,
     )
+
+
+#: What a reader of journals suggests after a failed chain check, by default.
+VERIFY_ADVICE: Final = "Run `redrive verify` on the journal; restore it from a copy or an export."
+
+
+@attrs.define
+class ChainCheck:
+    """Checks a run's frames one at a time, in seq order: the one seq and chain check (pure).
+
+    Each frame must have the next seq (dense from ``next_seq``), belong to
+    the run, and carry the chain of its content over the previous frame's.
+    Feed it frames with :meth:`check` (raises) or ask :meth:`problem` (does
+    not raise, does not advance) and then :meth:`advance`.
+
+    Attributes:
+        run_id: the run; None takes the run of the first frame checked.
+        source: the journal (URL or file) named in error messages, or ``""``.
+        next_seq: the seq the next frame must have (0 for a whole run).
+        prev_chain: the chain of the frame before it (:data:`GENESIS` at seq 0).
+        advice: the sentence after the error message that says what to do.
+    """
+
+    run_id: str | None = None
+    source: str = ""
+    next_seq: int = 0
+    prev_chain: str = GENESIS
+    advice: str = VERIFY_ADVICE
+
+    @property
+    def last_good_seq(self) -> int | None:
+        """The seq of the last frame that passed (None before the first)."""
+        return self.next_seq - 1 if self.next_seq > 0 else None
+
+    def problem(self, frame: Frame) -> tuple[str, str] | None:
+        """Return ``(reason, what is wrong)`` with ``frame`` as the next frame, or None.
+
+        ``reason`` is ``"run"`` (another run's frame), ``"seq"`` (a gap or
+        reordering) or ``"chain"`` (altered content or a broken link).
+        """
+        if self.run_id is not None and frame.run_id != self.run_id:
+            return "run", f"belongs to run {frame.run_id!r}"
+        if frame.seq != self.next_seq:
+            return "seq", f"follows seq {self.next_seq - 1} (a gap or reordering)"
+        if frame.chain != frame.expected_chain(self.prev_chain):
+            return "chain", "fails its chain check"
+        return None
+
+    def advance(self, frame: Frame) -> None:
+        """Take ``frame`` as checked: the next frame must follow it."""
+        if self.run_id is None:
+            self.run_id = frame.run_id
+        self.prev_chain = frame.chain
+        self.next_seq = frame.seq + 1
+
+    def check(self, frame: Frame) -> Frame:
+        """Check ``frame`` as the next frame of the run and advance past it.
+
+        Returns:
+            ``frame``.
+
+        Raises:
+            JournalCorruptError: the frame is another run's, out of seq, or
+                fails its chain check (``reason`` says which).
+        """
+        found = self.problem(frame)
+        if found is not None:
+            raise self.error(frame.seq, *found, run_id=frame.run_id)
+        self.advance(frame)
+        return frame
+
+    def error(
+        self,
+        seq: int | None,
+        reason: str,
+        what: str,
+        *,
+        run_id: str | None = None,
+        inside: bool = False,
+        **fields: Any,
+    ) -> JournalCorruptError:
+        """Build the :class:`JournalCorruptError` for frame ``seq`` (``what`` is wrong with it).
+
+        Args:
+            seq: the bad frame's seq (None when not known).
+            reason: the error's ``reason`` field (``"seq"``, ``"chain"``, ``"payload"``...).
+            what: the predicate of the message (``"fails its chain check"``).
+            run_id: the run, when :attr:`run_id` is not yet known.
+            inside: the frame passed its chain check but is bad inside (its
+                payload): it is not good either, so the last good seq is the one
+                before it.
+            **fields: more structured fields of the error.
+
+        Returns:
+            The error (to raise).
+        """
+        run = self.run_id if self.run_id is not None else run_id
+        last_good = self.last_good_seq
+        if inside and seq is not None and last_good is not None and last_good >= seq:
+            last_good = seq - 1 if seq > 0 else None
+        where = f"{self.source}: " if self.source else ""
+        at = f"frame seq {seq}" if seq is not None else "a frame"
+        return JournalCorruptError(
+            f"{where}run {run!r}: {at} {what}; the journal was altered, reordered or "
+            f"truncated (last good seq {last_good}). {self.advice}".rstrip(),
+            run_id=run,
+            seq=seq,
+            last_good_seq=last_good,
+            reason=reason,
+            **({"source": self.source} if self.source else {}),
+            **fields,
+        )
+
+
+def verify_chain(
+    frames: Iterable[Frame],
+    run_id: str | None = None,
+    *,
+    source: str = "",
+    advice: str = VERIFY_ADVICE,
+) -> Iterator[Frame]:
+    """Yield a whole run's frames (from seq 0), each checked as it passes.
+
+    Args:
+        frames: the run's frames in seq order.
+        run_id: the run (None: the run of the first frame).
+        source: the journal named in error messages.
+        advice: what the error message tells the reader to do.
+
+    Yields:
+        Each frame, after it passed its seq and chain check.
+
+    Raises:
+        JournalCorruptError: at the first frame that fails (see :meth:`ChainCheck.check`),
+            with ``run_id``, ``seq``, ``last_good_seq`` and ``reason``.
+    """
+    check = ChainCheck(run_id, source=source, advice=advice)
+    for frame in frames:
+        yield check.check(frame)

@@ -44,8 +44,7 @@ from typing import Any, Literal
 
 from .. import DivergenceError, ReplayError, SideEffectRetryBlockedError, open_journal, run
 from ..agent import run_agent
-from ..frames import Kind
-from ..replay import set_boundary_hook
+from ..replay import iter_steps, set_boundary_hook
 from . import tools
 
 __all__ = ["MODEL", "SYSTEM", "account", "main", "parse_point", "ticket_text"]
@@ -125,37 +124,15 @@ def account(frames: Sequence[Any], before: int) -> list[dict[str, Any]]:
         One dict per step: ``seq``, ``kind`` (model/tool), ``name``, ``args`` (tools),
         ``how`` (``replayed``, ``live``, ``rerun``, ``blocked``, ``unfinished``).
     """
-    steps: dict[int, dict[str, Any]] = {}
-    for frame in frames:
-        kind = str(frame.kind)
-        data = frame.data()
-        if kind in (Kind.MODEL_REQUEST.value, Kind.TOOL_START.value):
-            steps[frame.seq] = {
-                "seq": frame.seq,
-                "kind": "model" if kind == Kind.MODEL_REQUEST.value else "tool",
-                "name": frame.name,
-                "args": data.get("args") if kind == Kind.TOOL_START.value else None,
-                "end": None,
-                "rerun": False,
-            }
-        elif kind in (Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value):
-            step = steps.get(int(data.get("step", -1)))
-            if step is not None:
-                step["end"] = frame.seq
-                result = data.get("result")
-                if isinstance(result, dict) and result.get("status") == "not_safely_resumable":
-                    step["blocked"] = True
-        elif kind == Kind.NOTE.value and frame.seq >= before and data.get("event") == "attempt":
-            step = steps.get(int(data.get("step", -1)))
-            if step is not None:
-                step["rerun"] = True
     out = []
-    for step in steps.values():
-        end = step.pop("end")
-        rerun = step.pop("rerun")
-        if step.pop("blocked", False):
+    for step in iter_steps(frames):
+        if step.kind == "value":
+            continue
+        end = None if step.end is None else step.end.seq
+        rerun = step.last_attempt_seq is not None and step.last_attempt_seq >= before
+        if step.status == "blocked":
             how = "blocked"
-        elif step["seq"] >= before:
+        elif step.seq >= before:
             how = "live" if end is not None else "unfinished"
         elif end is not None and end < before:
             how = "replayed"
@@ -164,9 +141,16 @@ def account(frames: Sequence[Any], before: int) -> list[dict[str, Any]]:
         elif end is not None:
             how = "live"
         else:
-            how = "blocked" if step["kind"] == "tool" else "unfinished"
-        step["how"] = how
-        out.append(step)
+            how = "blocked" if step.kind == "tool" else "unfinished"
+        out.append(
+            {
+                "seq": step.seq,
+                "kind": step.kind,
+                "name": step.name,
+                "args": step.args if step.kind == "tool" else None,
+                "how": how,
+            }
+        )
     return out
 
 

@@ -2,7 +2,7 @@
 
 from ._approval import await_approval, pending_approvals
 from ._context import check_lost_context
-from ._cursor import Cursor, RecordedStep, ReplayDriftWarning
+from ._cursor import Cursor, ReplayDriftWarning
 from ._diff import diff_values, format_diff
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._policy import ReplayPolicy
@@ -16,6 +16,7 @@ from ._run import (
     run,
     set_boundary_hook,
 )
+from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
     "Cursor",
@@ -25,6 +26,7 @@ __all__ = [
     "ReplayPolicy",
     "Run",
     "RunDiff",
+    "StepReader",
     "StepView",
     "ToolSpec",
     "await_approval",
@@ -35,6 +37,7 @@ __all__ = [
     "fork",
     "format_diff",
     "idempotency_key",
+    "iter_steps",
     "pending_approvals",
     "rebuild_error",
     "run",

@@ -15,72 +15,18 @@ from typing import Any
 
 import attrs
 
-from ..errors import DivergenceError, JournalCorruptError
-from ..frames import GENESIS, Frame, Kind, call_key, decode
+from ..errors import DivergenceError
+from ..frames import Frame, call_key
 from ._delta import Expander
 from ._diff import diff_values, format_diff, short
 from ._policy import ReplayPolicy, match_view
+from ._steps import STEP_KINDS, RecordedStep, StepReader
 
 __all__ = ["Cursor", "RecordedStep", "ReplayDriftWarning", "STEP_KINDS"]
-
-#: Frame kind that opens a step -> step kind.
-STEP_KINDS = {
-    Kind.MODEL_REQUEST.value: "model",
-    Kind.TOOL_START.value: "tool",
-    Kind.VALUE.value: "value",
-}
-_END_KINDS = frozenset({Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value})
 
 
 class ReplayDriftWarning(UserWarning):
     """A step drifted from its record and was replayed anyway (policy ``"warn"``)."""
-
-
-@attrs.define(eq=False)
-class RecordedStep:
-    """One recorded step: its opening frame and, when finished, its outcome frame.
-
-    Attributes:
-        seq: seq of the opening frame (``model_request``, ``tool_start``, ``value``).
-        kind: ``"model"``, ``"tool"`` or ``"value"``.
-        name, key: as on the opening frame.
-        start: the opening frame.
-        end: the outcome frame (``model_response``, ``tool_done``, ``tool_error``;
-            the opening frame itself for a value), or None while in flight.
-        turn: number of model steps the loop had completed when it issued this step.
-        attempts: how many times the step was started (1 + re-executions).
-    """
-
-    seq: int
-    kind: str
-    name: str
-    key: str
-    start: Frame
-    end: Frame | None
-    turn: int
-    attempts: int = 1
-    _data: dict[str, Any] | None = None
-
-    @property
-    def data(self) -> dict[str, Any]:
-        """The decoded payload of the opening frame."""
-        if self._data is None:
-            self._data = self.start.data()
-        return self._data
-
-    @property
-    def args(self) -> Any:
-        """The recorded canonical arguments (redacted)."""
-        return self.data.get("args")
-
-    @property
-    def in_flight(self) -> bool:
-        """True when the step started and no outcome was recorded."""
-        return self.end is None
-
-    def describe(self) -> str:
-        """One line: ``seq 4 tool open_ticket``."""
-        return f"seq {self.seq} {self.kind} {self.name}"
 
 
 @attrs.frozen
@@ -111,7 +57,9 @@ class Cursor:
         self.policy = policy
         self._frames: Iterator[Frame] | None = frames
         self._ignore = policy.ignore_patterns
-        self._steps: dict[int, RecordedStep] = {}
+        self._reader = StepReader(run_id)
+        #: the unconsumed steps read so far, by seq
+        self._steps = self._reader.steps
         self._order: collections.deque[RecordedStep] = collections.deque()
         # indexes over the loaded, unconsumed steps; consumed steps leave them eagerly
         # when at the front (the usual, in-order case) and lazily otherwise
@@ -121,13 +69,6 @@ class Cursor:
         self._by_key: dict[tuple[str, str, str], collections.deque[RecordedStep]] = {}
         self._max_loaded_turn = -1
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
-        self.run_start: dict[str, Any] | None = None
-        self.run_end: dict[str, Any] | None = None
-        self.frames_read = 0
-        self._prev_chain = GENESIS
-        self._last_seq = -1
-        #: the last full model request per step name (to resolve prefix deltas)
-        self.expander = Expander()
         if "lenient" in (policy.tool, policy.model, policy.value):
             self._load_all()
 
@@ -140,100 +81,41 @@ class Cursor:
         if frame is None:
             self._frames = None
             return False
-        self._check_integrity(frame)
-        self.frames_read += 1
-        kind = frame.kind
-        if kind in STEP_KINDS:
-            data = self._payload(frame)
-            if kind == Kind.MODEL_REQUEST.value:
-                try:
-                    data = self.expander.request(frame, data)
-                except ValueError as exc:
-                    raise self._corrupt(
-                        frame,
-                        "prefix reference",
-                        f"is a model request whose prefix reference cannot be resolved ({exc})",
-                    ) from None
-            step = RecordedStep(
-                seq=frame.seq,
-                kind=STEP_KINDS[kind],
-                name=frame.name,
-                key=frame.key,
-                start=frame,
-                end=frame if kind == Kind.VALUE.value else None,
-                turn=int(data.get("turn", 0)),
-                data=data,
-            )
-            if self._ignore:
-                step.key = call_key(step.name, match_view(step.args, self._ignore, kind=step.kind))
-            self._steps[frame.seq] = step
-            self._order.append(step)
-            self._by_turn.setdefault(step.turn, collections.deque()).append(step)
-            self._by_turn_key.setdefault(
-                (step.turn, step.kind, step.name, step.key), collections.deque()
-            ).append(step)
-            if step.kind != "model":
-                self._turn_others.setdefault(step.turn, collections.deque()).append(step)
-            self._by_key.setdefault((step.kind, step.name, step.key), collections.deque()).append(
-                step
-            )
-            self._max_loaded_turn = max(self._max_loaded_turn, step.turn)
-        elif kind in _END_KINDS or kind == Kind.NOTE.value:
-            data = self._payload(frame)
-            ref = data.get("step")
-            if ref is None:
-                return True
-            target = self._steps.get(ref)
-            if target is None and kind in _END_KINDS:
-                raise self._corrupt(
-                    frame,
-                    "dangling outcome",
-                    f"is a {kind} for step seq {ref}, which opened no step",
-                )
-            if target is None:
-                return True
-            if kind in _END_KINDS:
-                target.end = frame
-            elif data.get("event") == "attempt":
-                target.attempts += 1
-        elif kind == Kind.RUN_START.value:
-            self.run_start = self._payload(frame)
-        elif kind == Kind.RUN_END.value:
-            self.run_end = self._payload(frame)
+        step = self._reader.feed(frame)
+        if step is None:
+            return True
+        if self._ignore:
+            step.key = call_key(step.name, match_view(step.args, self._ignore, kind=step.kind))
+        self._order.append(step)
+        self._by_turn.setdefault(step.turn, collections.deque()).append(step)
+        self._by_turn_key.setdefault(
+            (step.turn, step.kind, step.name, step.key), collections.deque()
+        ).append(step)
+        if step.kind != "model":
+            self._turn_others.setdefault(step.turn, collections.deque()).append(step)
+        self._by_key.setdefault((step.kind, step.name, step.key), collections.deque()).append(step)
+        self._max_loaded_turn = max(self._max_loaded_turn, step.turn)
         return True
 
-    def _corrupt(self, frame: Frame, reason: str, what: str) -> JournalCorruptError:
-        # a frame that passed its chain check can still be bad inside: it is not good
-        last_good = min(self._last_seq, frame.seq - 1)
-        return JournalCorruptError(
-            f"run {self.run_id!r}: frame seq {frame.seq} {what}; the journal was altered, "
-            f"reordered or truncated (last good seq {last_good}). Nothing was replayed from "
-            "it. Run `redrive verify` on the journal; restore it from a copy or an export.",
-            run_id=self.run_id,
-            seq=frame.seq,
-            last_good_seq=last_good,
-            reason=reason,
-        )
+    @property
+    def run_start(self) -> dict[str, Any] | None:
+        """The decoded ``run_start`` payload, once read."""
+        return self._reader.run_start
 
-    def _check_integrity(self, frame: Frame) -> None:
-        """Check seq density and the hash chain of each frame as it is read."""
-        if frame.seq != self._last_seq + 1:
-            raise self._corrupt(frame, "seq", f"follows seq {self._last_seq} (a gap or reordering)")
-        if frame.chain != frame.expected_chain(self._prev_chain):
-            raise self._corrupt(frame, "chain", "fails its chain check")
-        self._prev_chain = frame.chain
-        self._last_seq = frame.seq
+    @property
+    def run_end(self) -> dict[str, Any] | None:
+        """The decoded ``run_end`` payload, once read."""
+        return self._reader.run_end
 
-    def _payload(self, frame: Frame) -> dict[str, Any]:
-        try:
-            data = frame.data()
-        except ValueError as exc:
-            raise self._corrupt(frame, "payload", f"has an unreadable payload ({exc})") from None
-        if not isinstance(data, dict):
-            raise self._corrupt(
-                frame, "payload", f"has a {type(data).__name__} payload where a map belongs"
-            )
-        return data
+    @property
+    def frames_read(self) -> int:
+        """How many frames were read so far."""
+        return self._reader.frames_read
+
+    @property
+    def expander(self) -> Expander:
+        """The last full model request per step name (to resolve prefix deltas)."""
+        return self._reader.expander
 
     def _load_all(self) -> None:
         while self._load_one():
@@ -295,7 +177,7 @@ class Cursor:
         # (the crash point) reads to the end once
         while step.end is None and step.kind != "value" and self._load_one():
             pass
-        self._steps.pop(step.seq, None)
+        self._reader.forget(step.seq)
         for index, key in (
             (self._by_turn, step.turn),
             (self._by_turn_key, (step.turn, step.kind, step.name, step.key)),
@@ -449,9 +331,8 @@ def _harmless(step: RecordedStep) -> bool:
 
 
 def decode_outcome(step: RecordedStep) -> dict[str, Any]:
-    """Return the decoded payload of a finished step's outcome frame."""
-    assert step.end is not None
-    if step.end is step.start:
-        return step.data
-    data: dict[str, Any] = decode(step.end.payload)
-    return data
+    """Return the decoded payload of a finished step's outcome frame.
+
+    An alias of :meth:`RecordedStep.decode_outcome`, kept while callers move to it.
+    """
+    return step.decode_outcome()

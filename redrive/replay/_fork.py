@@ -11,25 +11,16 @@ import attrs
 from ..errors import UnknownRunError
 from ..frames import GENESIS, Frame, Kind, chain_of, make_frame
 from ..storage import Journal, RunRecord
-from ._cursor import STEP_KINDS
-from ._delta import expand_frames
 from ._diff import diff_values, format_diff, short
 from ._policy import match_view
+from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = ["RunDiff", "StepView", "diff_runs", "fork"]
 
-_END_KINDS = frozenset({Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value})
 
-
-def _open_steps(frames: list[Frame]) -> dict[int, Frame]:
+def _open_steps(frames: list[Frame], run_id: str) -> dict[int, RecordedStep]:
     """Return the steps opened in ``frames`` that have no outcome in them, by seq."""
-    open_: dict[int, Frame] = {}
-    for frame in frames:
-        if frame.kind in STEP_KINDS and frame.kind != Kind.VALUE.value:
-            open_[frame.seq] = frame
-        elif frame.kind in _END_KINDS:
-            open_.pop(int(frame.data().get("step", -1)), None)
-    return open_
+    return {step.seq: step for step in iter_steps(frames, run_id) if step.in_flight}
 
 
 def fork(journal: Journal, run_id: str, at_seq: int, new_run_id: str) -> RunRecord:
@@ -71,15 +62,16 @@ def fork(journal: Journal, run_id: str, at_seq: int, new_run_id: str) -> RunReco
     if journal.get_run(new_run_id) is not None:
         raise ValueError(f"cannot fork into run {new_run_id!r}: it already exists; pick a new id")
     frames = [f for f in journal.frames(run_id) if f.seq < at_seq and f.kind != Kind.RUN_END.value]
-    open_ = _open_steps(frames)
+    open_ = _open_steps(frames, run_id)
     if open_:
         first = min(open_)
         boundaries = _boundaries(journal, run_id)
         before = max((b for b in boundaries if b <= first), default=1)
         after = min((b for b in boundaries if b > at_seq), default=record.next_seq)
+        opened = open_[first].start
         raise ValueError(
             f"cannot fork run {run_id!r} at seq {at_seq}: the step opened at seq {first} "
-            f"({open_[first].kind} {open_[first].name}) has its outcome at or after it, so the "
+            f"({opened.kind} {opened.name}) has its outcome at or after it, so the "
             f"fork would hold a step in flight. Fork at seq {before} (before that step) or "
             f"{after} (after it)."
         )
@@ -138,13 +130,16 @@ def _boundaries(journal: Journal, run_id: str) -> list[int]:
     """Return every seq at which the run can be forked."""
     out = []
     open_: set[int] = set()
+    reader = StepReader(run_id)
     for frame in journal.frames(run_id):
         if frame.seq > 0 and not open_:
             out.append(frame.seq)
-        if frame.kind in STEP_KINDS and frame.kind != Kind.VALUE.value:
-            open_.add(frame.seq)
-        elif frame.kind in _END_KINDS:
-            open_.discard(int(frame.data().get("step", -1)))
+        step = reader.feed(frame)
+        if step is not None:
+            open_.add(step.seq)
+        for seq in [seq for seq in open_ if reader.steps[seq].end is not None]:
+            open_.discard(seq)
+            reader.forget(seq)
     return out
 
 
@@ -210,42 +205,36 @@ class RunDiff:
         return "\n".join(lines)
 
 
-def _steps(frames: Iterable[Frame]) -> tuple[list[StepView], Any]:
-    opened: dict[int, tuple[Frame, dict[str, Any]]] = {}
-    outcomes: dict[int, Any] = {}
-    order: list[int] = []
-    output: Any = None
-    for frame, data in expand_frames(frames):
-        if frame.kind in STEP_KINDS:
-            opened[frame.seq] = (frame, data)
-            order.append(frame.seq)
-            if frame.kind == Kind.VALUE.value:
-                outcomes[frame.seq] = {"value": data.get("value")}
-        elif frame.kind in _END_KINDS:
-            ref = data.get("step")
-            if frame.kind == Kind.TOOL_ERROR.value:
-                error = data.get("error") or {}
-                outcome = {"error": {"type": error.get("type"), "message": error.get("message")}}
-            elif frame.kind == Kind.MODEL_RESPONSE.value:
-                outcome = {"response": data.get("response")}
-            else:
-                outcome = {"result": data.get("result")}
-            outcomes[ref] = outcome
-        elif frame.kind == Kind.RUN_END.value:
-            output = {"status": data.get("status"), "output": data.get("output")}
-    steps = []
-    for index, seq in enumerate(order):
-        frame, data = opened[seq]
-        steps.append(
-            StepView(
-                index=index,
-                seq=seq,
-                kind=STEP_KINDS[frame.kind],
-                name=frame.name,
-                args=match_view(data.get("args"), kind=STEP_KINDS[frame.kind]),
-                outcome=outcomes.get(seq, {"in_flight": True}),
-            )
+def _outcome(step: RecordedStep) -> Any:
+    """The outcome of ``step`` as :class:`StepView` shows it."""
+    if step.end is None:
+        return {"in_flight": True}
+    data = step.decode_outcome()
+    if step.kind == "value":
+        return {"value": data.get("value")}
+    if step.status == "error":
+        error = data.get("error") or {}
+        return {"error": {"type": error.get("type"), "message": error.get("message")}}
+    if step.kind == "model":
+        return {"response": data.get("response")}
+    return {"result": data.get("result")}
+
+
+def _steps(frames: Iterable[Frame], run_id: str) -> tuple[list[StepView], Any]:
+    reader = StepReader(run_id, verify=False)
+    steps = [
+        StepView(
+            index=index,
+            seq=step.seq,
+            kind=step.kind,
+            name=step.name,
+            args=match_view(step.args, kind=step.kind),
+            outcome=_outcome(step),
         )
+        for index, step in enumerate(reader.read(frames))
+    ]
+    end = reader.run_end
+    output = None if end is None else {"status": end.get("status"), "output": end.get("output")}
     return steps, output
 
 
@@ -294,8 +283,8 @@ def diff_runs(
     )
     if src_a is None or src_b is None:
         raise ValueError("diff_runs needs journal=... (or frames_a= and frames_b=)")
-    steps_a, out_a = _steps(_frames_of(src_a, a))
-    steps_b, out_b = _steps(_frames_of(src_b, b))
+    steps_a, out_a = _steps(_frames_of(src_a, a), a)
+    steps_b, out_b = _steps(_frames_of(src_b, b), b)
     for index in range(max(len(steps_a), len(steps_b))):
         sa = steps_a[index] if index < len(steps_a) else None
         sb = steps_b[index] if index < len(steps_b) else None

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..frames import Frame, Kind
+from ..frames import Frame
 from ._diff import short
+from ._steps import iter_steps
 
 __all__ = ["render_resume_note"]
 
@@ -47,48 +48,30 @@ def render_resume_note(frames: Iterable[Frame], run_id: str = "") -> str:
         outcome (with their idempotency key and what to reconcile); ``""`` when
         no tool call was recorded.
     """
-    starts: dict[int, dict[str, Any]] = {}
-    names: dict[int, str] = {}
-    ends: dict[int, tuple[str, dict[str, Any]]] = {}
-    order: list[int] = []
-    for frame in frames:
-        if frame.kind == Kind.TOOL_START.value:
-            starts[frame.seq] = frame.data()
-            names[frame.seq] = frame.name
-            order.append(frame.seq)
-        elif frame.kind in (Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value):
-            data = frame.data()
-            ref = data.get("step")
-            if isinstance(ref, int) and ref in starts:
-                ends[ref] = (frame.kind, data)
-    if not order:
-        return ""
     done: list[str] = []
     failed: list[str] = []
     unknown: list[str] = []
-    for seq in order:
-        start = starts[seq]
-        call = _call(names[seq], start.get("args"))
-        key = start.get("idempotency_key") or ""
-        end = ends.get(seq)
-        if end is None:
-            unknown.append(f"- {call}: interrupted while running (idempotency key {key})")
+    for step in iter_steps(frames, run_id or None):
+        if step.kind != "tool":
             continue
-        kind, data = end
-        if kind == Kind.TOOL_ERROR.value:
-            error = data.get("error") or {}
+        call = _call(step.name, step.args)
+        key = step.data.get("idempotency_key") or ""
+        if step.status == "in_flight":
+            unknown.append(f"- {call}: interrupted while running (idempotency key {key})")
+        elif step.status == "blocked":
+            unknown.append(
+                f"- {call}: interrupted while running, not re-run (idempotency key {key})"
+            )
+        elif step.status == "error":
+            error = step.decode_outcome().get("error") or {}
             failed.append(
                 f"- {call}: raised {error.get('qualname') or error.get('type')}: "
                 f"{_clip(error.get('message', ''))}"
             )
-            continue
-        result = data.get("result")
-        if isinstance(result, dict) and result.get("status") == "not_safely_resumable":
-            unknown.append(
-                f"- {call}: interrupted while running, not re-run (idempotency key {key})"
-            )
-            continue
-        done.append(f"- {call} -> {_clip(result)}")
+        else:
+            done.append(f"- {call} -> {_clip(step.decode_outcome().get('result'))}")
+    if not (done or failed or unknown):
+        return ""
     head = f"Run {run_id!r} is resuming" if run_id else "This run is resuming"
     lines = [f"{head} after an interruption. Tool calls made before it:"]
     if done:

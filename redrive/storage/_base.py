@@ -10,8 +10,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ..errors import AppendConflictError, JournalCorruptError, LeaseLostError, UnknownRunError
-from ..frames import GENESIS, Frame, decode
+from ..errors import AppendConflictError, LeaseLostError, UnknownRunError
+from ..frames import GENESIS, ChainCheck, Frame, decode, verify_chain
 
 __all__ = [
     "Decision",
@@ -321,21 +321,16 @@ def check_append(record: RunRecord, frames: Sequence[Frame], expected_seq: int) 
             seq=expected_seq,
             found=record.next_seq,
         )
-    prev = record.last_chain
-    for offset, frame in enumerate(frames):
-        if frame.run_id != record.run_id:
-            raise ValueError(f"frame of run {frame.run_id!r} appended to run {record.run_id!r}")
-        if frame.seq != expected_seq + offset:
+    check = ChainCheck(record.run_id, next_seq=expected_seq, prev_chain=record.last_chain)
+    for frame in frames:
+        found = check.problem(frame)
+        if found is not None:
             raise ValueError(
-                f"run {record.run_id!r}: frame seq {frame.seq} where {expected_seq + offset} "
-                "was expected (seqs must be dense)"
+                f"frame seq {frame.seq} appended to run {record.run_id!r} {found[1]} "
+                "(appended frames must be the run's own, dense in seq, each chained to the "
+                "frame before it)"
             )
-        if frame.chain != frame.expected_chain(prev):
-            raise ValueError(
-                f"run {record.run_id!r}: frame seq {frame.seq} does not chain to the frame "
-                "before it"
-            )
-        prev = frame.chain
+        check.advance(frame)
 
 
 def verify_frames(frames: Iterator[Frame], *, source: str) -> int:
@@ -345,32 +340,8 @@ def verify_frames(frames: Iterator[Frame], *, source: str) -> int:
         JournalCorruptError: a gap, a reordering or a broken chain, naming the
             last good seq.
     """
-    prev = GENESIS
-    last_good: int | None = None
     count = 0
-    for frame in frames:
-        if frame.seq != count:
-            raise JournalCorruptError(
-                f"{source}: run {frame.run_id!r} has seq {frame.seq} where {count} was expected "
-                f"(gap or reordering); last good seq {last_good}",
-                run_id=frame.run_id,
-                seq=frame.seq,
-                last_good_seq=last_good,
-                source=source,
-                reason="seq",
-            )
-        if frame.chain != frame.expected_chain(prev):
-            raise JournalCorruptError(
-                f"{source}: run {frame.run_id!r} frame seq {frame.seq} fails its chain check "
-                f"(altered, reordered or truncated); last good seq {last_good}",
-                run_id=frame.run_id,
-                seq=frame.seq,
-                last_good_seq=last_good,
-                source=source,
-                reason="chain",
-            )
-        prev = frame.chain
-        last_good = frame.seq
+    for _ in verify_chain(frames, source=source, advice=""):
         count += 1
     return count
 

@@ -39,7 +39,7 @@ import msgpack
 import xxhash
 
 from ..errors import AppendConflictError, JournalCorruptError, JournalFormatError, UnknownRunError
-from ..frames import GENESIS, Frame, Kind, decode, encode
+from ..frames import ChainCheck, Frame, Kind, decode, encode
 from ._base import Decision, Journal, RunRecord, RunStatus, RunUpdate
 
 __all__ = [
@@ -267,9 +267,9 @@ class _Reader:
     def frames(self, header: RdjHeader) -> Iterator[Frame]:
         """Yield every frame, checked; raise at the first problem."""
         run = header.run
-        prev = GENESIS
-        count = 0
+        check = ChainCheck(run.run_id)
         while True:
+            count = check.next_seq
             rec = self.record()
             if rec is None:
                 raise self.corrupt(
@@ -278,7 +278,7 @@ class _Reader:
                 )
             tag, body = rec
             if tag == _TAG_END:
-                self._end(body, count, prev, header)
+                self._end(body, count, check.prev_chain, header)
                 return
             if tag != _TAG_FRAME:
                 raise self.corrupt("record", f"unexpected {tag!r} record among the frames")
@@ -287,10 +287,9 @@ class _Reader:
                 frame = _parse_frame(run.run_id, data)
             except (TypeError, ValueError) as exc:
                 raise self.corrupt("frame", f"malformed frame record: {exc}", seq=count) from None
-            if frame.seq != count:
-                raise self.corrupt(
-                    "seq", f"frame seq {frame.seq} where {count} was expected", seq=frame.seq
-                )
+            found = check.problem(frame)
+            if found is not None and found[0] != "chain":
+                raise self.corrupt(found[0], f"frame seq {frame.seq} {found[1]}", seq=frame.seq)
             if count >= header.frames:
                 raise self.corrupt(
                     "count",
@@ -305,16 +304,14 @@ class _Reader:
                     f"frame seq {frame.seq} payload is not canonical msgpack: {exc}",
                     seq=frame.seq,
                 ) from None
-            if frame.chain != frame.expected_chain(prev):
+            if found is not None:  # checked after the payload: a bad payload says so
                 raise self.corrupt(
-                    "chain",
-                    f"frame seq {frame.seq} fails its chain check (altered, reordered or "
-                    "truncated)",
+                    found[0],
+                    f"frame seq {frame.seq} {found[1]} (altered, reordered or truncated)",
                     seq=frame.seq,
                 )
-            prev = frame.chain
+            check.advance(frame)
             self.last_good = frame.seq
-            count += 1
             yield frame
 
     def _end(self, body: bytes, count: int, prev: str, header: RdjHeader) -> None:
@@ -648,24 +645,12 @@ def export_run(
         with os.fdopen(fd, "wb") as out:
             out.write(_preamble(RDJ_VERSION))
             frames = journal.frames(run_id)
-            prev = GENESIS
-            count = 0
+            check = ChainCheck(run_id, source=journal.url, advice="The run was not exported.")
             header_written = False
-            last_good: int | None = None
             for frame in frames:
                 if frame.seq >= total:
                     break
-                if frame.seq != count or frame.chain != frame.expected_chain(prev):
-                    raise JournalCorruptError(
-                        f"{journal.url}: run {run_id!r} frame seq {frame.seq} fails its "
-                        f"{'seq' if frame.seq != count else 'chain'} check; last good seq "
-                        f"{last_good}. The run was not exported.",
-                        run_id=run_id,
-                        seq=frame.seq,
-                        last_good_seq=last_good,
-                        source=journal.url,
-                        reason="seq" if frame.seq != count else "chain",
-                    )
+                check.check(frame)
                 if not header_written:
                     flags: dict[str, Any] = {}
                     if frame.kind == Kind.RUN_START.value:
@@ -703,11 +688,10 @@ def export_run(
                         ),
                     )
                 )
-                prev = frame.chain
-                last_good = frame.seq
-                count += 1
+                count = check.next_seq
                 if progress is not None and count % _BATCH == 0:
                     progress(count, total)
+            count, prev, last_good = check.next_seq, check.prev_chain, check.last_good_seq
             if count != total or prev != record.last_chain:
                 raise JournalCorruptError(
                     f"{journal.url}: run {run_id!r} has {count} readable frames where its row "

@@ -1,0 +1,416 @@
+"""The canonical encoding of values (format version 1), and the hashes over it.
+
+Public through :mod:`redrive.frames`; import the names from there.
+
+Canonical encoding (format version 1)
+-------------------------------------
+:func:`canonical` turns a Python value into a tree of plain values;
+:func:`encode` packs that tree into msgpack bytes. The same value gives the
+same bytes on every machine and Python version:
+
+* ``None``, ``bool``: themselves (``True`` is never the int 1).
+* ``int``: msgpack int within 64 bits; larger ints as ext type 7 (decimal text).
+* ``float``: always IEEE-754 binary64 (never float32); ``-0.0`` is written as
+  ``0.0`` and every NaN as the one quiet NaN, so values that are equal or both
+  NaN give the same bytes. ints and floats stay distinct (``1`` is not ``1.0``).
+* ``str``: the exact code points, UTF-8. No Unicode normalization is applied
+  (NFC and NFD spellings are different prompts to a model, and different
+  keys); a string that is not valid Unicode (lone surrogates) is a TypeError.
+* ``bytes``, ``bytearray``, ``memoryview``: msgpack bin.
+* ``list``, ``tuple``: msgpack array (decoded as ``list``).
+* ``set``, ``frozenset``: array sorted by each element's encoded bytes.
+* ``dict`` (and any Mapping): map with keys sorted, ints before strings, ints
+  by value and strings by code point; only ``str`` and ``int`` keys (ints
+  within 64 bits); an ``enum.Enum`` key is its value, and two keys that
+  become the same key (``{E.A: 1, "a": 2}`` with ``E.A.value == "a"``) are a
+  TypeError rather than one silently dropped.
+* ``datetime``: aware ones are converted to UTC, ext type 1 (ISO text);
+  naive ones ext type 2; ``date`` ext 3; ``time`` ext 4; ``timedelta`` ext 8
+  (days, seconds, microseconds); ``uuid.UUID`` ext 5 (16 bytes);
+  ``decimal.Decimal`` ext 6 (text). Decimals that are equal give the same
+  bytes: the text is of the value with trailing zeros stripped from its
+  coefficient (like ``Decimal.normalize()`` but never rounded by the current
+  context), in ``str()`` notation with a capital ``E`` (``1.10`` and ``1.1``
+  are ``"1.1"``, ``100`` and ``1E+2`` are ``"1E+2"``); every zero is ``"0"``,
+  every NaN (signed, signalling, with a payload) is ``"NaN"``, infinities are
+  ``"Infinity"`` and ``"-Infinity"``. Decoding gives an equal ``Decimal``.
+* :class:`PrefixRef` (internal): ext 9, a list given as a prefix of the
+  previous model request's list plus a tail (see :mod:`redrive.replay._delta`).
+  A prefix reference never nests inside another one (decoding refuses it).
+* ``enum.Enum``: its value. attrs classes, dataclasses and pydantic models:
+  a map of their fields (decoded as ``dict``).
+* Anything else raises ``TypeError`` naming the path (``args.items[2].when``).
+
+Nothing is ever pickled, and decoding never imports or calls user code.
+:func:`decode` takes untrusted bytes: whatever they hold, it returns a value
+or raises ``ValueError`` (nesting is bounded across ext levels too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import math
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import msgpack
+import xxhash
+
+__all__ = [
+    "MAX_DEPTH",
+    "PrefixRef",
+    "call_key",
+    "canonical",
+    "decode",
+    "encode",
+    "fingerprint",
+    "hash_hex",
+    "pack_tree",
+]
+
+#: Deepest nesting accepted by :func:`canonical` and :func:`decode`.
+MAX_DEPTH: Final = 256
+
+_EXT_DATETIME_AWARE = 1
+_EXT_DATETIME_NAIVE = 2
+_EXT_DATE = 3
+_EXT_TIME = 4
+_EXT_UUID = 5
+_EXT_DECIMAL = 6
+_EXT_BIGINT = 7
+_EXT_TIMEDELTA = 8
+_EXT_PREFIX = 9
+
+#: Most digits accepted for a big int (CPython's int/str conversion limit).
+_MAX_TEXT = 4300
+
+_INT_MIN = -(2**63)
+_UINT_MAX = 2**64 - 1
+
+
+@attrs.frozen
+class PrefixRef:
+    """A list stored as "the first ``count`` items of the same list in the previous
+    request of this step name, then ``tail``" (ext type 9).
+
+    Model requests re-send the whole conversation, so without this a journal
+    grows quadratically with the number of steps. Only the replay cursor and
+    :func:`redrive.replay.expand_frames` resolve these references.
+    """
+
+    count: int
+    tail: list[Any]
+
+
+def _path_key(path: str, key: object) -> str:
+    if isinstance(key, str) and key.isidentifier():
+        return f"{path}.{key}"
+    return f"{path}[{key!r}]"
+
+
+#: Context for rendering decimals: ``str()`` follows the current context's
+#: ``capitals``, which must not change the canonical text.
+_DECIMAL_TEXT = decimal.Context(capitals=1)
+
+
+def _decimal_text(value: decimal.Decimal) -> str:
+    """Return the one canonical text of ``value`` (see the module docstring)."""
+    if value.is_nan():
+        return "NaN"
+    if value.is_infinite():
+        return "-Infinity" if value.is_signed() else "Infinity"
+    if value.is_zero():
+        return "0"
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    strip = len(digits) - len(bytes(digits).rstrip(b"\x00"))
+    if strip:
+        digits = digits[:-strip]
+        exponent += strip
+    with decimal.localcontext(_DECIMAL_TEXT):
+        return str(decimal.Decimal((sign, digits, exponent)))
+
+
+def _key_order(key: object) -> tuple[int, Any]:
+    return (0, key) if isinstance(key, int) else (1, key)
+
+
+def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
+    """Return ``value`` as a tree of canonical plain values.
+
+    Args:
+        value: any supported value (see the module docstring).
+        path: the name of ``value`` used in error messages, e.g. ``"args"``.
+
+    Returns:
+        ``None``/bool/int/float/str/bytes, lists, dicts with sorted keys, and
+        ``msgpack.ExtType`` for datetimes, UUIDs, decimals and big ints.
+
+    Raises:
+        TypeError: a value of an unsupported type, a dict key that is not
+            ``str``/``int``, a string that is not valid Unicode, or nesting
+            deeper than 256 levels; the message names the path.
+    """
+    kind = type(value)
+    # fast paths for the exact plain types that make up nearly every payload
+    if kind is str:
+        if value.isascii():
+            return value
+    elif kind is int:
+        if _INT_MIN <= value <= _UINT_MAX:
+            return value
+    elif kind is bool or value is None:
+        return value
+    elif kind is dict and _depth < MAX_DEPTH and all(type(k) is str for k in value):
+        return {
+            k: canonical(
+                value[k], path + "." + k if k.isidentifier() else _path_key(path, k), _depth + 1
+            )
+            for k in sorted(value)
+        }
+    elif kind is list and _depth < MAX_DEPTH:
+        return [canonical(item, f"{path}[{i}]", _depth + 1) for i, item in enumerate(value)]
+    if _depth > MAX_DEPTH:
+        raise TypeError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, enum.Enum):
+        return canonical(value.value, path, _depth + 1)
+    if isinstance(value, int):
+        if _INT_MIN <= value <= _UINT_MAX:
+            return int(value)
+        return msgpack.ExtType(_EXT_BIGINT, str(int(value)).encode())
+    if isinstance(value, float):
+        if math.isnan(value):
+            return math.nan
+        return 0.0 if value == 0.0 else float(value)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TypeError(f"{path}: string is not valid Unicode ({exc.reason})") from None
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, Mapping):
+        items = []
+        seen: dict[Any, Any] = {}
+        for original, item in value.items():
+            key = original
+            while isinstance(key, enum.Enum):
+                key = key.value
+            if isinstance(key, bool) or not isinstance(key, str | int):
+                raise TypeError(
+                    f"{path}: map key {key!r} of type {type(key).__name__} is not str or int"
+                )
+            if isinstance(key, int):
+                if not _INT_MIN <= key <= _UINT_MAX:
+                    raise TypeError(
+                        f"{path}: map key {key!r} is outside the 64-bit range"
+                        f" [-2**63, 2**64 - 1]; use a str key"
+                    )
+                key = int(key)
+            else:
+                key = str(key)
+            if key in seen:
+                raise TypeError(
+                    f"{path}: map keys {seen[key]!r} and {original!r} both encode as {key!r};"
+                    " one would be lost, so give them distinct keys"
+                )
+            seen[key] = original
+            items.append((key, canonical(item, _path_key(path, key), _depth + 1)))
+        items.sort(key=lambda kv: _key_order(kv[0]))
+        return dict(items)
+    if isinstance(value, list | tuple):
+        return [canonical(item, f"{path}[{i}]", _depth + 1) for i, item in enumerate(value)]
+    if isinstance(value, set | frozenset):
+        elements = [canonical(item, f"{path}{{}}", _depth + 1) for item in value]
+        return sorted(elements, key=pack_tree)
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None and value.utcoffset() is not None:
+            utc = value.astimezone(_dt.UTC)
+            return msgpack.ExtType(_EXT_DATETIME_AWARE, utc.isoformat().encode())
+        return msgpack.ExtType(_EXT_DATETIME_NAIVE, value.replace(tzinfo=None).isoformat().encode())
+    if isinstance(value, _dt.date):
+        return msgpack.ExtType(_EXT_DATE, value.isoformat().encode())
+    if isinstance(value, _dt.time):
+        if value.tzinfo is not None:
+            raise TypeError(f"{path}: time with tzinfo has no canonical form; use a datetime")
+        return msgpack.ExtType(_EXT_TIME, value.isoformat().encode())
+    if isinstance(value, _dt.timedelta):
+        return msgpack.ExtType(
+            _EXT_TIMEDELTA, pack_tree([value.days, value.seconds, value.microseconds])
+        )
+    if isinstance(value, uuid.UUID):
+        return msgpack.ExtType(_EXT_UUID, value.bytes)
+    if isinstance(value, PrefixRef):
+        tail = canonical(value.tail, f"{path}.tail", _depth + 1)
+        return msgpack.ExtType(_EXT_PREFIX, pack_tree([int(value.count), tail]))
+    if isinstance(value, decimal.Decimal):
+        return msgpack.ExtType(_EXT_DECIMAL, _decimal_text(value).encode())
+    if attrs.has(type(value)):
+        fields = {f.name: getattr(value, f.name) for f in attrs.fields(type(value))}
+        return canonical(fields, path, _depth + 1)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return canonical(fields, path, _depth + 1)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and hasattr(type(value), "model_fields"):
+        return canonical(dump(mode="python"), path, _depth + 1)
+    raise TypeError(
+        f"{path}: cannot encode a value of type {type(value).__module__}.{type(value).__qualname__}"
+        " canonically; pass plain data (dict/list/str/number), an attrs class, a dataclass or"
+        " a pydantic model, or give the recorder a codec"
+    )
+
+
+def pack_tree(tree: Any) -> bytes:
+    """Pack a tree already made canonical (by :func:`canonical`) into msgpack bytes."""
+    return msgpack.packb(tree, use_bin_type=True, use_single_float=False)  # type: ignore[no-any-return]
+
+
+def encode(value: Any, path: str = "$") -> bytes:
+    """Return the canonical msgpack bytes of ``value``.
+
+    Raises:
+        TypeError: as :func:`canonical`.
+    """
+    return pack_tree(canonical(value, path))
+
+
+def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
+    if code == _EXT_DATETIME_AWARE:
+        return _dt.datetime.fromisoformat(data.decode())
+    if code == _EXT_DATETIME_NAIVE:
+        return _dt.datetime.fromisoformat(data.decode())
+    if code == _EXT_DATE:
+        return _dt.date.fromisoformat(data.decode())
+    if code == _EXT_TIME:
+        return _dt.time.fromisoformat(data.decode())
+    if code == _EXT_UUID:
+        return uuid.UUID(bytes=data)
+    if code == _EXT_DECIMAL:
+        return decimal.Decimal(data.decode())
+    if code == _EXT_BIGINT:
+        if len(data) > _MAX_TEXT:
+            raise ValueError(f"big int longer than {_MAX_TEXT} digits")
+        return int(data.decode())
+    if code == _EXT_TIMEDELTA:
+        days, seconds, micros = msgpack.unpackb(data, raw=False)
+        if not all(type(part) is int for part in (days, seconds, micros)):
+            raise ValueError("timedelta parts are not ints")
+        return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
+    if code == _EXT_PREFIX:
+        if nested:
+            raise ValueError("a prefix reference inside a prefix reference")
+        count, tail = msgpack.unpackb(
+            data, raw=False, strict_map_key=False, ext_hook=_nested_ext_hook, use_list=True
+        )
+        if type(count) is not int or count < 0 or not isinstance(tail, list):
+            raise ValueError("malformed prefix reference")
+        return PrefixRef(count, tail)
+    raise ValueError(f"unknown ext type {code}")
+
+
+class _ExtError(ValueError):
+    """A malformed ext value (its message already names the ext type)."""
+
+
+def _ext(code: int, data: bytes, *, nested: bool) -> Any:
+    try:
+        return _ext_value(code, data, nested=nested)
+    except _ExtError:
+        raise
+    except ValueError as exc:
+        raise _ExtError(f"bad ext type {code} value: {exc}") from None
+    except Exception as exc:
+        # Untrusted bytes reach stdlib constructors here; whatever they raise
+        # (OverflowError, RecursionError, MemoryError, InvalidOperation...)
+        # means "not a canonical value", never a crash of the reader.
+        raise _ExtError(f"bad ext type {code} value: {type(exc).__name__}: {exc}") from None
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    return _ext(code, data, nested=False)
+
+
+def _nested_ext_hook(code: int, data: bytes) -> Any:
+    return _ext(code, data, nested=True)
+
+
+def decode(data: bytes) -> Any:
+    """Decode canonical msgpack bytes written by :func:`encode`.
+
+    Safe on untrusted bytes: nothing but ``ValueError`` comes out of it.
+
+    Args:
+        data: the bytes of exactly one value.
+
+    Returns:
+        The plain value (lists for arrays, dicts for maps).
+
+    Raises:
+        ValueError: the bytes are not one well-formed value (including extra
+            bytes after it, unknown or malformed ext types, a prefix reference
+            inside another one, nesting deeper than 256 levels counted
+            through prefix references too).
+    """
+    try:
+        value = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=False,
+            ext_hook=_ext_hook,
+            use_list=True,
+        )
+    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise ValueError(f"not one canonical msgpack value: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"not a canonical msgpack value: {exc}") from None
+    except Exception as exc:
+        # msgpack itself may raise TypeError (unhashable map key), MemoryError,
+        # RecursionError...; to callers all of these are malformed bytes.
+        raise ValueError(f"not a canonical msgpack value: {type(exc).__name__}: {exc}") from None
+    _check_depth(value)
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        # only containers can nest: leaves are not pushed
+        if isinstance(item, list):
+            stack.extend((c, depth + 1) for c in item if isinstance(c, list | dict | PrefixRef))
+        elif isinstance(item, PrefixRef):
+            stack.append((item.tail, depth + 1))
+        elif isinstance(item, dict):
+            stack.extend(
+                (c, depth + 1) for c in item.values() if isinstance(c, list | dict | PrefixRef)
+            )
+
+
+def hash_hex(data: bytes) -> str:
+    """Return xxh3-128 of ``data`` as 32 hex digits."""
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """Return the key of a call: xxh3-128 (32 hex digits) of canonical (name, arguments).
+
+    Raises:
+        TypeError: ``arguments`` cannot be encoded canonically.
+    """
+    return hash_hex(pack_tree([name, canonical(arguments, "args")]))
+
+
+def fingerprint(value: Any) -> str:
+    """Return xxh3-128 (32 hex digits) of the canonical encoding of ``value``."""
+    return hash_hex(encode(value))

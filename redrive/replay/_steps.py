@@ -1,0 +1,273 @@
+"""The read model: a run's frames as recorded steps (pure: no I/O of its own).
+
+Every reader of a run's record (the replay cursor, fork, the resume note, the
+CLI, the demo) reads frames through this module, so they agree on what a step
+is: its opening frame, its outcome frame, its turn, its attempts, and its
+model request with prefix deltas resolved.
+
+:class:`StepReader` takes frames one at a time (the cursor feeds it lazily);
+:func:`iter_steps` is the iterator face over it.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal
+
+import attrs
+
+from ..errors import JournalCorruptError
+from ..frames import VERIFY_ADVICE, ChainCheck, Frame, Kind, decode
+from ._delta import Expander
+
+__all__ = ["END_KINDS", "STEP_KINDS", "RecordedStep", "StepReader", "StepStatus", "iter_steps"]
+
+#: Frame kind that opens a step -> step kind.
+STEP_KINDS = {
+    Kind.MODEL_REQUEST.value: "model",
+    Kind.TOOL_START.value: "tool",
+    Kind.VALUE.value: "value",
+}
+#: Frame kinds that record a step's outcome.
+END_KINDS = frozenset({Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value})
+
+#: What became of a step: ``"done"`` (an outcome, or a recorded value),
+#: ``"error"`` (the tool raised), ``"blocked"`` (an in-flight tool settled as
+#: not safely resumable), ``"in_flight"`` (started, no outcome recorded).
+StepStatus = Literal["done", "error", "blocked", "in_flight"]
+
+
+@attrs.define(eq=False)
+class RecordedStep:
+    """One recorded step: its opening frame and, when finished, its outcome frame.
+
+    Attributes:
+        seq: seq of the opening frame (``model_request``, ``tool_start``, ``value``).
+        kind: ``"model"``, ``"tool"`` or ``"value"``.
+        name, key: as on the opening frame (the cursor may re-key a step under
+            its policy's ignore paths).
+        start: the opening frame.
+        end: the outcome frame (``model_response``, ``tool_done``, ``tool_error``;
+            the opening frame itself for a value), or None while in flight.
+        turn: number of model steps the loop had completed when it issued this step.
+        attempts: how many times the step was started (1 + re-executions).
+        last_attempt_seq: seq of the last ``attempt`` note (a re-execution), or None.
+    """
+
+    seq: int
+    kind: str
+    name: str
+    key: str
+    start: Frame
+    end: Frame | None
+    turn: int
+    attempts: int = 1
+    _data: dict[str, Any] | None = None
+    last_attempt_seq: int | None = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The decoded payload of the opening frame (model requests resolved in full)."""
+        if self._data is None:
+            self._data = self.start.data()
+        return self._data
+
+    @property
+    def args(self) -> Any:
+        """The recorded canonical arguments (redacted)."""
+        return self.data.get("args")
+
+    @property
+    def in_flight(self) -> bool:
+        """True when the step started and no outcome was recorded."""
+        return self.end is None
+
+    @property
+    def outcome(self) -> dict[str, Any] | None:
+        """The decoded outcome payload (a fresh dict on each read), or None while in flight."""
+        return None if self.end is None else self.decode_outcome()
+
+    @property
+    def status(self) -> StepStatus:
+        """What became of the step (see :data:`StepStatus`)."""
+        if self.end is None:
+            return "in_flight"
+        if self.end.kind == Kind.TOOL_ERROR.value:
+            return "error"
+        if self.end.kind == Kind.TOOL_DONE.value:
+            result = self.decode_outcome().get("result")
+            if isinstance(result, dict) and result.get("status") == "not_safely_resumable":
+                return "blocked"
+        return "done"
+
+    def decode_outcome(self) -> dict[str, Any]:
+        """Return the decoded payload of the outcome frame.
+
+        For a value step that is the opening payload itself; otherwise a fresh
+        dict decoded from the outcome frame.
+
+        Raises:
+            ValueError: the step is in flight (no outcome frame), or the
+                outcome payload cannot be decoded.
+        """
+        if self.end is None:
+            raise ValueError(f"{self.describe()} is in flight: it has no recorded outcome")
+        if self.end is self.start:
+            return self.data
+        data: dict[str, Any] = decode(self.end.payload)
+        return data
+
+    def describe(self) -> str:
+        """One line: ``seq 4 tool open_ticket``."""
+        return f"seq {self.seq} {self.kind} {self.name}"
+
+
+class StepReader:
+    """Builds :class:`RecordedStep` values from a run's frames, fed one at a time in seq order.
+
+    Checks each frame's seq and chain as it is read and resolves model
+    requests' prefix deltas. Holds only the steps it was not told to
+    :meth:`forget`, so a caller that forgets what it used reads any run in
+    bounded memory.
+
+    Args:
+        run_id: the run (None: the run of the first frame), for checks and messages.
+        verify: check seq density (from 0) and the hash chain of each frame.
+    """
+
+    def __init__(self, run_id: str | None = None, *, verify: bool = True) -> None:
+        self.run_id = run_id
+        self.verify = verify
+        #: steps read and not forgotten, by seq
+        self.steps: dict[int, RecordedStep] = {}
+        #: decoded payload of ``run_start`` / ``run_end``, once read
+        self.run_start: dict[str, Any] | None = None
+        self.run_end: dict[str, Any] | None = None
+        self.frames_read = 0
+        #: the last full model request per step name (to resolve prefix deltas)
+        self.expander = Expander()
+        self._chain = ChainCheck(run_id, advice="Nothing was replayed from it. " + VERIFY_ADVICE)
+
+    def feed(self, frame: Frame) -> RecordedStep | None:
+        """Read the next frame of the run.
+
+        Returns:
+            The step this frame opened, or None (an outcome, note or run frame
+            updates the step or the run it refers to).
+
+        Raises:
+            JournalCorruptError: a seq gap, a broken chain, an unreadable
+                payload, an unresolvable prefix reference, or an outcome for a
+                step that was never opened (or already forgotten).
+        """
+        if self.verify:
+            self._chain.check(frame)
+        self.frames_read += 1
+        kind = frame.kind
+        if kind in STEP_KINDS:
+            data = self._payload(frame)
+            if kind == Kind.MODEL_REQUEST.value:
+                try:
+                    data = self.expander.request(frame, data)
+                except ValueError as exc:
+                    raise self.corrupt(
+                        frame,
+                        "prefix reference",
+                        f"is a model request whose prefix reference cannot be resolved ({exc})",
+                    ) from None
+            step = RecordedStep(
+                seq=frame.seq,
+                kind=STEP_KINDS[kind],
+                name=frame.name,
+                key=frame.key,
+                start=frame,
+                end=frame if kind == Kind.VALUE.value else None,
+                turn=int(data.get("turn", 0)),
+                data=data,
+            )
+            self.steps[frame.seq] = step
+            return step
+        if kind in END_KINDS or kind == Kind.NOTE.value:
+            data = self._payload(frame)
+            ref = data.get("step")
+            if ref is None:
+                return None
+            target = self.steps.get(ref)
+            if target is None and kind in END_KINDS:
+                raise self.corrupt(
+                    frame,
+                    "dangling outcome",
+                    f"is a {kind} for step seq {ref}, which opened no step",
+                )
+            if target is None:
+                return None
+            if kind in END_KINDS:
+                target.end = frame
+            elif data.get("event") == "attempt":
+                target.attempts += 1
+                target.last_attempt_seq = frame.seq
+        elif kind == Kind.RUN_START.value:
+            self.run_start = self._payload(frame)
+        elif kind == Kind.RUN_END.value:
+            self.run_end = self._payload(frame)
+        return None
+
+    def read(self, frames: Iterable[Frame]) -> Iterator[RecordedStep]:
+        """Feed ``frames`` and yield the steps, as :func:`iter_steps` does.
+
+        After the iterator is exhausted, :attr:`run_start` and :attr:`run_end`
+        hold the run's first and last frames' payloads (when recorded).
+        """
+        waiting: collections.deque[RecordedStep] = collections.deque()
+        for frame in frames:
+            opened = self.feed(frame)
+            if opened is not None:
+                waiting.append(opened)
+            while waiting and waiting[0].end is not None:
+                step = waiting.popleft()
+                self.forget(step.seq)
+                yield step
+        yield from waiting
+
+    def forget(self, seq: int) -> None:
+        """Drop the step opened at ``seq`` (an outcome for it is then corrupt)."""
+        self.steps.pop(seq, None)
+
+    def corrupt(self, frame: Frame, reason: str, what: str) -> JournalCorruptError:
+        """Build the :class:`JournalCorruptError` for a bad ``frame`` (``what`` it is)."""
+        return self._chain.error(frame.seq, reason, what, run_id=frame.run_id, inside=True)
+
+    def _payload(self, frame: Frame) -> dict[str, Any]:
+        try:
+            data = frame.data()
+        except ValueError as exc:
+            raise self.corrupt(frame, "payload", f"has an unreadable payload ({exc})") from None
+        if not isinstance(data, dict):
+            raise self.corrupt(
+                frame, "payload", f"has a {type(data).__name__} payload where a map belongs"
+            )
+        return data
+
+
+def iter_steps(
+    frames: Iterable[Frame], run_id: str | None = None, *, verify: bool = True
+) -> Iterator[RecordedStep]:
+    """Yield a run's recorded steps in seq order, lazily.
+
+    A step is yielded once its outcome is read (or, for a step still in
+    flight, when the frames run out), so memory holds only the steps between
+    the oldest unfinished one and the frame being read.
+
+    Args:
+        frames: the run's frames in seq order (from seq 0 when ``verify``).
+        run_id: the run (None: the run of the first frame).
+        verify: check seq density, run and hash chain of each frame.
+
+    Yields:
+        One :class:`RecordedStep` per model, tool and value step.
+
+    Raises:
+        JournalCorruptError: a frame fails its checks (see :meth:`StepReader.feed`).
+    """
+    return StepReader(run_id, verify=verify).read(frames)
