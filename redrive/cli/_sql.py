@@ -7,7 +7,9 @@ import json
 import os
 from typing import Any
 
+from ..errors import JournalCorruptError
 from ..frames import Frame, decode
+from ..replay import StepReader
 from ..storage import Journal
 from ._common import EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
 from ._journals import journal_path, open_url, opened
@@ -40,18 +42,19 @@ def _payload_json(payload: bytes | None) -> str | None:
 def _frames_json(frames: list[Frame]) -> list[tuple[Frame, str | None]]:
     """Return each frame of one run (in seq order) with its payload as JSON text.
 
-    Model requests stored as prefix deltas are resolved to the full request.
-    If the run's requests cannot be resolved (a damaged journal), each payload
-    is decoded on its own instead.
+    Model requests stored as prefix deltas are resolved to the full request
+    (as :class:`redrive.replay.StepReader` reads them). If the run cannot be
+    read as steps (a damaged journal), each payload is decoded on its own instead.
     """
-    from ..replay._delta import expand_frames
-
+    reader = StepReader(verify=False)
     try:
-        return [
-            (frame, json.dumps(plain(data), sort_keys=True))
-            for frame, data in expand_frames(frames)
-        ]
-    except ValueError:
+        out: list[tuple[Frame, str | None]] = []
+        for frame in frames:
+            step = reader.feed(frame)
+            data = step.data if step is not None else frame.data()
+            out.append((frame, json.dumps(plain(data), sort_keys=True)))
+        return out
+    except (JournalCorruptError, ValueError):
         return [(frame, _payload_json(frame.payload)) for frame in frames]
 
 

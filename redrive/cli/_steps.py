@@ -1,34 +1,31 @@
-"""A run's frames read as the steps ``show`` prints (and counted for ``runs`` and ``diff``).
-
-To be replaced by ``redrive.replay.iter_steps`` (one read model of frames for
-every reader) when it lands.
-"""
+"""A run's steps as ``show`` prints them, from :func:`redrive.replay.iter_steps`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..frames import Frame, Kind, decode
+from ..frames import Frame, Kind
+from ..replay import RecordedStep, iter_steps
 from ..storage import Journal
 
 __all__ = ["count_steps", "read_steps"]
 
-_STEP_KINDS = {
-    Kind.MODEL_REQUEST.value: "model",
-    Kind.TOOL_START.value: "tool",
-    Kind.VALUE.value: "value",
-}
-_END_KINDS = (Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value)
+#: Frame kinds that open a step (a model, tool or value call).
+_OPENING = frozenset({Kind.MODEL_REQUEST.value, Kind.TOOL_START.value, Kind.VALUE.value})
 
 
 def count_steps(journal: Journal, run_id: str) -> int:
-    """Return how many steps (model, tool and value calls) run ``run_id`` opened."""
-    return sum(1 for f in journal.frames(run_id) if f.kind in _STEP_KINDS)
+    """Return how many steps (model, tool and value calls) run ``run_id`` opened.
+
+    Counts opening frames without decoding any payload (``runs`` counts every run).
+    """
+    return sum(1 for f in journal.frames(run_id) if f.kind in _OPENING)
 
 
-def _usage(payload: dict[str, Any]) -> dict[str, int] | None:
-    for holder in (payload.get("view"), payload.get("response")):
+def _usage(outcome: dict[str, Any]) -> dict[str, int] | None:
+    """Return a model response's token usage as ``{"input", "output"}``, or None."""
+    for holder in (outcome.get("view"), outcome.get("response")):
         usage = holder.get("usage") if isinstance(holder, dict) else None
         if isinstance(usage, dict):
             pick = {
@@ -40,14 +37,40 @@ def _usage(payload: dict[str, Any]) -> dict[str, int] | None:
     return None
 
 
-def _started_at(data: dict[str, Any], default: float) -> float:
-    """When a step began: a model request's ``started_at`` (its frames are written at the end)."""
-    started = data.get("started_at")
-    return float(started) if isinstance(started, int | float) else default
+def _shown(step: RecordedStep) -> dict[str, Any]:
+    """Return one step as ``show`` prints it (see :func:`read_steps`)."""
+    item: dict[str, Any] = {
+        "seq": step.seq,
+        "kind": step.kind,
+        "name": step.name,
+        "key": step.key,
+        "args": step.args,
+        "status": "in flight" if step.end is None else step.status,
+        "duration_ms": None,
+        "tokens": None,
+        "error": None,
+    }
+    if step.end is None:
+        return item
+    # a model request's frames are written when the call ends: it began at started_at
+    started = step.data.get("started_at")
+    began = float(started) if isinstance(started, int | float) else step.start.at
+    item["duration_ms"] = 0.0 if step.end is step.start else round((step.end.at - began) * 1000, 3)
+    outcome = step.decode_outcome()
+    if step.end.kind == Kind.TOOL_ERROR.value:
+        error = outcome.get("error") or {}
+        item["error"] = f"{error.get('type')}: {error.get('message')}"
+    elif step.end.kind == Kind.VALUE.value:
+        item["result"] = outcome.get("value")
+    else:
+        item["result"] = outcome.get("result", outcome.get("response"))
+    if step.end.kind == Kind.MODEL_RESPONSE.value:
+        item["tokens"] = _usage(outcome)
+    return item
 
 
 def read_steps(frames: Iterable[Frame]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Pair each step's opening frame with its outcome.
+    """Read one run's frames as the steps and run facts ``show`` prints.
 
     Args:
         frames: one run's frames in seq order.
@@ -55,65 +78,39 @@ def read_steps(frames: Iterable[Frame]) -> tuple[list[dict[str, Any]], dict[str,
     Returns:
         ``(steps, info)``: each step a dict with ``seq``, ``kind`` (``"model"``,
         ``"tool"``, ``"value"``), ``name``, ``key``, ``args``, ``status``
-        (``"done"``, ``"error"``, ``"in flight"``), ``duration_ms`` (None in
-        flight), ``tokens`` (``{"input", "output"}`` or None), ``error`` and,
-        when done, ``result``; ``info`` the run's ``input``, ``entrypoint``,
-        ``flags``, ``started_at`` and, once ended, ``end`` (``status``,
-        ``output``, ``error``) and ``ended_at`` (seconds since the epoch).
-    """
-    steps: list[dict[str, Any]] = []
-    by_seq: dict[int, dict[str, Any]] = {}
-    info: dict[str, Any] = {}
-    from ..replay._delta import Expander
+        (``"done"``, ``"error"``, ``"blocked"``, ``"in flight"``),
+        ``duration_ms`` (milliseconds; None in flight), ``tokens``
+        (``{"input", "output"}`` or None), ``error`` and, once finished,
+        ``result``; ``info`` the run's ``input``, ``entrypoint``, ``flags``,
+        ``started_at`` and, once ended, ``end`` (``status``, ``output``,
+        ``error``) and ``ended_at`` (seconds since the epoch).
 
-    expander = Expander()
-    for frame in frames:
-        data = decode(frame.payload)
-        if not isinstance(data, dict):
-            data = {}
-        if frame.kind == Kind.MODEL_REQUEST.value:
-            data = expander.request(frame, data)
-        if frame.kind in _STEP_KINDS:
-            step = {
-                "seq": frame.seq,
-                "kind": _STEP_KINDS[frame.kind],
-                "name": frame.name,
-                "key": frame.key,
-                "args": data.get("args"),
-                "at": _started_at(data, frame.at),
-                "status": "done" if frame.kind == Kind.VALUE.value else "in flight",
-                "duration_ms": 0.0 if frame.kind == Kind.VALUE.value else None,
-                "tokens": None,
-                "error": None,
-            }
-            if frame.kind == Kind.VALUE.value:
-                step["result"] = data.get("value")
-            steps.append(step)
-            by_seq[frame.seq] = step
-        elif frame.kind in _END_KINDS:
-            ref = data.get("step")
-            end_of = by_seq.get(ref) if isinstance(ref, int) else None
-            if end_of is None:
-                continue
-            step = end_of
-            step["duration_ms"] = round((frame.at - step["at"]) * 1000, 3)
-            if frame.kind == Kind.TOOL_ERROR.value:
-                err = data.get("error") or {}
-                step["status"] = "error"
-                step["error"] = f"{err.get('type')}: {err.get('message')}"
-            else:
-                step["status"] = "done"
-                step["result"] = data.get("result", data.get("response"))
-            if frame.kind == Kind.MODEL_RESPONSE.value:
-                step["tokens"] = _usage(data)
-        elif frame.kind == Kind.RUN_START.value:
-            info["input"] = data.get("input")
-            info["entrypoint"] = data.get("entrypoint")
-            info["flags"] = data.get("flags")
-            info["started_at"] = frame.at
-        elif frame.kind == Kind.RUN_END.value:
-            info["end"] = {k: data.get(k) for k in ("status", "output", "error")}
-            info["ended_at"] = frame.at
-    for step in steps:
-        step.pop("at", None)
+    Raises:
+        JournalCorruptError: the frames fail their seq or chain check, or an
+            outcome refers to no step.
+    """
+    edges: dict[str, Frame] = {}
+
+    def watched() -> Iterator[Frame]:
+        for frame in frames:
+            if frame.kind in (Kind.RUN_START.value, Kind.RUN_END.value):
+                edges[frame.kind] = frame
+            yield frame
+
+    steps = [_shown(step) for step in iter_steps(watched())]
+    info: dict[str, Any] = {}
+    start = edges.get(Kind.RUN_START.value)
+    if start is not None:
+        data = start.data()
+        info.update(
+            input=data.get("input"),
+            entrypoint=data.get("entrypoint"),
+            flags=data.get("flags"),
+            started_at=start.at,
+        )
+    end = edges.get(Kind.RUN_END.value)
+    if end is not None:
+        data = end.data()
+        info["end"] = {k: data.get(k) for k in ("status", "output", "error")}
+        info["ended_at"] = end.at
     return steps, info
