@@ -34,9 +34,9 @@ from typing import Any, Literal
 import attrs
 
 from .errors import DivergenceError, ReplayError, ReplayMissError
-from .frames import GENESIS, Kind, canonical
+from .frames import Kind, canonical
 from .replay import Run, diff_values, format_diff
-from .storage import Journal, MemoryJournal, RunStatus, RunUpdate
+from .storage import Journal, MemoryJournal, RunStatus, copy_run
 
 __all__ = [
     "CheckFailedError",
@@ -185,31 +185,8 @@ def _call_args(func: Callable[..., Any], given: Any) -> tuple[list[Any], dict[st
 
 
 def _copy(journal: Journal, run_id: str) -> MemoryJournal:
-    record = journal.get_run(run_id)
-    if record is None:
-        from .errors import UnknownRunError
-
-        raise UnknownRunError(f"no run {run_id!r} in journal {journal.url}", run_id=run_id)
-    frames = [f for f in journal.frames(run_id) if f.seq < record.next_seq]
     copy = MemoryJournal(f"{journal.url}#{run_id}")
-    fresh = attrs.evolve(
-        record,
-        status=RunStatus.RUNNING.value,
-        output=None,
-        error=None,
-        next_seq=0,
-        last_chain=GENESIS,
-        lease_owner=None,
-        lease_epoch=0,
-        lease_expires=None,
-    )
-    copy.create_run(fresh, frames[0])
-    copy.append(
-        run_id,
-        frames[1:],
-        expected_seq=1,
-        update=RunUpdate(status=record.status, output=record.output, error=record.error),
-    )
+    copy_run(journal, run_id, copy)
     return copy
 
 

@@ -156,25 +156,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def _reopen(path: Path, journal: Any) -> None:
     """Load the run in ``path`` into ``journal`` as unfinished (its run_end dropped)."""
-    from redrive.storage import RunRecord
+    from redrive.storage import copy_run
     from redrive.storage.rdj import RdjJournal
 
     source = RdjJournal(path)
-    record = source.header.run
-    frames = list(source.frames(source.run_id))
-    if frames[-1].kind == "run_end":
-        frames.pop()
-    journal.create_run(
-        RunRecord(
-            run_id=record.run_id,
-            input_fp=record.input_fp,
-            entrypoint=record.entrypoint,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-        ),
-        frames[0],
-    )
-    journal.append(record.run_id, frames[1:], expected_seq=1)
+    copy_run(source, source.run_id, journal, reopen=True)
 
 
 @pytest.fixture

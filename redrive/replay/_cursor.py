@@ -17,6 +17,7 @@ import attrs
 
 from ..errors import DivergenceError
 from ..frames import Frame, call_key
+from ..storage import parse_journal_url
 from ._delta import Expander
 from ._diff import diff_values, format_diff, short
 from ._policy import ReplayPolicy, match_view
@@ -259,7 +260,7 @@ class Cursor:
 
     def _show_command(self) -> str:
         """The CLI command that shows this run's record."""
-        if self.source.endswith(".rdj"):
+        if parse_journal_url(self.source).scheme == "rdj":
             return f"redrive show {shlex.quote(self.source)}"
         if self.source and self.source not in ("runs.duckdb", ":memory:"):
             return f"redrive --journal {shlex.quote(self.source)} show {shlex.quote(self.run_id)}"

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
 
-from ..errors import UnknownRunError
-from ..frames import GENESIS, Frame, Kind, chain_of, make_frame
-from ..storage import Journal, RunRecord
+from ..errors import AppendConflictError, UnknownRunError
+from ..frames import Frame
+from ..storage import Journal, RunRecord, copy_run
 from ._diff import diff_values, format_diff, short
 from ._policy import match_view
 from ._steps import RecordedStep, StepReader, iter_steps
@@ -18,7 +17,7 @@ from ._steps import RecordedStep, StepReader, iter_steps
 __all__ = ["RunDiff", "StepView", "diff_runs", "fork"]
 
 
-def _open_steps(frames: list[Frame], run_id: str) -> dict[int, RecordedStep]:
+def _open_steps(frames: Iterable[Frame], run_id: str) -> dict[int, RecordedStep]:
     """Return the steps opened in ``frames`` that have no outcome in them, by seq."""
     return {step.seq: step for step in iter_steps(frames, run_id) if step.in_flight}
 
@@ -61,8 +60,7 @@ def fork(journal: Journal, run_id: str, at_seq: int, new_run_id: str) -> RunReco
         )
     if journal.get_run(new_run_id) is not None:
         raise ValueError(f"cannot fork into run {new_run_id!r}: it already exists; pick a new id")
-    frames = [f for f in journal.frames(run_id) if f.seq < at_seq and f.kind != Kind.RUN_END.value]
-    open_ = _open_steps(frames, run_id)
+    open_ = _open_steps([f for f in journal.frames(run_id) if f.seq < at_seq], run_id)
     if open_:
         first = min(open_)
         boundaries = _boundaries(journal, run_id)
@@ -75,55 +73,18 @@ def fork(journal: Journal, run_id: str, at_seq: int, new_run_id: str) -> RunReco
             f"fork would hold a step in flight. Fork at seq {before} (before that step) or "
             f"{after} (after it)."
         )
-    start = frames[0].data()
-    start["forked_from"] = {"run_id": run_id, "at_seq": at_seq}
-    copied: list[Frame] = []
-    prev = GENESIS
-    for frame in frames:
-        if frame.seq == 0:
-            new = make_frame(
-                run_id=new_run_id,
-                seq=0,
-                kind=frame.kind,
-                name=frame.name,
-                key=frame.key,
-                payload=start,
-                prev_chain=prev,
-                at=frame.at,
-            )
-        else:  # the payload bytes are kept as they are (prefix deltas included)
-            new = attrs.evolve(
-                frame,
-                run_id=new_run_id,
-                epoch=0,
-                chain=chain_of(
-                    prev,
-                    run_id=new_run_id,
-                    seq=frame.seq,
-                    kind=frame.kind,
-                    name=frame.name,
-                    key=frame.key,
-                    payload=frame.payload,
-                    at=frame.at,
-                ),
-            )
-        copied.append(new)
-        prev = new.chain
-    now = time.time()
-    new_record = RunRecord(
-        run_id=new_run_id,
-        input_fp=record.input_fp,
-        entrypoint=record.entrypoint,
-        created_at=now,
-        updated_at=now,
-    )
-    if not journal.create_run(new_record, copied[0]):
-        raise ValueError(f"cannot fork into run {new_run_id!r}: it was created meanwhile")
-    if len(copied) > 1:
-        journal.append(new_run_id, copied[1:], expected_seq=1)
-    created = journal.get_run(new_run_id)
-    assert created is not None
-    return created
+    try:
+        return copy_run(
+            journal,
+            run_id,
+            journal,
+            upto=at_seq,
+            new_id=new_run_id,
+            reopen=True,
+            start_extra={"forked_from": {"run_id": run_id, "at_seq": at_seq}},
+        )
+    except AppendConflictError:
+        raise ValueError(f"cannot fork into run {new_run_id!r}: it was created meanwhile") from None
 
 
 def _boundaries(journal: Journal, run_id: str) -> list[int]:

@@ -14,7 +14,6 @@ cannot be open twice for writing in one process).
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 import threading
 
@@ -27,17 +26,22 @@ from ._base import (
     held_by_other,
     verify_frames,
 )
+from ._copy import copy_run
+from ._url import JournalURL, parse_journal_url
 from .memory import MemoryJournal
 
 __all__ = [
     "Decision",
     "Journal",
+    "JournalURL",
     "MemoryJournal",
     "RunRecord",
     "RunStatus",
     "RunUpdate",
+    "copy_run",
     "held_by_other",
     "open_journal",
+    "parse_journal_url",
     "shared_journal",
     "verify_frames",
 ]
@@ -64,9 +68,10 @@ def open_journal(url: str = "runs.duckdb", **options: object) -> Journal:
         JournalFormatError: a journal of a format version this redrive cannot read.
         ImportError: the backend's extra is not installed (the message names it).
     """
-    if url == ":memory:":
+    parsed = parse_journal_url(url)
+    if parsed.scheme == "memory":
         return MemoryJournal()
-    if url.startswith(("postgresql://", "postgres://")):
+    if parsed.scheme == "postgres":
         try:
             from .postgres import PostgresJournal
         except ImportError as exc:
@@ -74,22 +79,14 @@ def open_journal(url: str = "runs.duckdb", **options: object) -> Journal:
                 f"the Postgres journal needs psycopg 3: pip install 'redrive[postgres]' ({exc})"
             ) from exc
         return PostgresJournal(url, **options)  # type: ignore[arg-type]
-    if url.endswith(".rdj"):
+    assert parsed.path is not None
+    if parsed.scheme == "rdj":
         from .rdj import RdjJournal
 
-        return RdjJournal(url, **options)  # type: ignore[arg-type]
+        return RdjJournal(parsed.path, **options)  # type: ignore[arg-type]
     from .duckdb import DuckDBJournal
 
-    path = url.removeprefix("duckdb://") if url.startswith("duckdb://") else url
-    return DuckDBJournal(path, **options)  # type: ignore[arg-type]
-
-
-def _shared_key(url: str) -> str:
-    """The identity of ``url``'s journal: the real path for files, else the URL."""
-    if url == ":memory:" or url.startswith(("postgresql://", "postgres://")):
-        return url
-    path = url.removeprefix("duckdb://") if url.startswith("duckdb://") else url
-    return os.path.realpath(path)
+    return DuckDBJournal(parsed.path, **options)  # type: ignore[arg-type]
 
 
 def shared_journal(url: str) -> Journal:
@@ -114,7 +111,7 @@ def shared_journal(url: str) -> Journal:
         JournalFormatError, JournalCorruptError, ImportError: as :func:`open_journal`.
     """
     global _atexit_registered
-    key = _shared_key(url)
+    key = parse_journal_url(url).key
     with _shared_lock:
         journal = _shared.get(key)
         if journal is not None and not getattr(journal, "closed", False):

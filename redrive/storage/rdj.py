@@ -38,9 +38,10 @@ from typing import IO, Any, Final
 import msgpack
 import xxhash
 
-from ..errors import AppendConflictError, JournalCorruptError, JournalFormatError, UnknownRunError
+from ..errors import JournalCorruptError, JournalFormatError, UnknownRunError
 from ..frames import ChainCheck, Frame, Kind, decode, encode
 from ._base import Decision, Journal, RunRecord, RunStatus, RunUpdate
+from ._copy import copy_run
 
 __all__ = [
     "MAGIC",
@@ -742,44 +743,4 @@ def import_run(
         AppendConflictError: ``journal`` already holds a different run with this id.
     """
     source = RdjJournal(path)
-    record = source.header.run
-    existing = journal.get_run(record.run_id)
-    if existing is not None:
-        if existing.next_seq == record.next_seq and existing.last_chain == record.last_chain:
-            return existing
-        raise AppendConflictError(
-            f"journal {journal.url} already holds a run {record.run_id!r} ({existing.next_seq} "
-            f"frames) that differs from the one in {source.path} ({record.next_seq} frames); "
-            "import into another journal, or remove the existing run first.",
-            run_id=record.run_id,
-            seq=existing.next_seq,
-            found=record.next_seq,
-        )
-    frames = source.frames(record.run_id)
-    first = next(frames)
-    created = RunRecord(
-        run_id=record.run_id,
-        status=RunStatus.RUNNING.value,
-        input_fp=record.input_fp,
-        entrypoint=record.entrypoint,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-    )
-    journal.create_run(created, first)
-    done = 1
-    batch: list[Frame] = []
-    final = RunUpdate(status=record.status, output=record.output, error=record.error)
-    for frame in frames:
-        batch.append(frame)
-        if len(batch) >= _BATCH:
-            journal.append(record.run_id, batch, expected_seq=done)
-            done += len(batch)
-            batch = []
-            if progress is not None:
-                progress(done, record.next_seq)
-    journal.append(record.run_id, batch, expected_seq=done, update=final)
-    if progress is not None:
-        progress(record.next_seq, record.next_seq)
-    imported = journal.get_run(record.run_id)
-    assert imported is not None
-    return imported
+    return copy_run(source, source.run_id, journal, progress=progress)
