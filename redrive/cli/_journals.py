@@ -6,33 +6,25 @@ import os
 from typing import Any
 
 from ..errors import UnknownRunError
-from ..storage import Journal
+from ..storage import Journal, parse_journal_url
 from ._common import EXIT_USAGE, CliError, is_database_error, unreadable
 
 __all__ = [
     "close_opened",
     "is_rdj_file",
-    "journal_path",
     "open_url",
     "opened",
     "source",
 ]
 
-#: Journals opened by the running command, by URL (one object per file: a DuckDB file
-#: cannot be opened for writing twice in one process); closed when the command ends.
+#: Journals opened by the running command, by journal key (one object per file: a DuckDB
+#: file cannot be opened for writing twice in one process); closed when the command ends.
 _opened: dict[str, Journal] = {}
-
-
-def journal_path(url: str) -> str | None:
-    """Return the file a journal URL names, or None for ``:memory:`` and Postgres URLs."""
-    if url == ":memory:" or url.startswith(("postgresql://", "postgres://")):
-        return None
-    return url.removeprefix("duckdb://")
 
 
 def is_rdj_file(target: str) -> bool:
     """Return True when a command's ``RUN`` argument names an existing ``.rdj`` file."""
-    return target.endswith(".rdj") and os.path.exists(target)
+    return parse_journal_url(target).scheme == "rdj" and os.path.exists(target)
 
 
 def open_url(url: str, **options: Any) -> Journal:
@@ -72,14 +64,14 @@ def opened(url: str, *, must_exist: bool = True) -> Journal:
         JournalCorruptError, CliError, JournalLockedError, JournalFormatError: as
             :func:`open_url`.
     """
-    path = journal_path(url)
-    if must_exist and path is not None and not os.path.exists(path):
+    parsed = parse_journal_url(url)
+    if must_exist and parsed.path is not None and not os.path.exists(parsed.path):
         raise FileNotFoundError(
-            f"no journal at {path}; pass --journal URL (or set REDRIVE_JOURNAL)"
+            f"no journal at {parsed.path}; pass --journal URL (or set REDRIVE_JOURNAL)"
         )
-    journal = _opened.get(url)
+    journal = _opened.get(parsed.key)
     if journal is None or getattr(journal, "closed", False):
-        journal = _opened[url] = open_url(url)
+        journal = _opened[parsed.key] = open_url(url)
     return journal
 
 
@@ -103,11 +95,8 @@ def source(target: str, url: str) -> tuple[Journal, str]:
         FileNotFoundError, JournalCorruptError, CliError: as :func:`opened`.
     """
     if is_rdj_file(target):
-        from ..storage.rdj import RdjJournal
-
-        rj = RdjJournal(target)
-        _opened.setdefault(f"rdj:{target}:{id(rj)}", rj)
-        return rj, rj.run_id
+        exported = opened(target)
+        return exported, exported.runs()[0].run_id  # an .rdj file holds one run
     journal = opened(url)
     if journal.get_run(target) is None:
         raise UnknownRunError(

@@ -10,9 +10,9 @@ from typing import Any
 from ..errors import JournalCorruptError
 from ..frames import Frame, decode
 from ..replay import StepReader
-from ..storage import Journal
+from ..storage import Journal, parse_journal_url
 from ._common import EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
-from ._journals import journal_path, open_url, opened
+from ._journals import open_url, opened
 from ._output import Out, plain
 
 __all__ = ["register"]
@@ -124,10 +124,10 @@ def _sql(args: argparse.Namespace, out: Out) -> int:
 
     con = duckdb.connect(":memory:")
     _check_read_only(con, args.query)
-    path = journal_path(args.journal)
-    if path is not None and not path.endswith(".rdj"):
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"no journal at {path}")
+    parsed = parse_journal_url(args.journal)
+    if parsed.scheme == "duckdb":  # opened read-only: sql never writes
+        if parsed.path is None or not os.path.exists(parsed.path):
+            raise FileNotFoundError(f"no journal at {parsed.path}")
         journal = open_url(args.journal, read_only=True)
     else:
         journal = opened(args.journal)
