@@ -29,7 +29,8 @@ def diff_document(a: str, b: str, found: RunDiff | None) -> dict[str, Any]:
     """Return the ``--json`` document of ``redrive diff`` for :func:`redrive.diff_runs`'s answer.
 
     Args:
-        a, b: the two run ids.
+        a: the first run's id.
+        b: the second run's id.
         found: what :func:`redrive.diff_runs` returned for them (None: no difference).
 
     Returns:

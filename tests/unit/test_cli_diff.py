@@ -28,21 +28,24 @@ def ask(prompt: str) -> str:
     return str(_NOW["reply"])
 
 
-def _record(journal: redrive.Journal, run_id: str, *, total: int, reply: str) -> None:
-    """Record one run: a tool step, then a model step, then the same output every time."""
+def _record(
+    journal: redrive.Journal, run_id: str, *, total: int, reply: str, done: bool = True
+) -> None:
+    """Record one run: a tool step, then a model step, then the output ``{"done": done}``."""
     _NOW.update(total=total, reply=reply)
     with redrive.run(journal, run_id) as run:
         lookup_order("A-100")
         ask("Summarise order A-100")
-        run.finish({"done": True})
+        run.finish({"done": done})
 
 
 @pytest.fixture
 def runs(tmp_path: Path) -> tuple[str, dict[str, RunDiff | None]]:
-    """A DuckDB journal with runs ``base``, ``same``, ``tool`` and ``model``.
+    """A DuckDB journal with runs ``base``, ``same``, ``tool``, ``model`` and ``output``.
 
     Returns the journal's URL and, by run, what redrive.diff_runs says of ``base``
-    against it: ``tool`` has another tool result, ``model`` another model response.
+    against it: ``tool`` has another tool result, ``model`` another model response,
+    ``output`` the same steps and another output.
     """
     url = str(tmp_path / "diff.duckdb")
     journal = redrive.open_journal(url)
@@ -50,9 +53,10 @@ def runs(tmp_path: Path) -> tuple[str, dict[str, RunDiff | None]]:
     _record(journal, "same", total=42, reply="The total is 42.")
     _record(journal, "tool", total=43, reply="The total is 42.")
     _record(journal, "model", total=42, reply="The total is 43.")
+    _record(journal, "output", total=42, reply="The total is 42.", done=False)
     found = {
         other: redrive.diff_runs("base", other, journal=journal)
-        for other in ("same", "tool", "model")
+        for other in ("same", "tool", "model", "output")
     }
     journal.close()
     return url, found
@@ -123,6 +127,27 @@ def test_identical_runs_exit_0(
     code = cli.main(["--journal", url, "diff", "base", "same"])
     assert code == cli.EXIT_OK
     assert "base and same: the same 2 steps and the same output" in capsys.readouterr().out
+
+
+def test_runs_whose_outputs_differ_exit_1(
+    runs: tuple[str, dict[str, RunDiff | None]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Runs with the same steps and another output exit 1 with the output's difference."""
+    url, found = runs
+    expected = found["output"]
+    assert expected is not None and expected.what == "output"
+    code, data = _json(capsys, "--journal", url, "diff", "base", "output")
+    assert code == cli.EXIT_FAILED
+    assert (data["identical"], data["what"], data["first_divergent_step"]) == (
+        False,
+        "output",
+        None,
+    )
+    assert data["output_diff"] == [list(leaf) for leaf in expected.diff]
+    assert data["output_diff"] == [["$.run_end.output.done", True, False]]
+    assert cli.main(["--journal", url, "diff", "base", "output"]) == cli.EXIT_FAILED
+    assert capsys.readouterr().out.strip() == str(expected)
 
 
 def test_a_run_and_its_export_are_identical(
