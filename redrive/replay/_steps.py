@@ -144,6 +144,9 @@ class StepReader:
         #: decoded payload of ``run_start`` / ``run_end``, once read
         self.run_start: dict[str, Any] | None = None
         self.run_end: dict[str, Any] | None = None
+        #: the ``run_start`` / ``run_end`` frames themselves (their ``at``...), once read
+        self.run_start_frame: Frame | None = None
+        self.run_end_frame: Frame | None = None
         self.frames_read = 0
         #: the last full model request per step name (to resolve prefix deltas)
         self.expander = Expander()
@@ -208,9 +211,9 @@ class StepReader:
                 target.attempts += 1
                 target.last_attempt_seq = frame.seq
         elif kind == Kind.RUN_START.value:
-            self.run_start = self._payload(frame)
+            self.run_start, self.run_start_frame = self._payload(frame), frame
         elif kind == Kind.RUN_END.value:
-            self.run_end = self._payload(frame)
+            self.run_end, self.run_end_frame = self._payload(frame), frame
         return None
 
     def read(self, frames: Iterable[Frame]) -> Iterator[RecordedStep]:

@@ -38,7 +38,6 @@ from ._base import (
     Decision,
     RunIndexOps,
     RunRecord,
-    RunStatus,
     RunUpdate,
     appended,
     check_append,
@@ -46,7 +45,18 @@ from ._base import (
 )
 from ._framelog import ADVICE as _ADVICE
 from ._framelog import FrameLog
+from ._logrecord import (
+    BadRecord,
+    after,
+    check_frames,
+    decision_record,
+    frames_record,
+    parse_record,
+    position,
+    run_record,
+)
 from ._sql import FRAME_ATTRS, FRAME_COLUMNS, RUN_COLUMNS, Cursor, SqlJournal, _frame
+from .memory import MemoryState
 
 __all__ = ["CHECKPOINT_FRAMES", "DuckDBJournal"]
 
@@ -192,14 +202,6 @@ def _release(key: str, journal: DuckDBJournal) -> None:
             del _OPEN[key]
 
 
-def _run_row(record: RunRecord) -> list[Any]:
-    return [getattr(record, c) for c in RUN_COLUMNS]
-
-
-def _frame_row(frame: Frame) -> list[Any]:
-    return [getattr(frame, a) for a in FRAME_ATTRS]
-
-
 class DuckDBJournal(RunIndexOps):
     """Journal in a DuckDB database file, with a fsynced log as its write path.
 
@@ -231,10 +233,8 @@ class DuckDBJournal(RunIndexOps):
         self._lock = threading.RLock()
         self._closed = False
         self._log: FrameLog | None = None
-        self._runs: dict[str, RunRecord] = {}
-        self._frames: dict[str, list[Frame]] = {}
-        self._decisions: dict[tuple[str, str], Decision] = {}
-        self._held = 0
+        #: the records written to the log and not yet checkpointed into the tables
+        self._overlay = MemoryState()
         self._key = _claim(path, self) if path != ":memory:" and not read_only else None
         try:
             self._store = _Store(path, read_only=read_only)
@@ -273,10 +273,10 @@ class DuckDBJournal(RunIndexOps):
             for index, (offset, record) in enumerate(log.entries()):
                 try:
                     self._apply(record)
-                except _BadRecord as exc:
+                except BadRecord as exc:
                     raise JournalCorruptError(
                         f"{log.path}: record {index} at byte {offset} is not a well-formed "
-                        f"journal record: {exc}. " + _after(last) + _ADVICE,
+                        f"journal record: {exc}. " + after(last) + _ADVICE,
                         source=log.path,
                         offset=offset,
                         record_index=index,
@@ -284,52 +284,36 @@ class DuckDBJournal(RunIndexOps):
                         run_id=last[0],
                         last_good_seq=last[1],
                     ) from None
-                last = _position(record)
+                last = position(record)
         except JournalCorruptError as exc:
             if exc.fields.get("reason") == "record" or last == (None, None):
                 raise
             fields = exc.to_fields()
             fields.update(run_id=last[0], last_good_seq=last[1])
-            raise JournalCorruptError(f"{exc.message} {_after(last)}".rstrip(), **fields) from None
+            raise JournalCorruptError(f"{exc.message} {after(last)}".rstrip(), **fields) from None
 
     def _apply(self, record: Any) -> None:
-        """Apply one log record to the held state.
+        """Apply one log record to the overlay.
 
         Raises:
-            _BadRecord: the record is not a well-formed journal record (what is
+            BadRecord: the record is not a well-formed journal record (what is
                 wrong is the message); nothing was applied.
         """
-        if not isinstance(record, list) or not record or not isinstance(record[0], str):
-            raise _BadRecord(f"expected a list starting with a record type, got {_shape(record)}")
-        tag = record[0]
-        if tag == "run":
-            _arity(record, 2)
-            row = _run_record(record[1])
-            self._runs[row.run_id] = row
-        elif tag == "frames":
-            _arity(record, 3)
-            row = _run_record(record[1])
-            if not isinstance(record[2], list):
-                raise _BadRecord(f"frames: expected a list of frame rows, got {_shape(record[2])}")
-            frames = [_frame_of(f, i) for i, f in enumerate(record[2])]
-            held = self._frames.get(row.run_id, [])
-            _check_frames(row, frames, held[-1].seq + 1 if held else None)
-            self._runs[row.run_id] = row
-            self._frames.setdefault(row.run_id, []).extend(frames)
-            self._held += len(frames)
-        elif tag == "decision":
-            _arity(record, 2)
-            d = _decision(record[1])
-            self._decisions.setdefault((d.run_id, d.name), d)
-        else:
-            raise _BadRecord(f"unknown record type {tag!r} (expected run, frames or decision)")
+        parsed = parse_record(record)
+        if parsed.decision is not None:
+            self._overlay.put_decision(parsed.decision)
+            return
+        assert parsed.row is not None
+        if parsed.frames:
+            check_frames(parsed.row, parsed.frames, self._overlay.next_held_seq(parsed.row.run_id))
+        self._overlay.put_run(parsed.row, parsed.frames)
 
     def _write(self, record: list[Any], *, sync: bool = True) -> None:
         """Make one mutation durable (log + fsync; ``sync=False``: log only), then visible."""
         if self._log is not None:
             self._log.append(record, sync=sync)
             self._apply(record)
-            if self._held >= self.checkpoint_frames:
+            if self._overlay.held >= self.checkpoint_frames:
                 self.checkpoint()
             return
         self._apply(record)  # ":memory:": straight into the tables
@@ -338,21 +322,19 @@ class DuckDBJournal(RunIndexOps):
     def checkpoint(self) -> None:
         """Move the records held in the log into DuckDB's tables, then empty the log."""
         with self._lock:
-            if not (self._runs or self._frames or self._decisions):
+            held = self._overlay
+            if held.empty:
                 return
-            frames = [f for run in self._frames.values() for f in run]
-            self._store.ingest(list(self._runs.values()), frames, list(self._decisions.values()))
+            frames = [f for run in held.frames.values() for f in run]
+            self._store.ingest(list(held.runs.values()), frames, list(held.decisions.values()))
             if self._log is not None:
                 self._log.reset()
-            self._runs.clear()
-            self._frames.clear()
-            self._decisions.clear()
-            self._held = 0
+            held.clear()
 
     # -- runs ------------------------------------------------------------------
 
     def _record(self, run_id: str) -> RunRecord | None:
-        found = self._runs.get(run_id)
+        found = self._overlay.runs.get(run_id)
         return found if found is not None else self._store.get_run(run_id)
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
@@ -362,7 +344,7 @@ class DuckDBJournal(RunIndexOps):
             if self._record(record.run_id) is not None:
                 return False
             row = attrs.evolve(record, next_seq=1, last_chain=first.chain)
-            self._write(["frames", _run_row(row), [_frame_row(first)]])
+            self._write(frames_record(row, [first]))
             return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -390,7 +372,7 @@ class DuckDBJournal(RunIndexOps):
                 update=update,
                 epoch=epoch,
             )
-            self._write(["frames", _run_row(row), [_frame_row(f) for f in frames]], sync=sync)
+            self._write(frames_record(row, frames), sync=sync)
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""
@@ -399,9 +381,7 @@ class DuckDBJournal(RunIndexOps):
             with self._lock:
                 page = self._store.page(run_id, seq, _PAGE)
                 if not page:
-                    held = self._frames.get(run_id, [])
-                    first = held[0].seq if held else 0
-                    page = held[max(0, seq - first) : max(0, seq - first) + _PAGE]
+                    page = self._overlay.page(run_id, seq, _PAGE)
             if not page:
                 return
             yield from page
@@ -410,15 +390,9 @@ class DuckDBJournal(RunIndexOps):
     def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
         """See :meth:`redrive.storage.Journal.runs`."""
         with self._lock:
-            held = dict(self._runs)
-            stored = self._store.runs(
-                status=status, limit=None if limit is None else limit + len(held)
-            )
-        merged = {r.run_id: r for r in stored if r.run_id not in held}
-        merged.update(held)
-        rows = [r for r in merged.values() if status is None or r.status == status]
-        rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
-        return rows if limit is None else rows[:limit]
+            held = len(self._overlay.runs)
+            stored = self._store.runs(status=status, limit=None if limit is None else limit + held)
+            return self._overlay.select(status, limit, stored)
 
     # -- leases ----------------------------------------------------------------
 
@@ -429,7 +403,7 @@ class DuckDBJournal(RunIndexOps):
                 raise unknown_run(run_id)
             changed: RunRecord = change(record)
             if changed is not record:
-                self._write(["run", _run_row(changed)])
+                self._write(run_record(changed))
             return changed
 
     # -- approvals -------------------------------------------------------------
@@ -447,13 +421,13 @@ class DuckDBJournal(RunIndexOps):
             decision = Decision(
                 run_id=run_id, name=name, approved=bool(approved), by=by, at=time.time(), note=note
             )
-            self._write(["decision", attrs.asdict(decision)])
+            self._write(decision_record(decision))
             return decision
 
     def decision(self, run_id: str, name: str) -> Decision | None:
         """See :meth:`redrive.storage.Journal.decision`."""
         with self._lock:
-            found = self._decisions.get((run_id, name))
+            found = self._overlay.decision(run_id, name)
             return found if found is not None else self._store.decision(run_id, name)
 
     # -- schema and lifetime -----------------------------------------------------
@@ -487,142 +461,3 @@ class DuckDBJournal(RunIndexOps):
                     self._log.close()
                 self._store.close()
                 self._release()
-
-
-# -- log record validation -------------------------------------------------------
-
-_RUN_TYPES: Final[dict[str, tuple[type, ...]]] = {
-    "run_id": (str,),
-    "status": (str,),
-    "next_seq": (int,),
-    "last_chain": (str,),
-    "input_fp": (str,),
-    "entrypoint": (str, type(None)),
-    "created_at": (float, int),
-    "updated_at": (float, int),
-    "output": (bytes, type(None)),
-    "error": (str, type(None)),
-    "lease_owner": (str, type(None)),
-    "lease_epoch": (int,),
-    "lease_expires": (float, int, type(None)),
-}
-_FRAME_TYPES: Final[dict[str, tuple[type, ...]]] = {
-    "run_id": (str,),
-    "seq": (int,),
-    "kind": (str,),
-    "name": (str,),
-    "key": (str,),
-    "payload": (bytes,),
-    "chain": (str,),
-    "at": (float, int),
-    "epoch": (int,),
-}
-_DECISION_TYPES: Final[dict[str, tuple[type, ...]]] = {
-    "run_id": (str,),
-    "name": (str,),
-    "approved": (bool,),
-    "by": (str,),
-    "at": (float, int),
-    "note": (str,),
-}
-_STATUSES: Final = frozenset(s.value for s in RunStatus)
-#: Largest seq / epoch a journal stores (a signed 64-bit column).
-_INT_MAX: Final = 2**63 - 1
-
-
-class _BadRecord(ValueError):
-    """A log record with a good checksum that is not a well-formed journal record."""
-
-
-def _shape(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
-
-
-def _arity(record: list[Any], size: int) -> None:
-    if len(record) != size:
-        raise _BadRecord(f"{record[0]}: expected {size} items, got {len(record)}")
-
-
-def _typed(what: str, values: dict[str, Any], types: dict[str, tuple[type, ...]]) -> None:
-    for name, allowed in types.items():
-        value = values[name]
-        if isinstance(value, bool) and bool not in allowed:
-            raise _BadRecord(f"{what}.{name}: expected {allowed[0].__name__}, got a bool")
-        if not isinstance(value, allowed):
-            names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
-            raise _BadRecord(f"{what}.{name}: expected {names}, got {_shape(value)}")
-        if isinstance(value, int) and not isinstance(value, bool):
-            if allowed[0] is int and not 0 <= value <= _INT_MAX:
-                raise _BadRecord(f"{what}.{name}: {value} is out of range 0..{_INT_MAX}")
-            if allowed[0] is float and abs(value) > _INT_MAX:
-                raise _BadRecord(f"{what}.{name}: {value} is out of range")
-
-
-def _row(what: str, row: Any, columns: Sequence[str]) -> dict[str, Any]:
-    if not isinstance(row, list) or len(row) != len(columns):
-        raise _BadRecord(f"{what}: expected a list of {len(columns)} values, got {_shape(row)}")
-    return dict(zip(columns, row, strict=True))
-
-
-def _run_record(row: Any) -> RunRecord:
-    values = _row("run row", row, RUN_COLUMNS)
-    _typed("run", values, _RUN_TYPES)
-    if values["status"] not in _STATUSES:
-        raise _BadRecord(f"run.status: {values['status']!r} is not a run status")
-    return RunRecord(**values)
-
-
-def _frame_of(row: Any, index: int) -> Frame:
-    values = _row(f"frame row {index}", row, FRAME_ATTRS)
-    _typed(f"frame {index}", values, _FRAME_TYPES)
-    return Frame(**values)
-
-
-def _decision(fields: Any) -> Decision:
-    if not isinstance(fields, dict) or set(fields) != set(_DECISION_TYPES):
-        keys = sorted(map(str, fields)) if isinstance(fields, dict) else _shape(fields)
-        raise _BadRecord(
-            f"decision: expected a map with keys {sorted(_DECISION_TYPES)}, got {keys}"
-        )
-    _typed("decision", fields, _DECISION_TYPES)
-    return Decision(**fields)
-
-
-def _check_frames(row: RunRecord, frames: Sequence[Frame], next_held: int | None) -> None:
-    """Check that a frames record continues its run densely and matches its run row."""
-    expected = next_held
-    for frame in frames:
-        if frame.run_id != row.run_id:
-            raise _BadRecord(
-                f"frames: a frame of run {frame.run_id!r} in a record of run {row.run_id!r}"
-            )
-        if expected is not None and frame.seq != expected:
-            raise _BadRecord(
-                f"frames: run {row.run_id!r} seq {frame.seq} where seq {expected} was expected"
-            )
-        expected = frame.seq + 1
-    if frames and row.next_seq != frames[-1].seq + 1:
-        raise _BadRecord(
-            f"frames: run {row.run_id!r} row says next_seq {row.next_seq} after a frame at "
-            f"seq {frames[-1].seq}"
-        )
-
-
-def _position(record: list[Any]) -> tuple[str | None, int | None]:
-    """Return ``(run_id, seq)`` of the last frame a (validated) record speaks for."""
-    tag = record[0]
-    if tag == "frames" and record[2]:
-        return record[1][0], record[2][-1][1]
-    if tag in ("run", "frames"):
-        next_seq = record[1][2]
-        return record[1][0], next_seq - 1 if next_seq > 0 else None
-    return record[1]["run_id"], None
-
-
-def _after(last: tuple[str | None, int | None]) -> str:
-    run_id, seq = last
-    if run_id is None:
-        return "No record before it could be read. "
-    at = f" seq {seq}" if seq is not None else ""
-    return f"The last good record before it is of run {run_id!r}{at}. "

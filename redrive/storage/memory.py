@@ -19,7 +19,71 @@ from ._base import (
     unknown_run,
 )
 
-__all__ = ["MemoryJournal"]
+__all__ = ["MemoryJournal", "MemoryState"]
+
+
+class MemoryState:
+    """Runs, frames and decisions held in memory: the memory journal's data.
+
+    The DuckDB journal holds the records not yet checkpointed in one too (its
+    overlay), so there a run's frames may be only a suffix of the run. Not
+    thread-safe: the owner holds its lock around every call.
+    """
+
+    def __init__(self) -> None:
+        self.runs: dict[str, RunRecord] = {}
+        self.frames: dict[str, list[Frame]] = {}
+        self.decisions: dict[tuple[str, str], Decision] = {}
+        #: how many frames are held, over all runs
+        self.held = 0
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing is held."""
+        return not (self.runs or self.frames or self.decisions)
+
+    def put_run(self, row: RunRecord, frames: Sequence[Frame] = ()) -> None:
+        """Set a run's row and add ``frames`` (the next ones of the run) to it."""
+        self.runs[row.run_id] = row
+        if frames:
+            self.frames.setdefault(row.run_id, []).extend(frames)
+            self.held += len(frames)
+
+    def next_held_seq(self, run_id: str) -> int | None:
+        """The seq after the run's last held frame, or None when none is held."""
+        held = self.frames.get(run_id)
+        return held[-1].seq + 1 if held else None
+
+    def put_decision(self, decision: Decision) -> Decision:
+        """Keep ``decision`` unless one for its run and name is held; return the held one."""
+        return self.decisions.setdefault((decision.run_id, decision.name), decision)
+
+    def decision(self, run_id: str, name: str) -> Decision | None:
+        """The held decision, or None."""
+        return self.decisions.get((run_id, name))
+
+    def page(self, run_id: str, start: int, limit: int | None = None) -> list[Frame]:
+        """Up to ``limit`` held frames of a run from seq ``start`` (a copy)."""
+        held = self.frames.get(run_id, [])
+        offset = max(0, start - (held[0].seq if held else 0))
+        return held[offset:] if limit is None else held[offset : offset + limit]
+
+    def select(
+        self, status: str | None, limit: int | None, others: Sequence[RunRecord] = ()
+    ) -> list[RunRecord]:
+        """Runs newest first, the held rows over ``others`` (rows stored elsewhere)."""
+        merged = {r.run_id: r for r in others if r.run_id not in self.runs}
+        merged.update(self.runs)
+        rows = [r for r in merged.values() if status is None or r.status == status]
+        rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+        return rows if limit is None else rows[:limit]
+
+    def clear(self) -> None:
+        """Forget everything held."""
+        self.runs.clear()
+        self.frames.clear()
+        self.decisions.clear()
+        self.held = 0
 
 
 class MemoryJournal(RunIndexOps):
@@ -35,28 +99,26 @@ class MemoryJournal(RunIndexOps):
     def __init__(self, url: str = ":memory:") -> None:
         self.url = url
         self._lock = threading.Lock()
-        self._runs: dict[str, RunRecord] = {}
-        self._frames: dict[str, list[Frame]] = {}
-        self._decisions: dict[tuple[str, str], Decision] = {}
+        self._state = MemoryState()
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
         """See :meth:`redrive.storage.Journal.create_run`."""
         check_append(attrs.evolve(record, next_seq=0), [first], 0)
         with self._lock:
-            if record.run_id in self._runs:
+            if record.run_id in self._state.runs:
                 return False
-            self._runs[record.run_id] = attrs.evolve(record, next_seq=1, last_chain=first.chain)
-            self._frames[record.run_id] = [first]
+            row = attrs.evolve(record, next_seq=1, last_chain=first.chain)
+            self._state.put_run(row, [first])
             return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """See :meth:`redrive.storage.Journal.get_run`."""
         with self._lock:
-            return self._runs.get(run_id)
+            return self._state.runs.get(run_id)
 
     def _row(self, run_id: str) -> RunRecord:
         try:
-            return self._runs[run_id]
+            return self._state.runs[run_id]
         except KeyError:
             raise unknown_run(run_id) from None
 
@@ -73,34 +135,31 @@ class MemoryJournal(RunIndexOps):
         """See :meth:`redrive.storage.Journal.append`."""
         with self._lock:
             row = appended(
-                self._runs.get(run_id),
+                self._state.runs.get(run_id),
                 run_id,
                 frames,
                 expected_seq=expected_seq,
                 update=update,
                 epoch=epoch,
             )
-            self._frames[run_id].extend(frames)
-            self._runs[run_id] = row
+            self._state.put_run(row, frames)
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""
         with self._lock:
-            snapshot = list(self._frames.get(run_id, ())[start:])
+            snapshot = self._state.page(run_id, start)
         yield from snapshot
 
     def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
         """See :meth:`redrive.storage.Journal.runs`."""
         with self._lock:
-            rows = [r for r in self._runs.values() if status is None or r.status == status]
-        rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
-        return rows if limit is None else rows[:limit]
+            return self._state.select(status, limit)
 
     def _change_run(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> RunRecord:
         with self._lock:
             record = self._row(run_id)
             changed: RunRecord = change(record)
-            self._runs[run_id] = changed
+            self._state.put_run(changed)
             return changed
 
     def decide(
@@ -109,19 +168,15 @@ class MemoryJournal(RunIndexOps):
         """See :meth:`redrive.storage.Journal.decide`."""
         with self._lock:
             self._row(run_id)
-            existing = self._decisions.get((run_id, name))
-            if existing is not None:
-                return existing
             decision = Decision(
                 run_id=run_id, name=name, approved=bool(approved), by=by, at=time.time(), note=note
             )
-            self._decisions[(run_id, name)] = decision
-            return decision
+            return self._state.put_decision(decision)
 
     def decision(self, run_id: str, name: str) -> Decision | None:
         """See :meth:`redrive.storage.Journal.decision`."""
         with self._lock:
-            return self._decisions.get((run_id, name))
+            return self._state.decision(run_id, name)
 
     def close(self) -> None:
         """Nothing to release; the data stays readable until garbage-collected."""

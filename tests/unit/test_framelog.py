@@ -53,7 +53,7 @@ def test_checkpoint_threshold_moves_frames_into_duckdb(tmp_path: Path) -> None:
     record_run(journal, "b", 3)
     assert verify_frames(journal.frames("a"), source="a") == 42
     assert [r.run_id for r in journal.runs()] == ["b", "a"]
-    assert journal._held < 7
+    assert journal._overlay.held < 7
     journal.close()
 
 

@@ -24,8 +24,8 @@ from redrive.errors import (
 )
 from redrive.frames import GENESIS, encode, make_frame
 from redrive.storage import MemoryJournal, RunRecord
-from redrive.storage import rdj as rdjmod
 from redrive.storage.rdj import RdjJournal, export_run, import_run, read_header
+from redrive.storage.rdj import _format as rdjmod
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "runs"
 REAL_FILES = sorted(FIXTURES.rglob("*.rdj"))
@@ -155,7 +155,7 @@ def test_export_unknown_run_and_corrupt_source(journal: MemoryJournal, tmp_path:
     """Export refuses an unknown run and a run whose chain is broken, leaving no file."""
     with pytest.raises(UnknownRunError):
         export_run(journal, "nope", tmp_path / "x.rdj")
-    frames = journal._frames["r1"]
+    frames = journal._state.frames["r1"]
     frames[3] = attrs.evolve(frames[3], payload=encode({"tampered": True}))
     with pytest.raises(JournalCorruptError) as info:
         export_run(journal, "r1", tmp_path / "x.rdj")
@@ -210,7 +210,7 @@ def _rebuild(rdj_path: Path, change: Any) -> None:
     offsets = [*_frame_offsets(data), len(data)]
     records = [(data[a : a + 1], data[a + 5 : b - 8]) for a, b in itertools.pairwise(offsets)]
     records = change(records)
-    out = data[:16] + b"".join(rdjmod._record(tag, body) for tag, body in records)
+    out = data[:16] + b"".join(rdjmod.record_bytes(tag, body) for tag, body in records)
     rdj_path.write_bytes(out)
 
 
@@ -276,13 +276,15 @@ def test_deep_nesting_written_by_hand_is_refused(tmp_path: Path) -> None:
     second = attrs.evolve(first, seq=1, kind="note", payload=deep)
     second = attrs.evolve(second, chain=second.expected_chain(first.chain))
     record = RunRecord(run_id="h", status="succeeded", next_seq=2, last_chain=second.chain)
-    records = [(b"H", rdjmod._header_bytes(record, {}))]
+    records = [(b"H", rdjmod.header_bytes(record, {}))]
     for f in (first, second):
         body = [f.seq, f.kind, f.name, f.key, f.payload, f.chain, f.at, f.epoch]
         records.append((b"F", msgpack.packb(body, use_bin_type=True)))
     records.append((b"E", msgpack.packb({"frames": 2, "last_chain": second.chain})))
     path = tmp_path / "h.rdj"
-    path.write_bytes(rdjmod._preamble(1) + b"".join(rdjmod._record(t, b) for t, b in records))
+    path.write_bytes(
+        rdjmod.preamble_bytes(1) + b"".join(rdjmod.record_bytes(t, b) for t, b in records)
+    )
     with pytest.raises(JournalCorruptError, match="payload") as info:
         RdjJournal(path)
     assert info.value.last_good_seq == 0
@@ -291,7 +293,7 @@ def test_deep_nesting_written_by_hand_is_refused(tmp_path: Path) -> None:
 def test_newer_format_is_refused_clearly(rdj_path: Path) -> None:
     """A file of a newer format version raises JournalFormatError naming both versions."""
     data = rdj_path.read_bytes()
-    rdj_path.write_bytes(rdjmod._preamble(2) + data[16:])
+    rdj_path.write_bytes(rdjmod.preamble_bytes(2) + data[16:])
     with pytest.raises(JournalFormatError, match=r"format version 2.*reads versions 1 to 1"):
         RdjJournal(rdj_path)
     bad = bytearray(data)
@@ -365,4 +367,4 @@ def test_hypothesis_arbitrary_bytes_after_the_magic(
 ) -> None:
     """Arbitrary bytes behind a valid preamble give only JournalCorruptError."""
     path = tmp_path_factory.mktemp("fuzz") / "f.rdj"
-    _only_corrupt(path, b"", rdjmod._preamble(1) + tail)
+    _only_corrupt(path, b"", rdjmod.preamble_bytes(1) + tail)
