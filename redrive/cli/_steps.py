@@ -1,12 +1,12 @@
-"""A run's steps as ``show`` prints them, from :func:`redrive.replay.iter_steps`."""
+"""A run's steps as ``show`` prints them, read by :class:`redrive.replay.StepReader`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from ..frames import Frame, Kind
-from ..replay import RecordedStep, iter_steps
+from ..replay import RecordedStep, StepReader
 from ..storage import Journal
 
 __all__ = ["count_steps", "read_steps"]
@@ -89,28 +89,20 @@ def read_steps(frames: Iterable[Frame]) -> tuple[list[dict[str, Any]], dict[str,
         JournalCorruptError: the frames fail their seq or chain check, or an
             outcome refers to no step.
     """
-    edges: dict[str, Frame] = {}
-
-    def watched() -> Iterator[Frame]:
-        for frame in frames:
-            if frame.kind in (Kind.RUN_START.value, Kind.RUN_END.value):
-                edges[frame.kind] = frame
-            yield frame
-
-    steps = [_shown(step) for step in iter_steps(watched())]
+    reader = StepReader()
+    steps = [_shown(step) for step in reader.read(frames)]
     info: dict[str, Any] = {}
-    start = edges.get(Kind.RUN_START.value)
-    if start is not None:
-        data = start.data()
+    start, end = reader.run_start_frame, reader.run_end_frame
+    if reader.run_start is not None and start is not None:
+        data = reader.run_start
         info.update(
             input=data.get("input"),
             entrypoint=data.get("entrypoint"),
             flags=data.get("flags"),
             started_at=start.at,
         )
-    end = edges.get(Kind.RUN_END.value)
-    if end is not None:
-        data = end.data()
+    if reader.run_end is not None and end is not None:
+        data = reader.run_end
         info["end"] = {k: data.get(k) for k in ("status", "output", "error")}
         info["ended_at"] = end.at
     return steps, info
