@@ -75,14 +75,16 @@ def test_import_cassette_without_pyyaml_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "argv",
     [
+        ["--journal", "{rdj}", "runs"],
         ["show", "{rdj}"],
+        ["--journal", "{rdj}", "export", "refund:A-100:refunded", "-o", "{tmp}/out.rdj"],
         ["verify", "{rdj}"],
         ["diff", "{rdj}", "{rdj}"],
         ["--journal", "{rdj}", "sql", "SELECT count(*) AS n FROM frames"],
         ["--journal", "{tmp}/new.duckdb", "import", "{rdj}"],
         ["check", "{pass}"],
     ],
-    ids=["show", "verify", "diff", "sql", "import", "check"],
+    ids=["runs", "show", "export", "verify", "diff", "sql", "import", "check"],
 )
 def test_commands_work_without_extras(tmp_path: Path, argv: list[str]) -> None:
     """Reading, moving and checking runs needs only duckdb and rich (and attrs, msgpack, xxhash)."""
