@@ -12,7 +12,7 @@ from typing import Any
 
 from ..storage import RunRecord
 
-__all__ = ["Out", "age", "plain", "run_row"]
+__all__ = ["Out", "age", "clip", "plain", "run_row"]
 
 
 def plain(value: Any) -> Any:
@@ -35,6 +35,22 @@ def plain(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
+
+
+def clip(value: Any, width: int = 100) -> str:
+    """Return ``value`` on one line of at most ``width`` characters, for a line or a table cell.
+
+    Args:
+        value: a string (shown as it is) or decoded payload data (shown as compact
+            JSON, through :func:`plain`).
+        width: the most characters returned; longer text is cut to end in ``...``.
+
+    Returns:
+        The text, its runs of whitespace (newlines included) collapsed to one space.
+    """
+    text = value if isinstance(value, str) else json.dumps(plain(value), ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: max(0, width - 3)] + "..."
 
 
 class Out:

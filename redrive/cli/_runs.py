@@ -6,10 +6,9 @@ import argparse
 import time
 from typing import Any
 
-from ..replay._diff import short
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
-from ._output import Out, age, run_row
+from ._output import Out, age, clip, run_row
 from ._steps import count_steps, read_steps
 
 __all__ = ["register"]
@@ -67,7 +66,7 @@ def _show(args: argparse.Namespace, out: Out) -> int:
         style="bold",
     )
     if info.get("input") is not None:
-        out.line(f"input: {short(info['input'])}")
+        out.line(f"input: {clip(info['input'])}")
     rows: list[list[Any]] = []
     for step in steps:
         tokens = step["tokens"]
@@ -79,7 +78,7 @@ def _show(args: argparse.Namespace, out: Out) -> int:
                 step["status"],
                 "" if step["duration_ms"] is None else f"{step['duration_ms']:.1f}",
                 f"{tokens['input']}/{tokens['output']}" if tokens else "",
-                step["error"] or short(step["args"]),
+                step["error"] or clip(step["args"]),
             ]
         )
     out.table(
@@ -91,7 +90,7 @@ def _show(args: argparse.Namespace, out: Out) -> int:
     if end:
         out.line(
             f"ended {end['status']}"
-            + (f": {end['error']}" if end.get("error") else f", output {short(end['output'])}")
+            + (f": {end['error']}" if end.get("error") else f", output {clip(end['output'])}")
         )
     else:
         out.line("no run_end: the run is unfinished (it may be resumed)")

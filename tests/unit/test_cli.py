@@ -458,4 +458,5 @@ def test_show_step_statuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert in_flight["args"] == {"amount": 5} and "result" not in in_flight
     code, out, _ = _run(capsys, "--journal", url, "show", "crashed")
     assert code == 0 and "in flight" in out and "RuntimeError: no order A-1" in out
+    assert '{"amount": 5}' in out  # arguments as one line of JSON
     assert "no run_end: the run is unfinished (it may be resumed)" in out
