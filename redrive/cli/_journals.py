@@ -30,6 +30,10 @@ def is_rdj_file(target: str) -> bool:
 def open_url(url: str, **options: Any) -> Journal:
     """Open the journal at ``url`` with :func:`redrive.open_journal` and ``options``.
 
+    Args:
+        url: a journal URL (a DuckDB file, ``postgresql://...``, an ``.rdj`` file...).
+        **options: passed to the backend (e.g. ``read_only=True`` for DuckDB).
+
     Returns:
         The journal (the caller closes it).
 
@@ -59,6 +63,9 @@ def opened(url: str, *, must_exist: bool = True) -> Journal:
         must_exist: refuse a journal file that does not exist yet (True), rather
             than creating it.
 
+    Returns:
+        The journal, closed by :func:`close_opened` when the command ends.
+
     Raises:
         FileNotFoundError: ``must_exist`` and there is no file at the URL's path.
         JournalCorruptError, CliError, JournalLockedError, JournalFormatError: as
@@ -78,7 +85,7 @@ def opened(url: str, *, must_exist: bool = True) -> Journal:
 def close_opened() -> None:
     """Close every journal the command opened through :func:`opened` or :func:`source`."""
     while _opened:
-        _url, journal = _opened.popitem()
+        _key, journal = _opened.popitem()
         if not getattr(journal, "closed", False):
             journal.close()
 
@@ -89,6 +96,9 @@ def source(target: str, url: str) -> tuple[Journal, str]:
     Args:
         target: an ``.rdj`` file (its run) or a run id in the journal at ``url``.
         url: the ``--journal`` URL.
+
+    Returns:
+        The journal holding the run (closed by :func:`close_opened`) and the run's id.
 
     Raises:
         UnknownRunError: ``target`` is neither a file nor a run of the journal.
