@@ -422,3 +422,41 @@ def test_show_measures_model_steps_from_their_start(
     code, data = _json(capsys, "--journal", url, "show", "dur")
     assert code == 0
     assert data["steps"][0]["duration_ms"] == round((response.at - started) * 1000, 3)
+
+
+def test_show_step_statuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """show tells a recorded value, a tool error and a tool left in flight by a crash apart."""
+    url = str(tmp_path / "statuses.duckdb")
+    journal = redrive.open_journal(url)
+
+    @redrive.tool(read_only=True)
+    def lookup(order: str) -> str:
+        raise RuntimeError(f"no order {order}")
+
+    @redrive.tool
+    def charge(amount: int) -> str:
+        raise SystemExit(3)  # the worker dies inside the body: the step stays in flight
+
+    with pytest.raises(SystemExit), redrive.run(journal, "crashed"):
+        token = redrive.uuid4()
+        with pytest.raises(RuntimeError):
+            lookup("A-1")
+        charge(5)
+    journal.close()
+    code, data = _json(capsys, "--journal", url, "show", "crashed")
+    assert code == 0 and data["run"]["status"] == "running" and "end" not in data["info"]
+    value, error, in_flight = data["steps"]
+    assert (value["kind"], value["status"], value["duration_ms"]) == ("value", "done", 0.0)
+    assert value["result"] == str(token)
+    assert (error["name"], error["status"]) == ("lookup", "error")
+    assert error["error"] == "builtins.RuntimeError: no order A-1" and "result" not in error
+    assert (in_flight["name"], in_flight["status"], in_flight["duration_ms"]) == (
+        "charge",
+        "in flight",
+        None,
+    )
+    assert in_flight["args"] == {"amount": 5} and "result" not in in_flight
+    code, out, _ = _run(capsys, "--journal", url, "show", "crashed")
+    assert code == 0 and "in flight" in out and "RuntimeError: no order A-1" in out
+    assert '{"amount": 5}' in out  # arguments as one line of JSON
+    assert "no run_end: the run is unfinished (it may be resumed)" in out

@@ -1,0 +1,91 @@
+"""``redrive diff``: where two runs first differ, as :func:`redrive.diff_runs` finds it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import attrs
+
+from ..replay import RunDiff, StepView, diff_runs
+from ._common import EXIT_FAILED, EXIT_OK, Subparsers
+from ._journals import source
+from ._output import Out
+from ._steps import count_steps
+
+__all__ = ["diff_document", "register"]
+
+
+def _step(step: StepView | None) -> dict[str, Any] | None:
+    return None if step is None else attrs.asdict(step)
+
+
+def _argument_path(path: str) -> str:
+    """Return ``$.args.x`` as ``$.x``: the path inside the step's arguments (as in a divergence)."""
+    return "$" + path.removeprefix("$.args") if path.startswith("$.args") else path
+
+
+def diff_document(a: str, b: str, found: RunDiff | None) -> dict[str, Any]:
+    """Return the ``--json`` document of ``redrive diff`` for :func:`redrive.diff_runs`'s answer.
+
+    Args:
+        a: the first run's id.
+        b: the second run's id.
+        found: what :func:`redrive.diff_runs` returned for them (None: no difference).
+
+    Returns:
+        ``{"a", "b", "identical", "what", "index", "first_divergent_step",
+        "output_diff"}``: ``what`` and ``index`` as in :class:`~redrive.replay.RunDiff`
+        (None when identical); ``first_divergent_step`` is None when identical or
+        when only the runs' ends differ, else ``{"index", "what", "a", "b", "diff"}``
+        with both steps in full (seq, kind, name, args, outcome; None where a run
+        has no step) and ``diff`` as ``[path, a, b]`` leaves, argument paths from
+        ``$`` (the step's arguments), outcome paths from ``$.outcome``;
+        ``output_diff`` the ``[path, a, b]`` leaves of the runs' ends
+        (``$.run_end.status``, ``$.run_end.output``) when only those differ.
+    """
+    document: dict[str, Any] = {
+        "a": a,
+        "b": b,
+        "identical": found is None,
+        "what": None if found is None else found.what,
+        "index": None if found is None else found.index,
+        "first_divergent_step": None,
+        "output_diff": [],
+    }
+    if found is None:
+        return document
+    leaves = [[_argument_path(p) if found.what == "args" else p, x, y] for p, x, y in found.diff]
+    if found.what == "output":
+        document["output_diff"] = leaves
+    else:
+        document["first_divergent_step"] = {
+            "index": found.index,
+            "what": found.what,
+            "a": _step(found.step_a),
+            "b": _step(found.step_b),
+            "diff": leaves,
+        }
+    return document
+
+
+def _diff(args: argparse.Namespace, out: Out) -> int:
+    journal_a, a = source(args.a, args.journal)
+    journal_b, b = source(args.b, args.journal)
+    found = diff_runs(a, b, journal=journal_a, journal_b=journal_b)
+    if out.json:
+        out.emit(diff_document(a, b, found))
+    elif found is None:
+        steps = count_steps(journal_a, a)
+        out.line(f"{a} and {b}: the same {steps} steps and the same output", "green")
+    else:
+        out.line(str(found))
+    return EXIT_OK if found is None else EXIT_FAILED
+
+
+def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """Add the ``diff`` command to the ``redrive`` parser's subcommands."""
+    p = sub.add_parser("diff", parents=[common], help="first divergent step of two runs")
+    p.add_argument("a", metavar="A", help="run id or .rdj file")
+    p.add_argument("b", metavar="B", help="run id or .rdj file")
+    p.set_defaults(func=_diff)

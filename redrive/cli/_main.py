@@ -1,0 +1,109 @@
+"""The ``redrive`` parser and :func:`main`: run one command, map its errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from ..errors import (
+    JournalCorruptError,
+    JournalFormatError,
+    JournalLockedError,
+    ReplayError,
+    UnknownRunError,
+)
+from . import _check, _demo, _diff, _runs, _sql, _transfer
+from ._common import (
+    EXIT_FAILED,
+    EXIT_JOURNAL,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    is_database_error,
+    unreadable,
+)
+from ._journals import close_opened
+from ._output import Out
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="redrive",
+        description="Inspect, move, verify and check redrive journals.",
+        epilog="exit codes: 0 ok; 1 check/verify/diff negative or replay error; 2 usage "
+        "(or a missing optional dependency); 3 not found; 4 journal unreadable (corrupt, "
+        "newer format, locked, cannot connect)",
+    )
+    parser.add_argument(
+        "--journal",
+        default=os.environ.get("REDRIVE_JOURNAL", "runs.duckdb"),
+        help="journal URL: a DuckDB file (default runs.duckdb, or $REDRIVE_JOURNAL), "
+        "postgresql://... (needs redrive[postgres]), or an .rdj file (read-only)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (_runs, _transfer, _diff, _sql, _demo, _check):
+        module.register(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``redrive`` command line.
+
+    Args:
+        argv: the arguments after the program name (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit code (see :mod:`redrive.cli`). Errors are reported, never raised,
+        except an unexpected one (a bug), which propagates with its traceback.
+    """
+    parser = _parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.command != "demo":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command == "demo":
+        args.rest = [*extra, *args.rest]
+    out = Out(bool(args.json))
+
+    def fail(exc: BaseException, exit_code: int) -> int:
+        name = exc.name if isinstance(exc, CliError) else type(exc).__name__
+        if out.json:
+            fields = exc.to_fields() if isinstance(exc, ReplayError) else {}
+            out.emit({"error": name, "message": str(exc), **fields})
+        else:
+            print(f"redrive {args.command}: {name}: {exc}", file=sys.stderr)
+        return exit_code
+
+    try:
+        try:
+            return int(args.func(args, out))
+        finally:
+            close_opened()
+    except (UnknownRunError, FileNotFoundError) as exc:
+        return fail(exc, EXIT_NOT_FOUND)
+    except (JournalCorruptError, JournalFormatError, JournalLockedError) as exc:
+        return fail(exc, EXIT_JOURNAL)
+    except CliError as exc:
+        return fail(exc, exc.exit_code)
+    except (ReplayError, PermissionError) as exc:
+        return fail(exc, EXIT_FAILED)
+    except BrokenPipeError:  # pragma: no cover - `redrive runs | head`
+        return EXIT_OK
+    except ConnectionError as exc:  # a journal database that cannot be reached
+        return fail(exc, EXIT_JOURNAL)
+    except Exception as exc:
+        if is_database_error(exc):  # the journal's database failed while being read
+            return fail(unreadable(args.journal, exc), EXIT_JOURNAL)
+        raise

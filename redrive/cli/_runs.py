@@ -1,0 +1,119 @@
+"""``redrive runs`` (list runs) and ``redrive show`` (one run's timeline of steps)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from ._common import EXIT_OK, Subparsers
+from ._journals import opened, source
+from ._output import Out, age, clip, run_row
+from ._steps import count_steps, read_steps
+
+__all__ = ["register"]
+
+
+def _runs(args: argparse.Namespace, out: Out) -> int:
+    journal = opened(args.journal)
+    if args.stale is not None:
+        rows = journal.stale_runs(older_than=args.stale)
+    else:
+        rows = journal.runs(status=args.status)
+    if args.entrypoint:
+        rows = [r for r in rows if r.entrypoint and args.entrypoint in r.entrypoint]
+    if args.limit is not None:
+        rows = rows[: args.limit]
+    now = time.time()
+    data = []
+    with out.progress("counting steps", len(rows)) as update:
+        for done, record in enumerate(rows, 1):
+            item = run_row(record)
+            item["steps"] = count_steps(journal, record.run_id)
+            item["age_s"] = round(now - record.updated_at, 3)
+            data.append(item)
+            update(done, len(rows))
+    if out.json:
+        out.emit({"journal": args.journal, "runs": data})
+        return EXIT_OK
+    out.table(
+        f"runs in {args.journal}",
+        ["run_id", "status", "steps", "frames", "age", "entrypoint"],
+        [
+            [d["run_id"], d["status"], d["steps"], d["frames"], age(d["age_s"]), d["entrypoint"]]
+            for d in data
+        ],
+    )
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace, out: Out) -> int:
+    journal, run_id = source(args.run, args.journal)
+    record = journal.get_run(run_id)
+    assert record is not None  # source() checked it
+    steps, info = read_steps(journal.frames(run_id))
+    if out.json:
+        out.emit({"run": run_row(record), "info": info, "steps": steps})
+        return EXIT_OK
+    total = {"input": 0, "output": 0}
+    for step in steps:
+        if step["tokens"]:
+            total["input"] += step["tokens"]["input"]
+            total["output"] += step["tokens"]["output"]
+    out.line(
+        f"run {run_id}  status {record.status}  frames {record.next_seq}  "
+        f"entrypoint {record.entrypoint or '-'}  tokens in/out {total['input']}/{total['output']}",
+        style="bold",
+    )
+    if info.get("input") is not None:
+        out.line(f"input: {clip(info['input'])}")
+    rows: list[list[Any]] = []
+    for step in steps:
+        tokens = step["tokens"]
+        rows.append(
+            [
+                step["seq"],
+                step["kind"],
+                step["name"],
+                step["status"],
+                "" if step["duration_ms"] is None else f"{step['duration_ms']:.1f}",
+                f"{tokens['input']}/{tokens['output']}" if tokens else "",
+                step["error"] or clip(step["args"]),
+            ]
+        )
+    out.table(
+        f"timeline of {run_id}",
+        ["seq", "step", "name", "status", "ms", "tokens", "arguments / error"],
+        rows,
+    )
+    end = info.get("end")
+    if end:
+        out.line(
+            f"ended {end['status']}"
+            + (f": {end['error']}" if end.get("error") else f", output {clip(end['output'])}")
+        )
+    else:
+        out.line("no run_end: the run is unfinished (it may be resumed)")
+    return EXIT_OK
+
+
+def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """Add the ``runs`` and ``show`` commands to the ``redrive`` parser's subcommands."""
+    p = sub.add_parser("runs", parents=[common], help="list runs with status, steps and age")
+    p.add_argument("--status", choices=["running", "suspended", "succeeded", "failed", "cancelled"])
+    p.add_argument(
+        "--stale",
+        type=float,
+        nargs="?",
+        const=0.0,
+        default=None,
+        metavar="SECONDS",
+        help="only running runs whose lease expired (at least SECONDS ago)",
+    )
+    p.add_argument("--entrypoint", help="only runs whose entrypoint contains this text")
+    p.add_argument("--limit", type=int)
+    p.set_defaults(func=_runs)
+
+    p = sub.add_parser("show", parents=[common], help="a run's timeline of steps")
+    p.add_argument("run", help="run id in --journal, or an .rdj file")
+    p.set_defaults(func=_show)

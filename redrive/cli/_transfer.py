@@ -1,0 +1,179 @@
+"""Moving runs in and out of a journal and checking them.
+
+``redrive export``, ``import``, ``verify`` and ``import-cassette``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ..errors import JournalCorruptError
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
+from ._journals import is_rdj_file, opened, source
+from ._output import Out, run_row
+
+__all__ = ["register"]
+
+
+def _export(args: argparse.Namespace, out: Out) -> int:
+    from ..storage.rdj import export_run
+
+    journal = opened(args.journal)
+    record = journal.get_run(args.run)
+    total = record.next_seq if record is not None else 0
+    with out.progress(f"exporting {args.run}", total) as update:
+        record = export_run(journal, args.run, args.output, progress=update)
+    data = {
+        "run_id": record.run_id,
+        "path": args.output,
+        "frames": record.next_seq,
+        "bytes": os.path.getsize(args.output),
+        "status": record.status,
+    }
+    if out.json:
+        out.emit(data)
+    else:
+        out.line(
+            f"exported run {record.run_id} ({record.next_seq} frames, {data['bytes']} "
+            f"bytes) to {args.output}"
+        )
+    return EXIT_OK
+
+
+def _import(args: argparse.Namespace, out: Out) -> int:
+    from ..storage.rdj import import_run, read_header
+
+    if not os.path.exists(args.file):
+        raise FileNotFoundError(f"no such file: {args.file}")
+    total = read_header(args.file).frames
+    journal = opened(args.journal, must_exist=False)
+    with out.progress(f"importing {args.file}", total) as update:
+        record = import_run(args.file, journal, progress=update)
+    if out.json:
+        out.emit({"journal": args.journal, "run": run_row(record)})
+    else:
+        out.line(
+            f"imported run {record.run_id} ({record.next_seq} frames, {record.status}) "
+            f"into {args.journal}"
+        )
+    return EXIT_OK
+
+
+def _verify_one(target: str, url: str, out: Out) -> dict[str, Any]:
+    """Check one ``.rdj`` file or run; return ``{"target", "run_id", "frames", "ok"}``.
+
+    Raises:
+        JournalCorruptError: the file or run fails its seq, chain or count check.
+    """
+    from ..storage import verify_frames
+
+    item: dict[str, Any] = {"target": target}
+    if is_rdj_file(target):
+        from ..storage.rdj import RdjJournal
+
+        rj = RdjJournal(target, verify=False)
+        item["run_id"] = rj.run_id
+        with out.progress(f"verifying {target}", rj.header.frames) as update:
+            item["frames"] = rj.verify(update)
+        return item
+    journal, run_id = source(target, url)
+    record = journal.get_run(run_id)
+    assert record is not None  # source() checked it
+    item["run_id"] = run_id
+    count = verify_frames(journal.frames(run_id), source=journal.url)
+    if count != record.next_seq:
+        raise JournalCorruptError(
+            f"{journal.url}: run {run_id!r} has {count} frames where its row says "
+            f"{record.next_seq}; last good seq {count - 1 if count else None}",
+            run_id=run_id,
+            last_good_seq=count - 1 if count else None,
+            source=journal.url,
+            reason="count",
+        )
+    item["frames"] = count
+    return item
+
+
+def _verify(args: argparse.Namespace, out: Out) -> int:
+    results: list[dict[str, Any]] = []
+    targets = list(args.targets)
+    if not targets:
+        targets = [r.run_id for r in opened(args.journal).runs()]
+    for target in targets:
+        try:
+            item = _verify_one(target, args.journal, out)
+            item["ok"] = True
+        except JournalCorruptError as exc:
+            item = {
+                "target": target,
+                "ok": False,
+                "reason": exc.fields.get("reason"),
+                "message": str(exc),
+                "last_good_seq": exc.fields.get("last_good_seq"),
+            }
+        results.append(item)
+    ok = all(r["ok"] for r in results)
+    if out.json:
+        out.emit({"ok": ok, "results": results})
+    else:
+        for r in results:
+            if r["ok"]:
+                out.line(f"ok       {r['target']}: {r['frames']} frames, chain intact", "green")
+            else:
+                out.line(f"CORRUPT  {r['target']}: {r['message']}", "red")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _import_cassette(args: argparse.Namespace, out: Out) -> int:
+    if not os.path.exists(args.file):
+        raise FileNotFoundError(f"no such file: {args.file}")
+    from ..recorders.cassettes import CassetteError, import_cassette
+
+    journal = opened(args.journal, must_exist=False)
+    try:
+        run_id = import_cassette(args.file, journal, run_id=args.run_id)
+    except CassetteError as exc:
+        raise CliError("CassetteError", one_line(str(exc)), EXIT_USAGE) from None
+    except ImportError as exc:
+        raise CliError(
+            "ImportError",
+            f"import-cassette needs PyYAML to read cassettes: pip install pyyaml ({exc})",
+            EXIT_USAGE,
+        ) from None
+    if out.json:
+        out.emit({"journal": args.journal, "runs": [run_id]})
+    else:
+        out.line(f"imported {args.file} into {args.journal} as run {run_id}")
+    return EXIT_OK
+
+
+def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """Add ``export``, ``import``, ``verify`` and ``import-cassette`` to the subcommands."""
+    p = sub.add_parser("export", parents=[common], help="write a run to an .rdj file")
+    p.add_argument("run")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.rdj")
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("import", parents=[common], help="copy an .rdj file's run into --journal")
+    p.add_argument("file", metavar="FILE.rdj")
+    p.set_defaults(func=_import)
+
+    p = sub.add_parser("verify", parents=[common], help="check chain integrity")
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="FILE|RUN",
+        help=".rdj files or run ids (default: every run in --journal)",
+    )
+    p.set_defaults(func=_verify)
+
+    p = sub.add_parser(
+        "import-cassette",
+        parents=[common],
+        help="import a vcrpy YAML/JSON cassette of model traffic as a run",
+    )
+    p.add_argument("file")
+    p.add_argument("--run-id")
+    p.set_defaults(func=_import_cassette)
