@@ -268,7 +268,7 @@ class ChainCheck:
             seq=seq,
             last_good_seq=last_good,
             reason=reason,
-            **({"source": self.source} if self.source else {}),
+            source=self.source or None,
             **fields,
         )
 
