@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import tempfile
 import time
 import uuid
@@ -29,6 +28,8 @@ from typing import Any
 import redrive
 from redrive.errors import RunBusyError
 from redrive.storage import Journal, open_journal
+
+from .floor import machine_floor
 
 DEFAULT_PG = os.environ.get("REDRIVE_PG_URL") or "postgresql://postgres@127.0.0.1:5432/test"
 LEASED_RUNS = 4
@@ -50,22 +51,9 @@ async def charge(run_key: str, n: int) -> int:
     return n
 
 
-def fsync_median(directory: str, rounds: int = 200) -> float:
+def fsync_median(directory: str) -> float:
     """Return the median seconds of one 2 KB append + fsync to a file in ``directory``."""
-    path = os.path.join(directory, "fsync.bin")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    chunk = b"x" * 2048
-    samples = []
-    try:
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            os.write(fd, chunk)
-            os.fsync(fd)
-            samples.append(time.perf_counter() - t0)
-    finally:
-        os.close(fd)
-        os.unlink(path)
-    return statistics.median(samples)
+    return machine_floor(directory)["fsync_2k"]
 
 
 async def _watchdog(lags: list[float], stop: asyncio.Event) -> None:
