@@ -5,10 +5,12 @@ from ._context import check_lost_context
 from ._cursor import Cursor, RecordedStep, ReplayDriftWarning
 from ._diff import diff_values, format_diff
 from ._fork import RunDiff, StepView, diff_runs, fork
+from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._policy import ReplayPolicy
 from ._run import (
     Recovery,
     Run,
+    RunOptions,
     ToolSpec,
     current_run,
     idempotency_key,
@@ -19,14 +21,19 @@ from ._run import (
 
 __all__ = [
     "Cursor",
+    "ModelStep",
     "RecordedStep",
     "Recovery",
     "ReplayDriftWarning",
     "ReplayPolicy",
     "Run",
     "RunDiff",
+    "RunOptions",
+    "StepSource",
     "StepView",
     "ToolSpec",
+    "ToolStep",
+    "ValueStep",
     "await_approval",
     "check_lost_context",
     "current_run",

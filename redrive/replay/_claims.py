@@ -24,6 +24,7 @@ from ..errors import (
 from ..frames import Frame, Kind
 from ..storage import RunRecord, RunStatus, RunUpdate, held_by_other
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
+from ._faces import Wait
 from ._state import RunState, _Adopted, _take_until
 
 __all__ = ["Claims"]
@@ -296,8 +297,10 @@ class Claims(RunState):
             self._finished_record = None
             self._resume(record)
 
-    def _wait_for_lease_holder(self) -> None:
+    def _wait_for_lease_holder(self) -> Wait[None]:
         """A worker without a lease: wait (on_busy="wait") while another holds the run's lease.
+
+        A procedure with waits (:mod:`._faces`): it yields the seconds to wait.
 
         Raises:
             RunBusyError: another worker holds an unexpired lease (on_busy="raise",
@@ -318,11 +321,19 @@ class Claims(RunState):
                     seq=record.next_seq,
                     owner=record.lease_owner,
                 )
-            time.sleep(0.05)
+            yield 0.05
         if record is not None:
             self._catch_up(record)
 
-    def _take_lease(self) -> None:
+    def _take_lease(self) -> Wait[None]:
+        """Take the run's lease (waiting for it under on_busy="wait"), then re-read the run.
+
+        A procedure with waits (:mod:`._faces`): it yields the seconds to wait.
+
+        Raises:
+            RunBusyError: another worker holds the lease (on_busy="raise", or
+                still after ``busy_timeout`` seconds).
+        """
         assert self.lease is not None
         deadline = time.monotonic() + self.busy_timeout
         while True:
@@ -332,7 +343,7 @@ class Claims(RunState):
             except RunBusyError:
                 if self.on_busy == "raise" or time.monotonic() > deadline:
                     raise
-                time.sleep(min(0.05, self.lease / 10))
+                yield min(0.05, self.lease / 10)
         # the run may have moved while we waited for the lease: re-read it
         try:
             record = self.journal.get_run(self.run_id)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any, TypeVar, Unpack
 
 from ..errors import (
     AppendConflictError,
@@ -23,11 +22,10 @@ from ..errors import (
     TerminalRunError,
     UnknownRunError,
 )
-from ..frames import FORMAT_VERSION, Frame, Kind, call_key, canonical, fingerprint, make_frame
+from ..frames import FORMAT_VERSION, Frame, Kind, canonical, fingerprint, make_frame
 from ..storage import Journal, RunRecord, RunStatus, RunUpdate
 from ._claims import Claims
 from ._context import (
-    _boundary,
     _current,
     _enter,
     _leave,
@@ -35,14 +33,16 @@ from ._context import (
     idempotency_key,
     set_boundary_hook,
 )
-from ._cursor import Cursor, RecordedStep, decode_outcome
-from ._policy import match_view
-from ._state import _UNSET, _Adopted, _flow, _take_until, _version
+from ._cursor import Cursor
+from ._faces import Wait, adrive, drive, off_loop
+from ._state import _UNSET, RunOptions, _Adopted, _take_until, _version
+from ._steps import ModelValueSteps
 from ._tools import Recovery, ToolSpec, ToolSteps, rebuild_error, tool_error_retryable
 
 __all__ = [
     "Recovery",
     "Run",
+    "RunOptions",
     "ToolSpec",
     "current_run",
     "idempotency_key",
@@ -54,7 +54,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Run(ToolSteps, Claims):
+class Run(ModelValueSteps, ToolSteps, Claims):
     """One execution (first or resumed) of a run; use through :func:`run`.
 
     Attributes:
@@ -82,7 +82,12 @@ class Run(ToolSteps, Claims):
         self._output_set = True
         return output
 
-    def _open(self) -> None:
+    def _opening(self) -> Wait[None]:
+        """Start or resume the run, taking or waiting for its lease (a procedure with waits).
+
+        Blocking journal work only: the context is bound by :meth:`_bind`, on the
+        caller's side (for the async face, on the event loop).
+        """
         if self.entered:
             raise RuntimeError(f"run {self.run_id!r}: this Run object was already entered")
         self.entered = True
@@ -102,14 +107,24 @@ class Run(ToolSteps, Claims):
         if record is not None:
             self._resume(record)
         if self.lease is not None and self.live and not self.finished:
-            self._take_lease()
+            yield from self._take_lease()
         elif record is not None and self.live and not self.finished:
-            self._wait_for_lease_holder()
+            yield from self._wait_for_lease_holder()
         # frames from here on were written while this Run was alive (a step in flight
         # there belongs to a live worker, not to a crash)
         self._known_seq = self._next_seq
+
+    def _bind(self) -> None:
+        """Make this run the current one in the caller's context (after :meth:`_opening`)."""
         self._token = _current.set(self)
         _enter(self)
+
+    def _unbind(self) -> None:
+        """Undo :meth:`_bind` (after :meth:`_closing`, whatever it raised)."""
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
+        _leave(self)
 
     def _stored_input(self) -> Any:
         """The run's input as journaled: canonical, with ``redact`` paths replaced."""
@@ -231,7 +246,8 @@ class Run(ToolSteps, Claims):
                     update=RunUpdate(status=RunStatus.RUNNING.value),
                 )
 
-    def _close(self, exc: BaseException | None) -> None:
+    def _closing(self, exc: BaseException | None) -> None:
+        """End this execution of the run (blocking journal work; see :meth:`_unbind`)."""
         try:
             if self._finished_record is not None:
                 if not self._short_circuited:
@@ -263,14 +279,14 @@ class Run(ToolSteps, Claims):
             else:
                 self._end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         finally:
-            self._stop_renew.set()
-            if self._epoch is not None:
-                with contextlib.suppress(Exception):  # the lease lapses by itself
-                    self.journal.release_lease(self.run_id, self._owner, self._epoch)
-            if self._token is not None:
-                _current.reset(self._token)
-                self._token = None
-            _leave(self)
+            self._release()
+
+    def _release(self) -> None:
+        """Stop renewing the run's lease and release it (it lapses by itself if this fails)."""
+        self._stop_renew.set()
+        if self._epoch is not None:
+            with contextlib.suppress(Exception):
+                self.journal.release_lease(self.run_id, self._owner, self._epoch)
 
     def _resumable(self, exc: BaseException) -> bool:
         if isinstance(exc, ReplayError):
@@ -302,162 +318,32 @@ class Run(ToolSteps, Claims):
         self.status = status.value
 
     def __enter__(self) -> Run:
-        self._open()
+        drive(self._opening())
+        self._bind()
         return self
 
     def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
-        self._close(exc)
+        try:
+            self._closing(exc)
+        finally:
+            self._unbind()
         return isinstance(exc, _Suspended)  # suspended: the block ends, status says why
 
     async def __aenter__(self) -> Run:
-        self._open()
+        try:
+            await adrive(self._opening())
+        except asyncio.CancelledError:
+            await off_loop(self._release)  # opened, but the block will never run
+            raise
+        self._bind()
         return self
 
     async def __aexit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
-        self._close(exc)
+        try:
+            await off_loop(self._closing, exc)
+        finally:
+            self._unbind()
         return isinstance(exc, _Suspended)
-
-    def model_begin(self, name: str, request: Any) -> tuple[RecordedStep | None, Any, str, int]:
-        """Match a model step; return ``(recorded step or None, stored request, key, turn)``.
-
-        Recorders call this, then either decode the recorded response or call
-        the model and :meth:`model_record` its response.
-
-        Raises:
-            DivergenceError, ReplayMissError, LeaseLostError.
-        """
-        self._settle()
-        stored = self._prepare(request, "request")
-        key = call_key(name, match_view(stored))
-        with self._lock:
-            turn = self._turn
-            step = self._match("model", name, stored, key)
-            if step is not None and step.end is not None:
-                self.replayed_steps += 1
-                self._turn += 1
-                return step, stored, key, turn
-            self._check_live("model", name, stored, key)
-            self._model_started[(_flow(), name)] = time.time()
-        _boundary("model_before", self.run_id, self._next_seq, name)
-        return step, stored, key, turn
-
-    def model_record(
-        self,
-        name: str,
-        stored_request: Any,
-        key: str,
-        turn: int,
-        response: Any,
-        *,
-        view: Any = None,
-        unfinished: RecordedStep | None = None,
-    ) -> None:
-        """Journal a live model step's request and response (group commit by default).
-
-        Args:
-            name, stored_request, key, turn: as returned by :meth:`model_begin`.
-            response: the response payload (canonically encodable).
-            view: the decoded semantic view (provider, model, messages, tool calls, usage).
-            unfinished: the recorded request this response completes, if any.
-        """
-        _boundary("model_after", self.run_id, self._next_seq, name)
-        with self._lock:
-            if unfinished is None:
-                seq = self._next_seq
-                if self._cursor is not None:
-                    self._requests = self._cursor.expander
-                started = self._model_started.pop((_flow(), name), None)
-                request: dict[str, Any] = {"args": stored_request, "turn": turn, "view": view}
-                if started is not None:
-                    request["started_at"] = started  # for durations in `redrive show`
-                payload = self._requests.stored(name, request)
-                self._queue(Kind.MODEL_REQUEST, name, payload, key)
-            else:
-                seq = unfinished.seq
-            self._queue(
-                Kind.MODEL_RESPONSE, name, {"step": seq, "response": response, "view": view}
-            )
-            self.live_steps += 1
-            self._turn += 1
-            if self.model_commit != "group":
-                # "write": in the journal at once (a killed worker does not pay for this
-                # call again), made fully durable by the next synced write; "each": fsynced
-                with self._adopting(), contextlib.suppress(_Adopted):
-                    self._flush(sync=self.model_commit == "each")
-        _boundary("model_recorded", self.run_id, seq, name)
-
-    def model_step(
-        self,
-        name: str,
-        request: Any,
-        call: Callable[[], T],
-        *,
-        encode: Callable[[T], Any] = lambda value: value,
-        decode: Callable[[Any], Any] = lambda value: value,
-    ) -> Any:
-        """Run one model step: replay the recorded response, or call and record.
-
-        Args:
-            name: the step name (``"model:gpt-4o"``...).
-            request: the request's arguments (canonically encodable).
-            call: makes the live call and returns the response.
-            encode: turns a live response into canonical plain data.
-            decode: turns recorded plain data into what the caller gets.
-
-        Returns:
-            ``decode(encode(response))`` (the same shape live and replayed).
-        """
-        step, stored, key, turn = self.model_begin(name, request)
-        if step is not None and step.end is not None:
-            return decode(decode_outcome(step).get("response"))
-        value = call()
-        data = canonical(encode(value), "response")
-        self.model_record(name, stored, key, turn, data, unfinished=step)
-        return decode(data)
-
-    async def amodel_step(
-        self,
-        name: str,
-        request: Any,
-        call: Callable[[], Awaitable[T]],
-        *,
-        encode: Callable[[T], Any] = lambda value: value,
-        decode: Callable[[Any], Any] = lambda value: value,
-    ) -> Any:
-        """The async form of :meth:`model_step`."""
-        step, stored, key, turn = self.model_begin(name, request)
-        if step is not None and step.end is not None:
-            return decode(decode_outcome(step).get("response"))
-        value = await call()
-        data = canonical(encode(value), "response")
-        self.model_record(name, stored, key, turn, data, unfinished=step)
-        return decode(data)
-
-    def value_step(
-        self, name: str, label: str, make: Callable[[], Any], *, extra: Any = None
-    ) -> Any:
-        """Return a recorded value (``now``, ``uuid4``, ``random``...) or make and record one.
-
-        Values are matched by ``(name, label)`` within the turn, in order, so
-        adding or removing a call with another label never shifts the values
-        of unrelated calls. ``extra`` (canonical data, e.g. an approval's
-        payload) is matched too when given.
-        """
-        args: dict[str, Any] = {"label": label}
-        if extra is not None:
-            args["extra"] = self._prepare(extra, "extra")
-        key = call_key(name, args)
-        self._settle()
-        with self._lock:
-            step = self._match("value", name, args, key)
-            if step is not None:
-                self.replayed_steps += 1
-                return step.data.get("value")
-            self._check_live("value", name, args, key)
-            value = make()
-            self._queue(Kind.VALUE, name, {"args": args, "turn": self._turn, "value": value}, key)
-            self.live_steps += 1
-            return value
 
     def note(self, name: str, data: Any) -> None:
         """Journal a note (not a step; never matched on replay)."""
@@ -521,7 +407,7 @@ def _encode(value: Any, path: str) -> bytes:
     return encode(value, path)
 
 
-def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
+def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> Run:
     """Start or resume the run ``run_id``; use as ``with`` or ``async with``.
 
     Args:
@@ -536,6 +422,7 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
         max_attempts: starts allowed for one in-flight step (default 3).
         lease: hold a run lease of this many seconds (renewed in the background).
         on_busy: ``"raise"`` (``RunBusyError``) or ``"wait"`` (up to ``busy_timeout`` s).
+        busy_timeout: seconds to wait for another worker under ``on_busy="wait"`` (default 30).
         create: start the run when missing (default True; False raises UnknownRunError).
         live: False replays only: any step not in the journal raises ReplayMissError.
         redact: path patterns of argument fields never written to the journal.
@@ -545,9 +432,15 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
             crash), ``"group"`` (held in memory until the next durable write: a
             killed worker pays for the call again) or ``"each"`` (fsynced at once).
         retryable: exception types after which the run stays resumable.
+        entrypoint: ``"module:qualname"`` of the function driving the run
+            (``@redrive.durable`` sets it; ``redrive check`` imports it).
 
     Returns:
         A :class:`Run`; entering it starts or resumes the run.
+
+    Raises:
+        TypeError: (at once) an unknown option, or an option of the wrong type;
+            nothing is written.
 
     Raises (on entering):
         RunInputMismatchError, TerminalRunError, UnknownRunError, RunBusyError,
@@ -567,4 +460,4 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
 
 
 #: The keyword options of :func:`run` (those of the Run's constructor).
-_RUN_OPTIONS = frozenset(inspect.signature(Run.__init__).parameters) - {"self", "journal", "run_id"}
+_RUN_OPTIONS = RunOptions.__optional_keys__

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import importlib.metadata
@@ -11,7 +10,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from ..errors import DivergenceError, LeaseLostError, ReplayMissError
 from ..frames import Frame, Kind, canonical, make_frame
@@ -19,9 +18,10 @@ from ..storage import Journal, RunRecord, RunStatus, RunUpdate
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
+from ._faces import flow as _flow
 from ._policy import ReplayPolicy, compile_paths, redact_paths
 
-__all__ = ["RunState"]
+__all__ = ["RunOptions", "RunState"]
 
 _UNSET: Any = object()
 _DEFAULT_RETRYABLE: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
@@ -68,17 +68,31 @@ def _check_options(
         raise TypeError(f"retryable={retryable!r}: use a tuple of exception types")
 
 
-def _flow() -> tuple[int, int]:
-    """Identify the current thread and asyncio task (0 outside a task)."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
-    return threading.get_ident(), id(task) if task is not None else 0
-
-
 class _Adopted(Exception):
     """Internal: a lost append was replaced by the winner's frames; match the step again."""
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword options of :func:`redrive.run`, all optional (see it for their meaning).
+
+    ``run(journal, run_id, **options)`` is typed by this dict: a misspelt
+    option, or one of the wrong type, fails ``mypy --strict``; at run time it
+    raises ``TypeError`` before anything is written.
+    """
+
+    input: Any
+    replay: Literal["strict", "lenient"] | ReplayPolicy
+    on_in_flight: Literal["raise", "tell_model"]
+    max_attempts: int
+    lease: float | None
+    on_busy: Literal["raise", "wait"]
+    busy_timeout: float
+    create: bool
+    live: bool
+    redact: tuple[str, ...]
+    model_commit: Literal["write", "group", "each"]
+    retryable: tuple[type[BaseException], ...]
+    entrypoint: str | None
 
 
 class RunState:

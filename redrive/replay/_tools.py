@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -19,6 +19,8 @@ from ..frames import Kind, call_key, canonical
 from ._context import _boundary, _current, _current_key
 from ._cursor import RecordedStep, decode_outcome
 from ._diff import short
+from ._faces import off_loop
+from ._handle import ToolStep
 from ._policy import match_view, redact_paths
 from ._state import RunState, _Adopted
 
@@ -458,6 +460,31 @@ class ToolSteps(RunState):
         _mark_retryable(exc, retryable)
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
 
+    def begin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """Open a tool step: its recorded outcome, or (live) claim it before the body runs.
+
+        Args:
+            spec: the tool's resume behaviour.
+            arguments: the call's arguments by parameter name (canonically encodable).
+
+        Returns:
+            A :class:`ToolStep`: ``.recorded`` with ``.outcome()``, or claimed
+            (``tool_start`` durable): run the body with ``.idempotency_key``, then
+            ``.record(result)`` or ``.fail(exc)``.
+
+        Raises:
+            DivergenceError, SideEffectRetryBlockedError, RetryLimitExceededError,
+            ReplayMissError, RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+        """
+        plan = self._tool_begin(spec, arguments)
+        return ToolStep(
+            spec.name, plan.seq, plan.key, plan.replayed, plan.value, plan.error, self, spec, plan
+        )
+
+    async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """The async form of :meth:`begin_tool`: the journal work runs off the event loop."""
+        return await off_loop(self.begin_tool, spec, arguments)
+
     def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
         """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``.
 
@@ -475,42 +502,46 @@ class ToolSteps(RunState):
             RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
             Any exception the tool raised (or its recorded twin on replay).
         """
-        plan = self._tool_begin(spec, arguments)
-        if plan.replayed:
-            if plan.error is not None:
-                raise plan.error
-            return plan.value
-        # the body is a black box: calls inside it (models, tools, values) are part of
-        # its one recorded outcome, not steps of the run
-        token, outer = _current_key.set(plan.key), _current.set(None)
-        try:
-            value = body(plan.key)
-        except BaseException as exc:
-            self._tool_failed(spec, plan, exc)
-            raise
-        finally:
-            _current.reset(outer)
-            _current_key.reset(token)
-        return self._tool_done(spec, plan, value)
+        step = self.begin_tool(spec, arguments)
+        if step.recorded:
+            return step.outcome()
+        with _body_context(step.idempotency_key):
+            try:
+                value = body(step.idempotency_key)
+            except BaseException as exc:
+                step.fail(exc)
+                raise
+        return step.record(value)
 
     async def atool_step(
         self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], Awaitable[T]]
     ) -> Any:
-        """The async form of :meth:`tool_step` (``body`` returns an awaitable)."""
-        plan = self._tool_begin(spec, arguments)
-        if plan.replayed:
-            if plan.error is not None:
-                raise plan.error
-            return plan.value
-        # the body is a black box: calls inside it (models, tools, values) are part of
-        # its one recorded outcome, not steps of the run
-        token, outer = _current_key.set(plan.key), _current.set(None)
-        try:
-            value = await body(plan.key)
-        except BaseException as exc:
-            self._tool_failed(spec, plan, exc)
-            raise
-        finally:
-            _current.reset(outer)
-            _current_key.reset(token)
-        return self._tool_done(spec, plan, value)
+        """The async form of :meth:`tool_step` (``body`` returns an awaitable).
+
+        The journal work runs off the event loop; the body runs on it.
+        """
+        step = await self.abegin_tool(spec, arguments)
+        if step.recorded:
+            return step.outcome()
+        with _body_context(step.idempotency_key):
+            try:
+                value = await body(step.idempotency_key)
+            except BaseException as exc:
+                await step.afail(exc)
+                raise
+        return await step.arecord(value)
+
+
+@contextlib.contextmanager
+def _body_context(key: str) -> Iterator[None]:
+    """Run a tool body as a black box: calls inside it are part of its one outcome.
+
+    Models, tools and values it calls are not steps of the run (no run is
+    current), and :func:`redrive.idempotency_key` returns the step's key.
+    """
+    token, outer = _current_key.set(key), _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(outer)
+        _current_key.reset(token)
