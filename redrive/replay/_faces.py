@@ -31,8 +31,10 @@ T = TypeVar("T")
 #: A blocking procedure with waits: yields seconds to wait, returns its result.
 Wait = Generator[float, None, T]
 
-#: Threads for the async face's blocking sections (a waiting run holds none).
-_MAX_WORKERS = 32
+#: Threads for the async face's blocking sections (a run waiting for a lease holds none).
+#: Few: a DuckDB journal serializes its writes and a Postgres pool has 8 connections by
+#: default, while more threads only fight the event loop for the GIL (longer stalls).
+_MAX_WORKERS = 8
 
 _carried: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
     "redrive_flow", default=None
