@@ -10,7 +10,6 @@ worker the owner of a run; its epoch fences every append.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
 
@@ -22,7 +21,7 @@ from ..errors import (
     RunBusyError,
 )
 from ..frames import Frame, Kind
-from ..storage import RunRecord, RunStatus, RunUpdate, held_by_other
+from ..storage import RunRecord, RunStatus, RunUpdate
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
 from ._faces import Wait
 from ._state import RunState, _Adopted, _take_until
@@ -59,8 +58,7 @@ class Claims(RunState):
         with self._lock:
             if not self._pending and update is None:
                 return
-            if self._lease_lost is not None:
-                raise self._lease_lost
+            self._lease.check()
             frames = self._pending
             first = frames[0].seq if frames else self._next_seq
             try:
@@ -69,11 +67,11 @@ class Claims(RunState):
                     frames,
                     expected_seq=first,
                     update=update,
-                    epoch=self._epoch,
+                    epoch=self._lease.epoch,
                     sync=sync,
                 )
             except LeaseLostError as exc:
-                self._lease_lost = exc
+                self._lease.lost = exc
                 raise
             except Exception as exc:
                 if not isinstance(exc, ReplayError):
@@ -298,74 +296,30 @@ class Claims(RunState):
             self._resume(record)
 
     def _wait_for_lease_holder(self) -> Wait[None]:
-        """A worker without a lease: wait (on_busy="wait") while another holds the run's lease.
+        """A worker without a lease: wait while another holds it, then re-read the run.
 
-        A procedure with waits (:mod:`._faces`): it yields the seconds to wait.
+        A procedure with waits (:mod:`._faces`).
 
         Raises:
-            RunBusyError: another worker holds an unexpired lease (on_busy="raise",
-                or still after ``busy_timeout`` seconds).
+            RunBusyError: see :meth:`LeaseKeeper.wait_for_holder`.
         """
-        deadline = time.monotonic() + self.busy_timeout
-        while True:
-            record = self.journal.get_run(self.run_id)
-            if record is None or not held_by_other(record, None):
-                break
-            if self.on_busy == "raise" or time.monotonic() > deadline:
-                raise RunBusyError(
-                    f"run {self.run_id!r} is leased by {record.lease_owner!r}: another worker "
-                    "is executing it, and this worker has no lease. Retry later, pass "
-                    "on_busy='wait' to wait for it, or give every worker a lease "
-                    "(lease=seconds) so a dead one's run is taken over when its lease ends.",
-                    run_id=self.run_id,
-                    seq=record.next_seq,
-                    owner=record.lease_owner,
-                )
-            yield 0.05
+        record = yield from self._lease.wait_for_holder()
         if record is not None:
             self._catch_up(record)
 
     def _take_lease(self) -> Wait[None]:
-        """Take the run's lease (waiting for it under on_busy="wait"), then re-read the run.
+        """Take the run's lease, re-read the run, and keep the lease renewed.
 
-        A procedure with waits (:mod:`._faces`): it yields the seconds to wait.
+        A procedure with waits (:mod:`._faces`).
 
         Raises:
-            RunBusyError: another worker holds the lease (on_busy="raise", or
-                still after ``busy_timeout`` seconds).
+            RunBusyError: see :meth:`LeaseKeeper.take`.
         """
-        assert self.lease is not None
-        deadline = time.monotonic() + self.busy_timeout
-        while True:
-            try:
-                self._epoch = self.journal.acquire_lease(self.run_id, self._owner, self.lease)
-                break
-            except RunBusyError:
-                if self.on_busy == "raise" or time.monotonic() > deadline:
-                    raise
-                yield min(0.05, self.lease / 10)
-        # the run may have moved while we waited for the lease: re-read it
+        record = yield from self._lease.take()
         try:
-            record = self.journal.get_run(self.run_id)
-            assert record is not None
             self._catch_up(record)
         except BaseException:
             # entering fails (ended elsewhere, input mismatch...): do not sit on the lease
-            with contextlib.suppress(Exception):
-                self.journal.release_lease(self.run_id, self._owner, self._epoch)
+            self._lease.release()
             raise
-        self._renewer = threading.Thread(
-            target=self._renew_loop, name=f"redrive-lease-{self.run_id}", daemon=True
-        )
-        self._renewer.start()
-
-    def _renew_loop(self) -> None:
-        assert self.lease is not None and self._epoch is not None
-        while not self._stop_renew.wait(self.lease / 3):
-            try:
-                self.journal.renew_lease(self.run_id, self._owner, self._epoch, self.lease)
-            except LeaseLostError as exc:
-                self._lease_lost = exc
-                return
-            except Exception:  # a transient database error: try again next period
-                continue
+        self._lease.start_renewing()

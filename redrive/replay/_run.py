@@ -253,7 +253,7 @@ class Run(ModelValueSteps, ToolSteps, Claims):
                 if not self._short_circuited:
                     self._check_fully_replayed(exc)
                 return
-            if self._lease_lost is not None:
+            if self._lease.lost is not None:
                 return
             if not self.live:  # a replay-only run never writes
                 if exc is None:
@@ -283,10 +283,7 @@ class Run(ModelValueSteps, ToolSteps, Claims):
 
     def _release(self) -> None:
         """Stop renewing the run's lease and release it (it lapses by itself if this fails)."""
-        self._stop_renew.set()
-        if self._epoch is not None:
-            with contextlib.suppress(Exception):
-                self.journal.release_lease(self.run_id, self._owner, self._epoch)
+        self._lease.release()
 
     def _resumable(self, exc: BaseException) -> bool:
         if isinstance(exc, ReplayError):

@@ -5,20 +5,18 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib.metadata
-import os
-import socket
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypedDict
 
-from ..errors import DivergenceError, LeaseLostError, ReplayMissError
+from ..errors import DivergenceError, ReplayMissError
 from ..frames import Frame, Kind, canonical, make_frame
 from ..storage import Journal, RunRecord, RunStatus, RunUpdate
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
 from ._faces import flow as _flow
+from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, redact_paths
 
 __all__ = ["RunOptions", "RunState"]
@@ -170,11 +168,7 @@ class RunState:
         self._short_circuited = False
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
         self._model_started: dict[tuple[tuple[int, int], str], float] = {}
-        self._epoch: int | None = None
-        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._renewer: threading.Thread | None = None
-        self._stop_renew = threading.Event()
-        self._lease_lost: LeaseLostError | None = None
+        self._lease = LeaseKeeper(journal, run_id, lease, on_busy, busy_timeout)
         self._adoptable = False
         self._known_seq = 0
         self._failed_keys: dict[tuple[str, str], int] = {}
@@ -212,7 +206,7 @@ class RunState:
             key=key,
             payload=payload,
             prev_chain=self._last_chain,
-            epoch=self._epoch or 0,
+            epoch=self._lease.epoch or 0,
         )
         self._pending.append(frame)
         self._next_seq += 1
@@ -220,8 +214,7 @@ class RunState:
         return frame
 
     def _check_live(self, kind: str, name: str, args: Any, key: str) -> None:
-        if self._lease_lost is not None:
-            raise self._lease_lost
+        self._lease.check()
         if self._finished_record is not None or not self.live:
             cursor = self._cursor
             closest = []
