@@ -15,16 +15,14 @@ from collections.abc import Iterator
 
 from ..errors import (
     AppendConflictError,
-    JournalWriteError,
-    LeaseLostError,
-    ReplayError,
     RunBusyError,
 )
 from ..frames import Frame, Kind
 from ..storage import RunRecord, RunStatus, RunUpdate
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
 from ._faces import Wait
-from ._state import RunState, _Adopted, _take_until
+from ._state import RunState, _take_until
+from ._writer import _Adopted
 
 __all__ = ["Claims"]
 
@@ -56,50 +54,24 @@ class Claims(RunState):
         process dying; the next synced write makes them fully durable.
         """
         with self._lock:
-            if not self._pending and update is None:
+            if not self._writer.pending and update is None:
                 return
-            self._lease.check()
-            frames = self._pending
-            first = frames[0].seq if frames else self._next_seq
+            frames = self._writer.pending
+            first = frames[0].seq if frames else self._writer.next_seq
             try:
-                self.journal.append(
-                    self.run_id,
-                    frames,
-                    expected_seq=first,
-                    update=update,
-                    epoch=self._lease.epoch,
-                    sync=sync,
-                )
-            except LeaseLostError as exc:
-                self._lease.lost = exc
-                raise
-            except Exception as exc:
-                if not isinstance(exc, ReplayError):
-                    raise JournalWriteError(
-                        f"run {self.run_id!r}: writing seq {first}..{first + len(frames) - 1} "
-                        f"to journal {self.journal.url} failed: {type(exc).__name__}: {exc}. "
-                        "Those frames are not journaled (a tool whose claim this was did not "
-                        "run); the run stays resumable: fix the journal (space, permissions, "
-                        "connection) and run it again with the same run_id.",
-                        run_id=self.run_id,
-                        seq=first,
-                        journal=self.journal.url,
-                        frames=len(frames),
-                    ) from exc
-                if isinstance(exc, AppendConflictError) and self._adoptable:
+                self._writer.append(update, sync=sync)
+            except AppendConflictError as exc:
+                if self._adoptable:
                     self._adopt(frames, first, exc)
                     raise _Adopted() from None
-                if isinstance(exc, AppendConflictError):
-                    raise RunBusyError(
-                        f"run {self.run_id!r}: another worker appended to this run at seq "
-                        f"{first} while this one was executing it; this worker stops to avoid "
-                        "running a step twice. Use a run lease (lease=seconds) so only one "
-                        "worker executes a run, and resume later.",
-                        run_id=self.run_id,
-                        seq=first,
-                    ) from exc
-                raise
-            self._pending = []
+                raise RunBusyError(
+                    f"run {self.run_id!r}: another worker appended to this run at seq "
+                    f"{first} while this one was executing it; this worker stops to avoid "
+                    "running a step twice. Use a run lease (lease=seconds) so only one "
+                    "worker executes a run, and resume later.",
+                    run_id=self.run_id,
+                    seq=first,
+                ) from exc
 
     @contextlib.contextmanager
     def _adopting(self) -> Iterator[None]:
@@ -174,9 +146,7 @@ class Claims(RunState):
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
         self._cursor = cursor
-        self._pending = []
-        self._next_seq = record.next_seq
-        self._last_chain = record.last_chain
+        self._writer.restart_at(record.next_seq, record.last_chain)
         if RunStatus(record.status).terminal:
             self.status = record.status
             if record.status == RunStatus.SUCCEEDED.value:
@@ -212,7 +182,7 @@ class Claims(RunState):
         try:
             self._adopt(
                 [],
-                self._next_seq,
+                self._writer.next_seq,
                 None,
                 reopen=step.seq,
                 deadline=time.monotonic() + self.busy_timeout - (time.time() - step.start.at)
@@ -285,12 +255,12 @@ class Claims(RunState):
             f"executing the run (status {self.status}); its ending is not recorded by this "
             "worker. Resume the run later to read its outcome.",
             run_id=self.run_id,
-            seq=self._next_seq,
+            seq=self._writer.next_seq,
         )
 
     def _catch_up(self, record: RunRecord) -> None:
         """Re-read the run when another worker appended while this one waited to enter."""
-        if record.next_seq != self._next_seq:
+        if record.next_seq != self._writer.next_seq:
             self._cursor = None
             self._finished_record = None
             self._resume(record)

@@ -35,9 +35,10 @@ from ._context import (
 )
 from ._cursor import Cursor
 from ._faces import Wait, adrive, drive, off_loop
-from ._state import _UNSET, RunOptions, _Adopted, _take_until, _version
+from ._state import _UNSET, RunOptions, _take_until, _version
 from ._steps import ModelValueSteps
 from ._tools import Recovery, ToolSpec, ToolSteps, rebuild_error, tool_error_retryable
+from ._writer import _Adopted
 
 __all__ = [
     "Recovery",
@@ -112,7 +113,7 @@ class Run(ModelValueSteps, ToolSteps, Claims):
             yield from self._wait_for_lease_holder()
         # frames from here on were written while this Run was alive (a step in flight
         # there belongs to a live worker, not to a crash)
-        self._known_seq = self._next_seq
+        self._known_seq = self._writer.next_seq
 
     def _bind(self) -> None:
         """Make this run the current one in the caller's context (after :meth:`_opening`)."""
@@ -190,8 +191,7 @@ class Run(ModelValueSteps, ToolSteps, Claims):
             updated_at=now,
         )
         if self.journal.create_run(record, first):
-            self._next_seq = 1
-            self._last_chain = first.chain
+            self._writer.restart_at(1, first.chain)
             self._cursor = None
             return None
         return self.journal.get_run(self.run_id)  # lost a creation race: resume it
@@ -232,8 +232,7 @@ class Run(ModelValueSteps, ToolSteps, Claims):
         self._cursor = Cursor(
             self.run_id, _take_until(frames, limit), self.policy, source=self.journal.url
         )
-        self._next_seq = record.next_seq
-        self._last_chain = record.last_chain
+        self._writer.restart_at(record.next_seq, record.last_chain)
         self._resumed_at = record.next_seq
         if record.status == RunStatus.SUSPENDED.value and self.live:
             self.status = RunStatus.RUNNING.value
@@ -308,7 +307,7 @@ class Run(ModelValueSteps, ToolSteps, Claims):
             payload = {"status": RunStatus.FAILED.value, "output": None, "error": str(exc)}
             status, out_bytes, error = RunStatus.FAILED, None, str(exc)
         with self._lock:
-            self._queue(Kind.RUN_END, "run", payload)
+            self._writer.queue(Kind.RUN_END, "run", payload)
             self._flush(
                 update=RunUpdate(status=status.value, output=out_bytes, error=error),
             )
@@ -347,7 +346,7 @@ class Run(ModelValueSteps, ToolSteps, Claims):
         with self._lock:
             if self._finished_record is not None or not self.live:
                 return
-            self._queue(Kind.NOTE, name, {"data": self.redact(data)})
+            self._writer.queue(Kind.NOTE, name, {"data": self.redact(data)})
 
     def resume_note(self) -> str:
         """Return a plain-text note on the tool calls recorded before this execution resumed.

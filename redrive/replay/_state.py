@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypedDict
 
 from ..errors import DivergenceError, ReplayMissError
-from ..frames import Frame, Kind, canonical, make_frame
+from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus, RunUpdate
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
@@ -18,6 +18,7 @@ from ._diff import short
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, redact_paths
+from ._writer import JournalWriter
 
 __all__ = ["RunOptions", "RunState"]
 
@@ -64,10 +65,6 @@ def _check_options(
         raise TypeError(f"redact={redact!r}: use a tuple of path patterns (strings)")
     if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retryable):
         raise TypeError(f"retryable={retryable!r}: use a tuple of exception types")
-
-
-class _Adopted(Exception):
-    """Internal: a lost append was replaced by the winner's frames; match the step again."""
 
 
 class RunOptions(TypedDict, total=False):
@@ -155,9 +152,6 @@ class RunState:
         self._input = input
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()
-        self._pending: list[Frame] = []
-        self._next_seq = 0
-        self._last_chain = ""
         self._turn = 0
         self._cursor: Cursor | None = None
         self._requests = Expander()
@@ -169,6 +163,7 @@ class RunState:
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
         self._model_started: dict[tuple[tuple[int, int], str], float] = {}
         self._lease = LeaseKeeper(journal, run_id, lease, on_busy, busy_timeout)
+        self._writer = JournalWriter(journal, run_id, self._lease)
         self._adoptable = False
         self._known_seq = 0
         self._failed_keys: dict[tuple[str, str], int] = {}
@@ -197,22 +192,6 @@ class RunState:
             return self._finished_record.output_value()
         return self._output
 
-    def _queue(self, kind: Kind, name: str, payload: Any, key: str = "") -> Frame:
-        frame = make_frame(
-            run_id=self.run_id,
-            seq=self._next_seq,
-            kind=kind,
-            name=name,
-            key=key,
-            payload=payload,
-            prev_chain=self._last_chain,
-            epoch=self._lease.epoch or 0,
-        )
-        self._pending.append(frame)
-        self._next_seq += 1
-        self._last_chain = frame.chain
-        return frame
-
     def _check_live(self, kind: str, name: str, args: Any, key: str) -> None:
         self._lease.check()
         if self._finished_record is not None or not self.live:
@@ -240,7 +219,7 @@ class RunState:
                 + "\nWhat to do: re-record the run, or find the code change that added this "
                 "call (redrive show / redrive diff).",
                 run_id=self.run_id,
-                seq=self._next_seq,
+                seq=self._writer.next_seq,
                 kind=kind,
                 name=name,
                 found=args,
@@ -321,24 +300,6 @@ class RunState:
             self._settles = [(k, f) for k, f in self._settles if not (everyone or k == me)]
         for settle in mine:
             settle()
-
-    @contextlib.contextmanager
-    def _unqueue_on_failure(self) -> Iterator[None]:
-        """Drop the frames queued in this block if it fails (their write was refused).
-
-        A claim whose append failed must not be written later with other
-        frames: its body never ran, and a resume would take it for in flight.
-        """
-        mark = (len(self._pending), self._next_seq, self._last_chain)
-        try:
-            yield
-        except _Adopted:
-            raise  # the pending frames were replaced by the winner's
-        except BaseException:
-            if len(self._pending) > mark[0] and self._next_seq > mark[1]:
-                del self._pending[mark[0] :]
-                self._next_seq, self._last_chain = mark[1], mark[2]
-            raise
 
     # -- implemented by the other parts of the Run ------------------------------
 

@@ -18,7 +18,8 @@ from ._cursor import RecordedStep
 from ._faces import flow, off_loop
 from ._handle import ModelStep, ValueStep
 from ._policy import match_view
-from ._state import RunState, _Adopted
+from ._state import RunState
+from ._writer import _Adopted
 
 __all__ = ["ModelValueSteps"]
 
@@ -68,7 +69,7 @@ class ModelValueSteps(RunState):
                 step,
                 started=time.time(),
             )
-        _boundary("model_before", self.run_id, self._next_seq, name)
+        _boundary("model_before", self.run_id, self._writer.next_seq, name)
         return handle
 
     async def abegin_model(self, name: str, request: Any) -> ModelStep:
@@ -78,23 +79,23 @@ class ModelValueSteps(RunState):
     def _record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int:
         """Queue (and per ``model_commit`` write) a live model step; return its request's seq."""
         name = step.name
-        _boundary("model_after", self.run_id, self._next_seq, name)
+        _boundary("model_after", self.run_id, self._writer.next_seq, name)
         with self._lock:
             if step._step is None:
-                seq = self._next_seq
+                seq = self._writer.next_seq
                 if self._cursor is not None:
                     self._requests = self._cursor.expander
                 request: dict[str, Any] = {"args": step.request, "turn": step.turn, "view": view}
                 if step._started is not None:
                     request["started_at"] = step._started  # for durations in `redrive show`
                 payload = self._requests.stored(name, request)
-                self._queue(Kind.MODEL_REQUEST, name, payload, step.key)
+                self._writer.queue(Kind.MODEL_REQUEST, name, payload, step.key)
             else:
                 seq = step._step.seq
             outcome: dict[str, Any] = {"step": seq, "response": response, "view": view}
             if partial:
                 outcome["partial"] = True
-            self._queue(Kind.MODEL_RESPONSE, name, outcome)
+            self._writer.queue(Kind.MODEL_RESPONSE, name, outcome)
             self.live_steps += 1
             self._turn += 1
             if self.model_commit != "group":
@@ -231,7 +232,7 @@ class ModelValueSteps(RunState):
     def _record_value(self, step: ValueStep, value: Any) -> Any:
         with self._lock:
             payload = {"args": step._args, "turn": self._turn, "value": value}
-            self._queue(Kind.VALUE, step.name, payload, step._key)
+            self._writer.queue(Kind.VALUE, step.name, payload, step._key)
             self.live_steps += 1
         step.value = value
         return value

@@ -22,7 +22,8 @@ from ._diff import short
 from ._faces import off_loop
 from ._handle import ToolStep
 from ._policy import match_view, redact_paths
-from ._state import RunState, _Adopted
+from ._state import RunState
+from ._writer import _Adopted
 
 __all__ = ["Recovery", "ToolSpec", "ToolSteps", "rebuild_error"]
 
@@ -190,10 +191,10 @@ class ToolSteps(RunState):
                     )
                 return self._blocked(spec, failed_at, stored, key, turn, attempts=1, retry=True)
             self._check_live("tool", spec.name, stored, key)
-            seq = self._next_seq
+            seq = self._writer.next_seq
             idem = f"{self.run_id}:{seq}:{spec.name}"
-            with self._unqueue_on_failure():
-                self._queue(
+            with self._writer.unqueue_on_failure():
+                self._writer.queue(
                     Kind.TOOL_START,
                     spec.name,
                     {
@@ -282,7 +283,7 @@ class ToolSteps(RunState):
                     "redrive.Recovery.done(result), .not_done() or .unknown()"
                 )
             if found.state == "done":
-                self._queue(
+                self._writer.queue(
                     Kind.TOOL_DONE,
                     spec.name,
                     {"step": step.seq, "result": self._result(found.result), "recovered": True},
@@ -313,8 +314,8 @@ class ToolSteps(RunState):
         return self._blocked(spec, step.seq, stored, key, step.turn, step.attempts, cause=ended)
 
     def _rerun(self, spec: ToolSpec, step: RecordedStep, idem: str, key: str) -> _Plan:
-        with self._unqueue_on_failure():
-            self._queue(
+        with self._writer.unqueue_on_failure():
+            self._writer.queue(
                 Kind.NOTE,
                 spec.name,
                 {"event": "attempt", "step": step.seq, "attempt": step.attempts + 1},
@@ -392,8 +393,8 @@ class ToolSteps(RunState):
         if cause:
             outcome["cause"] = cause
         if retry:
-            new_seq = self._next_seq
-            self._queue(
+            new_seq = self._writer.next_seq
+            self._writer.queue(
                 Kind.TOOL_START,
                 spec.name,
                 {
@@ -406,10 +407,10 @@ class ToolSteps(RunState):
                 },
                 key,
             )
-            self._queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": outcome})
+            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": outcome})
             seq = new_seq
         else:
-            self._queue(Kind.TOOL_DONE, spec.name, {"step": seq, "result": outcome})
+            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": seq, "result": outcome})
         self._flush()
         return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, replayed=True, value=outcome)
 
@@ -430,7 +431,7 @@ class ToolSteps(RunState):
             raise error from None
         with self._lock:
             stored = redact_paths(result, self._redact)  # redact= covers results too
-            self._queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": stored})
+            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": stored})
             self._flush()
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
         return result
@@ -447,7 +448,7 @@ class ToolSteps(RunState):
             return
         _boundary("tool_body_done", self.run_id, plan.seq, spec.name)
         with self._lock:
-            self._queue(
+            self._writer.queue(
                 Kind.TOOL_ERROR,
                 spec.name,
                 {"step": plan.seq, "error": _error_payload(exc, retryable)},
