@@ -1,10 +1,9 @@
-"""Claims and leases: the durable write path, losing an append race, run leases.
+"""Claims: the durable write path, and losing an append race.
 
 Of several workers reaching the same unfinished step, the one whose append
 commits first has claimed it. A loser either raises ``RunBusyError``
 (``on_busy="raise"``) or waits for the winner's outcome and continues from
-its frames (``on_busy="wait"``). A run lease (``lease=seconds``) makes one
-worker the owner of a run; its epoch fences every append.
+its frames (``on_busy="wait"``). Leases are kept by :mod:`._lease`.
 """
 
 from __future__ import annotations
@@ -18,10 +17,11 @@ from ..errors import (
     RunBusyError,
 )
 from ..frames import Frame, Kind
-from ..storage import RunRecord, RunStatus, RunUpdate
+from ..storage import RunStatus, RunUpdate
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
-from ._faces import Wait
-from ._state import RunState, _take_until
+from ._engine import StopBusy, WaitForWorker
+from ._opening import Opening
+from ._state import _take_until
 from ._writer import _Adopted
 
 __all__ = ["Claims"]
@@ -44,7 +44,7 @@ def _reopened_step(pending: list[Frame]) -> int | None:
     return None
 
 
-class Claims(RunState):
+class Claims(Opening):
     """The claim, adoption and lease part of a Run."""
 
     def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
@@ -152,26 +152,19 @@ class Claims(RunState):
             if record.status == RunStatus.SUCCEEDED.value:
                 self._finished_record = record
 
-    def _busy_step(self, step: RecordedStep) -> bool:
-        """Handle an in-flight ``step`` that may belong to a live worker.
+    def _wait_for_worker(self, decision: StopBusy | WaitForWorker) -> None:
+        """Carry out the engine's decision on a step another worker holds (or is presumed to).
 
-        A claim written while this Run was alive is another live worker's: wait
-        for its outcome (on_busy="wait": the retry replays it) or raise
-        ``RunBusyError``. Without a lease, under on_busy="wait", a claim found at
-        entry that is younger than ``busy_timeout`` is presumed live too: wait
-        until ``busy_timeout`` after the claim, and then (return True) treat it
-        as interrupted. Returns False for a step that is simply in flight.
+        Waits for its outcome (on_busy="wait"), then raises ``_Adopted`` so the
+        step is matched again and replays it. Returns when a presumed holder
+        did not finish within ``busy_timeout`` after its claim: the step is
+        then settled as interrupted.
+
+        Raises:
+            RunBusyError: ``StopBusy``, or the wait for a live worker timed out.
         """
-        live = step.seq >= self._known_seq
-        presumed = (
-            not live
-            and self._adoptable
-            and self.lease is None
-            and time.time() - step.start.at < self.busy_timeout
-        )
-        if not live and not presumed:
-            return False
-        if not self._adoptable:
+        step = decision.step
+        if isinstance(decision, StopBusy):
             raise RunBusyError(
                 f"run {self.run_id!r}: another worker claimed seq {step.seq} ({step.kind} "
                 f"{step.name}) while this one was executing the run; this worker stops so the "
@@ -185,13 +178,13 @@ class Claims(RunState):
                 self._writer.next_seq,
                 None,
                 reopen=step.seq,
-                deadline=time.monotonic() + self.busy_timeout - (time.time() - step.start.at)
-                if presumed
-                else None,
+                deadline=None
+                if decision.patience is None
+                else time.monotonic() + decision.patience,
             )
         except RunBusyError as exc:
-            if presumed and getattr(exc, "timed_out", False):
-                return True
+            if decision.presumed and getattr(exc, "timed_out", False):
+                return
             raise
         raise _Adopted()
 
@@ -257,39 +250,3 @@ class Claims(RunState):
             run_id=self.run_id,
             seq=self._writer.next_seq,
         )
-
-    def _catch_up(self, record: RunRecord) -> None:
-        """Re-read the run when another worker appended while this one waited to enter."""
-        if record.next_seq != self._writer.next_seq:
-            self._cursor = None
-            self._finished_record = None
-            self._resume(record)
-
-    def _wait_for_lease_holder(self) -> Wait[None]:
-        """A worker without a lease: wait while another holds it, then re-read the run.
-
-        A procedure with waits (:mod:`._faces`).
-
-        Raises:
-            RunBusyError: see :meth:`LeaseKeeper.wait_for_holder`.
-        """
-        record = yield from self._lease.wait_for_holder()
-        if record is not None:
-            self._catch_up(record)
-
-    def _take_lease(self) -> Wait[None]:
-        """Take the run's lease, re-read the run, and keep the lease renewed.
-
-        A procedure with waits (:mod:`._faces`).
-
-        Raises:
-            RunBusyError: see :meth:`LeaseKeeper.take`.
-        """
-        record = yield from self._lease.take()
-        try:
-            self._catch_up(record)
-        except BaseException:
-            # entering fails (ended elsewhere, input mismatch...): do not sit on the lease
-            self._lease.release()
-            raise
-        self._lease.start_renewing()

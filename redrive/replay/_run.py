@@ -1,30 +1,31 @@
 """The Run: starts or resumes a run, replays recorded steps, records live ones.
 
-The decision logic (match, resume policy, frame building) is shared by the
-sync and async paths; they differ only in how they call the step's body. The
-Run is assembled from :mod:`._state` (options, frame queue, matching),
-:mod:`._tools` (tool steps), :mod:`._claims` (claims, adoption, leases) and
-this module (lifecycle, model and value steps).
+One implementation serves the sync and the async face: the async face runs
+the same blocking sections off the event loop (:mod:`._faces`). A Run is a
+chain of parts, each built on the one before:
+
+- :mod:`._state` (RunState): options, counters, matching against the cursor;
+  it owns a :class:`~._lease.LeaseKeeper` and a :class:`~._writer.JournalWriter`;
+- :mod:`._opening` (Opening): start, resume, catch up after a wait;
+- :mod:`._claims` (Claims): the durable write, adopting a lost append race;
+- :mod:`._tools` (ToolSteps): the tool-step decisions and resume policy;
+- :mod:`._steps` (RecorderSteps): the recorder-facing handles of :mod:`._handle`;
+- this module (Run): the lifecycle and the user's part (``finish``, ``output``...).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any, TypeVar, Unpack
 
 from ..errors import (
-    AppendConflictError,
     ReplayError,
-    RunInputMismatchError,
     TerminalRunError,
     UnknownRunError,
 )
-from ..frames import FORMAT_VERSION, Frame, Kind, canonical, fingerprint, make_frame
-from ..storage import Journal, RunRecord, RunStatus, RunUpdate
-from ._claims import Claims
+from ..frames import Frame, Kind, canonical
+from ..storage import Journal, RunStatus, RunUpdate
 from ._context import (
     _current,
     _enter,
@@ -33,11 +34,10 @@ from ._context import (
     idempotency_key,
     set_boundary_hook,
 )
-from ._cursor import Cursor
 from ._faces import Wait, adrive, drive, off_loop
-from ._state import _UNSET, RunOptions, _take_until, _version
-from ._steps import ModelValueSteps
-from ._tools import Recovery, ToolSpec, ToolSteps, rebuild_error, tool_error_retryable
+from ._state import RunOptions, _take_until
+from ._steps import RecorderSteps
+from ._tools import Recovery, ToolSpec, rebuild_error, tool_error_retryable
 from ._writer import _Adopted
 
 __all__ = [
@@ -55,7 +55,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Run(ModelValueSteps, ToolSteps, Claims):
+class Run(RecorderSteps):
     """One execution (first or resumed) of a run; use through :func:`run`.
 
     Attributes:
@@ -127,17 +127,6 @@ class Run(ModelValueSteps, ToolSteps, Claims):
             self._token = None
         _leave(self)
 
-    def _stored_input(self) -> Any:
-        """The run's input as journaled: canonical, with ``redact`` paths replaced."""
-        if self._input is _UNSET:
-            return None
-        try:
-            return self._prepare(self._input, "input")
-        except TypeError as exc:
-            raise TypeError(
-                f"run {self.run_id!r}: the run's input cannot be journaled: {exc}"
-            ) from None
-
     def recorded_output(self) -> Any:
         """Return a finished run's recorded output without re-driving its loop.
 
@@ -154,96 +143,6 @@ class Run(ModelValueSteps, ToolSteps, Claims):
             )
         self._short_circuited = True
         return self._finished_record.output_value()
-
-    def _start_new(self) -> RunRecord | None:
-        inp = self._stored_input()
-        input_fp = fingerprint(inp)
-        payload: dict[str, Any] = {
-            "input": inp,
-            "input_fp": input_fp,
-            "entrypoint": self.entrypoint,
-            "flags": {
-                "format": FORMAT_VERSION,
-                "redrive": _version(),
-                "model_commit": self.model_commit,
-                "turns": "model-response",
-            },
-        }
-        try:
-            first = make_frame(
-                run_id=self.run_id,
-                seq=0,
-                kind=Kind.RUN_START,
-                name="run",
-                payload=payload,
-                prev_chain="0" * 32,
-            )
-        except TypeError as exc:
-            raise TypeError(
-                f"run {self.run_id!r}: the run's input cannot be journaled: {exc}"
-            ) from None
-        now = time.time()
-        record = RunRecord(
-            run_id=self.run_id,
-            input_fp=input_fp,
-            entrypoint=self.entrypoint,
-            created_at=now,
-            updated_at=now,
-        )
-        if self.journal.create_run(record, first):
-            self._writer.restart_at(1, first.chain)
-            self._cursor = None
-            return None
-        return self.journal.get_run(self.run_id)  # lost a creation race: resume it
-
-    def _resume(self, record: RunRecord) -> None:
-        self.resumed = True
-        if self._input is not _UNSET and fingerprint(self._stored_input()) != record.input_fp:
-            start = next(iter(self.journal.frames(self.run_id)), None)
-            recorded = start.data().get("input") if start is not None else None
-            from ._diff import diff_values, format_diff
-
-            diff = diff_values(recorded, self._stored_input())
-            raise RunInputMismatchError(
-                f"run {self.run_id!r} was started with another input; resuming it with this "
-                "one would replay answers to a different question.\n"
-                f"  differences (recorded -> given):\n{format_diff(diff)}\n"
-                "What to do: pass the original input, or use a new run_id for the new input.",
-                run_id=self.run_id,
-                expected=recorded,
-                found=self._input,
-                diff=diff,
-            )
-        self.status = record.status
-        status = RunStatus(record.status)
-        if status is RunStatus.SUCCEEDED:
-            self._finished_record = record
-        elif status.terminal and self.live:
-            raise TerminalRunError(
-                f"run {self.run_id!r} already ended with status {record.status}"
-                + (f" ({record.error})" if record.error else "")
-                + "; it cannot execute again. Replay it read-only with live=False, fork it with "
-                "redrive.fork(), or start a new run_id.",
-                run_id=self.run_id,
-                status=record.status,
-            )
-        limit = record.next_seq
-        frames = (f for f in self.journal.frames(self.run_id) if f.seq < limit)
-        self._cursor = Cursor(
-            self.run_id, _take_until(frames, limit), self.policy, source=self.journal.url
-        )
-        self._writer.restart_at(record.next_seq, record.last_chain)
-        self._resumed_at = record.next_seq
-        if record.status == RunStatus.SUSPENDED.value and self.live:
-            self.status = RunStatus.RUNNING.value
-            # running again: a crash from here on leaves it among interrupted_runs()
-            with contextlib.suppress(AppendConflictError):
-                self.journal.append(
-                    self.run_id,
-                    [],
-                    expected_seq=record.next_seq,
-                    update=RunUpdate(status=RunStatus.RUNNING.value),
-                )
 
     def _closing(self, exc: BaseException | None) -> None:
         """End this execution of the run (blocking journal work; see :meth:`_unbind`)."""

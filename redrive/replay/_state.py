@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import importlib.metadata
 import threading
@@ -11,7 +10,7 @@ from typing import Any, Literal, TypedDict
 
 from ..errors import DivergenceError, ReplayMissError
 from ..frames import Frame, canonical
-from ..storage import Journal, RunRecord, RunStatus, RunUpdate
+from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
@@ -93,9 +92,8 @@ class RunOptions(TypedDict, total=False):
 class RunState:
     """Options, counters and the frame queue of a Run, and the matching helpers.
 
-    The Run is assembled from this state plus its tool steps
-    (:mod:`._tools`), claims and leases (:mod:`._claims`) and its lifecycle,
-    model and value steps (:mod:`._run`).
+    The first part of a Run (see :mod:`._run` for the others); it owns the
+    run's lease keeper (:mod:`._lease`) and journal writer (:mod:`._writer`).
     """
 
     def __init__(
@@ -300,17 +298,3 @@ class RunState:
             self._settles = [(k, f) for k, f in self._settles if not (everyone or k == me)]
         for settle in mine:
             settle()
-
-    # -- implemented by the other parts of the Run ------------------------------
-
-    def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
-        raise NotImplementedError
-
-    def _adopting(self) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError
-
-    def _busy_step(self, step: RecordedStep) -> bool:
-        raise NotImplementedError
-
-    def _resume(self, record: RunRecord) -> None:
-        raise NotImplementedError

@@ -1,33 +1,34 @@
-"""Model and value steps: open a step as a typed handle, replay it or record it live.
+"""The steps recorders open: each as a typed handle, replayed or recorded live.
 
-``begin_model`` / ``begin_value`` return the handles of :mod:`._handle`; the
-older tuple protocol (``model_begin`` / ``model_record``) and the one-call
-forms (``model_step``, ``amodel_step``, ``value_step``) are thin uses of them.
+``begin_model`` / ``begin_tool`` / ``begin_value`` return the handles of
+:mod:`._handle`; the older tuple protocol (``model_begin`` / ``model_record``)
+and the one-call forms (``model_step``, ``amodel_step``, ``tool_step``,
+``atool_step``, ``value_step``) are thin uses of them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from ..frames import Kind, call_key
-from ._context import _boundary
+from ._context import _boundary, _current, _current_key
 from ._cursor import RecordedStep
 from ._faces import flow, off_loop
-from ._handle import ModelStep, ValueStep
+from ._handle import ModelStep, ToolStep, ValueStep
 from ._policy import match_view
-from ._state import RunState
+from ._tools import ToolSpec, ToolSteps
 from ._writer import _Adopted
 
-__all__ = ["ModelValueSteps"]
+__all__ = ["RecorderSteps"]
 
 T = TypeVar("T")
 
 
-class ModelValueSteps(RunState):
-    """The model-step and value-step part of a Run."""
+class RecorderSteps(ToolSteps):
+    """The steps recorders open: model, tool and value steps, as handles or in one call."""
 
     def begin_model(self, name: str, request: Any) -> ModelStep:
         """Open a model step: match it against the journal, or prepare to record it live.
@@ -245,3 +246,89 @@ class ModelValueSteps(RunState):
         if step.recorded:
             return step.value
         return step.record(make())
+
+    def begin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """Open a tool step: its recorded outcome, or (live) claim it before the body runs.
+
+        Args:
+            spec: the tool's resume behaviour.
+            arguments: the call's arguments by parameter name (canonically encodable).
+
+        Returns:
+            A :class:`ToolStep`: ``.recorded`` with ``.outcome()``, or claimed
+            (``tool_start`` durable): run the body with ``.idempotency_key``, then
+            ``.record(result)`` or ``.fail(exc)``.
+
+        Raises:
+            DivergenceError, SideEffectRetryBlockedError, RetryLimitExceededError,
+            ReplayMissError, RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+        """
+        plan = self._tool_begin(spec, arguments)
+        return ToolStep(
+            spec.name, plan.seq, plan.key, plan.replayed, plan.value, plan.error, self, spec, plan
+        )
+
+    async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """The async form of :meth:`begin_tool`: the journal work runs off the event loop."""
+        return await off_loop(self.begin_tool, spec, arguments)
+
+    def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
+        """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``.
+
+        Args:
+            spec: the tool's resume behaviour.
+            arguments: the call's arguments by parameter name (canonically encodable).
+            body: runs the tool; receives the step's idempotency key.
+
+        Returns:
+            The tool's result as journaled (canonical plain data), or the
+            not-safely-resumable outcome dict under ``on_in_flight="tell_model"``.
+
+        Raises:
+            DivergenceError, SideEffectRetryBlockedError, ReplayMissError,
+            RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+            Any exception the tool raised (or its recorded twin on replay).
+        """
+        step = self.begin_tool(spec, arguments)
+        if step.recorded:
+            return step.outcome()
+        with _body_context(step.idempotency_key):
+            try:
+                value = body(step.idempotency_key)
+            except BaseException as exc:
+                step.fail(exc)
+                raise
+        return step.record(value)
+
+    async def atool_step(
+        self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], Awaitable[T]]
+    ) -> Any:
+        """The async form of :meth:`tool_step` (``body`` returns an awaitable).
+
+        The journal work runs off the event loop; the body runs on it.
+        """
+        step = await self.abegin_tool(spec, arguments)
+        if step.recorded:
+            return step.outcome()
+        with _body_context(step.idempotency_key):
+            try:
+                value = await body(step.idempotency_key)
+            except BaseException as exc:
+                await step.afail(exc)
+                raise
+        return await step.arecord(value)
+
+
+@contextlib.contextmanager
+def _body_context(key: str) -> Iterator[None]:
+    """Run a tool body as a black box: calls inside it are part of its one outcome.
+
+    Models, tools and values it calls are not steps of the run (no run is
+    current), and :func:`redrive.idempotency_key` returns the step's key.
+    """
+    token, outer = _current_key.set(key), _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(outer)
+        _current_key.reset(token)

@@ -11,14 +11,16 @@ import redrive
 from redrive.frames import Frame
 from redrive.storage import MemoryJournal, verify_frames
 
-#: A stall of the loop this long or longer means a journal write ran on it (each takes 50 ms).
-STALL = 0.045
+#: A journal write that ran on the loop would stall it for SLOW s; a loaded machine
+#: (shared cores) late-wakes a watchdog by tens of ms, so the bound is generous.
+SLOW = 0.2
+STALL = 0.1
 
 
 class SlowJournal(MemoryJournal):
     """A memory journal whose every append takes ``delay`` seconds, like a slow fsync."""
 
-    def __init__(self, delay: float = 0.05) -> None:
+    def __init__(self, delay: float = SLOW) -> None:
         super().__init__()
         self.delay = delay
 
@@ -71,7 +73,7 @@ async def _loop(journal: MemoryJournal, run_id: str, **options: Any) -> redrive.
 
 
 def test_slow_journal_writes_do_not_stall_the_loop() -> None:
-    """Five runs on one loop over a journal whose appends take 50 ms: no stall of the loop."""
+    """Five runs on one loop over a journal whose appends take 200 ms: no stall of the loop."""
     journal = SlowJournal()
 
     async def work() -> list[redrive.Run]:
