@@ -176,3 +176,24 @@ def test_durable_faces_agree_on_a_finished_run() -> None:
     assert sync_job(2) == sync_job(2) == 4
     assert asyncio.run(async_job(2)) == asyncio.run(async_job(2)) == 4
     assert bodies == ["sync", "async"]
+
+
+def test_cancelling_a_lease_wait_leaves_the_holder_alone() -> None:
+    """A task cancelled while it waits for a lease ends at once; the holder's run goes on."""
+    journal = MemoryJournal()
+    options: dict[str, Any] = {"lease": 5.0, "on_busy": "wait", "busy_timeout": 10.0}
+
+    async def main() -> redrive.Run:
+        async with redrive.run(journal, "held", input="held", **options) as run:
+            waiter = asyncio.create_task(_loop(journal, "held", **options))
+            await asyncio.sleep(0.1)  # the waiter is polling for the lease
+            waiter.cancel()
+            done, _ = await asyncio.wait([waiter], timeout=1.0)
+            assert done and waiter.cancelled()
+            run.finish(await ask("held"))
+        return run
+
+    run = asyncio.run(main())
+    assert run.status == "succeeded"
+    record = journal.get_run("held")
+    assert record is not None and record.lease_owner is None
