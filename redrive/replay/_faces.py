@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import os
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -67,6 +68,16 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
                 max_workers=_MAX_WORKERS, thread_name_prefix="redrive-io"
             )
         return _pool
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of its parent's threads: it starts its own pool when needed."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 async def off_loop(fn: Callable[..., T], *args: Any) -> T:

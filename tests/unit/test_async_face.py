@@ -197,3 +197,29 @@ def test_cancelling_a_lease_wait_leaves_the_holder_alone() -> None:
     assert run.status == "succeeded"
     record = journal.get_run("held")
     assert record is not None and record.lease_owner is None
+
+
+def test_a_forked_child_runs_async_steps_with_its_own_threads() -> None:
+    """After fork, the child's async face does not wait on its parent's (absent) threads."""
+    import os
+    import warnings
+
+    asyncio.run(_loop(MemoryJournal(), "parent"))  # the parent's I/O threads exist now
+    with warnings.catch_warnings():  # Python 3.12+ warns on fork() with threads running
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by exit code
+        code = 1
+        try:
+            run = asyncio.run(_loop(MemoryJournal(), "child"))
+            code = 0 if run.status == "succeeded" else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 20
+    while (found := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if found[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child hung waiting for its parent's I/O threads")
+    assert os.waitstatus_to_exitcode(found[1]) == 0
