@@ -1,6 +1,8 @@
-"""The step engine for tool steps: pure decisions, no I/O, no clock, no sleeping.
+"""The step engine: pure decisions, no I/O, no clock, no sleeping.
 
-Given what the run knows when the loop asks for a tool step (the recorded
+A model or value step is replayed when the journal answers it, else it goes
+live (:func:`decide_model`, :func:`decide_value`). Tools need more: given
+what the run knows when the loop asks for a tool step (the recorded
 step it matched, the tool's resume behaviour, whether the run may write, the
 age of a claim...), :func:`decide_tool` returns what to do: hand back the
 recorded outcome, claim the step and go live, wait for (or stop because of)
@@ -27,8 +29,11 @@ __all__ = [
     "StopBusy",
     "ToolAsk",
     "WaitForWorker",
+    "GoLive",
     "decide_in_flight",
+    "decide_model",
     "decide_tool",
+    "decide_value",
 ]
 
 
@@ -143,6 +148,27 @@ class Rerun:
     """Run the restart-safe in-flight ``step`` again (an attempt note, then the body)."""
 
     step: RecordedStep
+
+
+@attrs.frozen
+class GoLive:
+    """Make the live call and record it; ``unfinished`` is the recorded request it completes."""
+
+    unfinished: RecordedStep | None = None
+
+
+def decide_model(step: RecordedStep | None, *, can_write: bool) -> Replay | GoLive | Miss:
+    """A model step: replay a recorded response, or go live (completing a request left open)."""
+    if step is not None and step.end is not None:
+        return Replay(step)
+    return GoLive(step) if can_write else Miss()
+
+
+def decide_value(step: RecordedStep | None, *, can_write: bool) -> Replay | GoLive | Miss:
+    """A recorded value (``now``, ``uuid4``...): replay it, or make and record a new one."""
+    if step is not None:
+        return Replay(step)
+    return GoLive() if can_write else Miss()
 
 
 ToolDecision = Replay | Claim | Miss | Block | StopBusy | WaitForWorker

@@ -184,6 +184,11 @@ class RunState:
         return self._finished_record is not None
 
     @property
+    def _can_write(self) -> bool:
+        """True when this execution may record steps (live, and not already succeeded)."""
+        return self.live and self._finished_record is None
+
+    @property
     def output(self) -> Any:
         """The run's output: recorded (finished run) or set by :meth:`finish`."""
         if self._finished_record is not None and not self._output_set:

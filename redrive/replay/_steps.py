@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from ..frames import Kind, call_key
 from ._context import _boundary, _current, _current_key
 from ._cursor import RecordedStep
+from ._engine import GoLive, Replay, decide_model, decide_value
 from ._faces import flow, off_loop
 from ._handle import ModelStep, ToolStep, ValueStep
 from ._policy import match_view
@@ -53,21 +54,26 @@ class RecorderSteps(ToolSteps):
         with self._lock:
             turn = self._turn
             step = self._match("model", name, stored, key)
-            if step is not None and step.end is not None:
+            decision = decide_model(step, can_write=self._can_write)
+            if isinstance(decision, Replay):
                 self.replayed_steps += 1
                 self._turn += 1
-                return ModelStep(name, stored, True, False, step.seq, turn, self, key, step)
-            self._check_live("model", name, stored, key)
+                return ModelStep(
+                    name, stored, True, False, decision.step.seq, turn, self, key, step
+                )
+            self._check_live("model", name, stored, key)  # a Miss raises here
+            assert isinstance(decision, GoLive)
+            unfinished = decision.unfinished
             handle = ModelStep(
                 name,
                 stored,
                 False,
-                step is not None,
-                step.seq if step is not None else None,
+                unfinished is not None,
+                unfinished.seq if unfinished is not None else None,
                 turn,
                 self,
                 key,
-                step,
+                unfinished,
                 started=time.time(),
             )
         _boundary("model_before", self.run_id, self._writer.next_seq, name)
@@ -223,11 +229,12 @@ class RecorderSteps(ToolSteps):
         self._settle()
         with self._lock:
             step = self._match("value", name, args, key)
-            if step is not None:
+            decision = decide_value(step, can_write=self._can_write)
+            if isinstance(decision, Replay):
                 self.replayed_steps += 1
-                value = step.data.get("value")
+                value = decision.step.data.get("value")
                 return ValueStep(name, label, True, value, self, args, key)
-            self._check_live("value", name, args, key)
+            self._check_live("value", name, args, key)  # a Miss raises here
         return ValueStep(name, label, False, None, self, args, key)
 
     def _record_value(self, step: ValueStep, value: Any) -> Any:

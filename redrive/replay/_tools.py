@@ -183,7 +183,7 @@ class ToolSteps(Claims):
             step=step,
             restart_safe=spec.restart_safe or spec.read_only,
             has_recover=spec.recover is not None,
-            can_write=self.live and self._finished_record is None,
+            can_write=self._can_write,
             exhausted=cursor is not None and cursor.exhausted,
             failed_at=self._failed_keys.get((spec.name, key)),
             max_attempts=self.max_attempts,

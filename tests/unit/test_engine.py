@@ -105,3 +105,16 @@ def test_a_failed_call_repeated_is_blocked() -> None:
     replaying = attrs.evolve(ask, can_write=False)
     assert decide_tool(replaying) == engine.Block(2, 1, retry=True, write=False)
     assert decide_tool(attrs.evolve(ask, restart_safe=True)) == engine.Claim()
+
+
+def test_model_and_value_steps_replay_or_go_live() -> None:
+    """A model step replays its response, or goes live (completing an open request)."""
+    answered = attrs.evolve(_step(), end=_frame(4, Kind.MODEL_RESPONSE, {"step": 3}))
+    assert engine.decide_model(answered, can_write=False) == engine.Replay(answered)
+    open_request = _step()
+    assert engine.decide_model(open_request, can_write=True) == engine.GoLive(open_request)
+    assert engine.decide_model(None, can_write=True) == engine.GoLive()
+    assert engine.decide_model(None, can_write=False) == engine.Miss()
+    assert engine.decide_value(open_request, can_write=False) == engine.Replay(open_request)
+    assert engine.decide_value(None, can_write=True) == engine.GoLive()
+    assert engine.decide_value(None, can_write=False) == engine.Miss()
