@@ -35,6 +35,7 @@ from ._context import (
     set_boundary_hook,
 )
 from ._faces import Wait, adrive, drive, off_loop
+from ._handle import StepSource
 from ._state import RunOptions, _take_until
 from ._steps import RecorderSteps
 from ._tools import Recovery, ToolSpec, rebuild_error, tool_error_retryable
@@ -356,3 +357,8 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
 
 #: The keyword options of :func:`run` (those of the Run's constructor).
 _RUN_OPTIONS = RunOptions.__optional_keys__
+
+
+def _is_a_step_source(run: Run) -> StepSource:
+    """Typing only: mypy checks here that a Run offers recorders all of :class:`StepSource`."""
+    return run
