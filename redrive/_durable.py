@@ -21,6 +21,16 @@ def entrypoint_of(func: Callable[..., Any]) -> str:
     return f"{func.__module__}:{func.__qualname__}"
 
 
+def _already_done(run: Run) -> bool:
+    """True when a call may return the run's recorded output without re-driving the function.
+
+    That is a run that already succeeded, entered live: a replay-only run
+    (``live=False``) re-drives the function to check it against the record.
+    Both faces (sync and async) and ``redrive_run`` decide with this.
+    """
+    return run.finished and run.live
+
+
 def durable(
     journal: Journal | str = "runs.duckdb",
     *,
@@ -89,7 +99,7 @@ def durable(
                 *args: Any, redrive_run_id: str | None = None, **kwargs: Any
             ) -> Any:
                 async with start(redrive_run_id, args, kwargs, {}) as run:
-                    if run.finished and run.live:
+                    if _already_done(run):
                         return run.recorded_output()
                     return run.finish(await func(*args, **kwargs))
 
@@ -99,7 +109,7 @@ def durable(
         @functools.wraps(func)
         def wrapper(*args: Any, redrive_run_id: str | None = None, **kwargs: Any) -> Any:
             with start(redrive_run_id, args, kwargs, {}) as run:
-                if run.finished:
+                if _already_done(run):
                     return run.recorded_output()
                 return run.finish(func(*args, **kwargs))
 
@@ -107,7 +117,7 @@ def durable(
             rid: str, *args: Any, redrive_options: dict[str, Any] | None = None, **kwargs: Any
         ) -> Run:
             with start(rid, args, kwargs, redrive_options or {}) as run:
-                if run.finished and run.live:
+                if _already_done(run):
                     run.recorded_output()
                 else:
                     run.finish(func(*args, **kwargs))

@@ -6,10 +6,12 @@ from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
 from ._diff import diff_values, format_diff
 from ._fork import RunDiff, StepView, diff_runs, fork
+from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._policy import ReplayPolicy
 from ._run import (
     Recovery,
     Run,
+    RunOptions,
     ToolSpec,
     current_run,
     idempotency_key,
@@ -21,15 +23,20 @@ from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
     "Cursor",
+    "ModelStep",
     "RecordedStep",
     "Recovery",
     "ReplayDriftWarning",
     "ReplayPolicy",
     "Run",
     "RunDiff",
+    "RunOptions",
     "StepReader",
+    "StepSource",
     "StepView",
     "ToolSpec",
+    "ToolStep",
+    "ValueStep",
     "await_approval",
     "check_lost_context",
     "current_run",

@@ -1,30 +1,28 @@
-"""Claims and leases: the durable write path, losing an append race, run leases.
+"""Claims: the durable write path, and losing an append race.
 
 Of several workers reaching the same unfinished step, the one whose append
 commits first has claimed it. A loser either raises ``RunBusyError``
 (``on_busy="raise"``) or waits for the winner's outcome and continues from
-its frames (``on_busy="wait"``). A run lease (``lease=seconds``) makes one
-worker the owner of a run; its epoch fences every append.
+its frames (``on_busy="wait"``). Leases are kept by :mod:`._lease`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
 
 from ..errors import (
     AppendConflictError,
-    JournalWriteError,
-    LeaseLostError,
-    ReplayError,
     RunBusyError,
 )
 from ..frames import Frame, Kind
-from ..storage import RunRecord, RunStatus, RunUpdate, held_by_other
+from ..storage import RunStatus, RunUpdate
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
-from ._state import RunState, _Adopted, _take_until
+from ._engine import StopBusy, WaitForWorker
+from ._opening import Opening
+from ._state import _take_until
+from ._writer import _Adopted
 
 __all__ = ["Claims"]
 
@@ -46,7 +44,7 @@ def _reopened_step(pending: list[Frame]) -> int | None:
     return None
 
 
-class Claims(RunState):
+class Claims(Opening):
     """The claim, adoption and lease part of a Run."""
 
     def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
@@ -56,51 +54,24 @@ class Claims(RunState):
         process dying; the next synced write makes them fully durable.
         """
         with self._lock:
-            if not self._pending and update is None:
+            if not self._writer.pending and update is None:
                 return
-            if self._lease_lost is not None:
-                raise self._lease_lost
-            frames = self._pending
-            first = frames[0].seq if frames else self._next_seq
+            frames = self._writer.pending
+            first = frames[0].seq if frames else self._writer.next_seq
             try:
-                self.journal.append(
-                    self.run_id,
-                    frames,
-                    expected_seq=first,
-                    update=update,
-                    epoch=self._epoch,
-                    sync=sync,
-                )
-            except LeaseLostError as exc:
-                self._lease_lost = exc
-                raise
-            except Exception as exc:
-                if not isinstance(exc, ReplayError):
-                    raise JournalWriteError(
-                        f"run {self.run_id!r}: writing seq {first}..{first + len(frames) - 1} "
-                        f"to journal {self.journal.url} failed: {type(exc).__name__}: {exc}. "
-                        "Those frames are not journaled (a tool whose claim this was did not "
-                        "run); the run stays resumable: fix the journal (space, permissions, "
-                        "connection) and run it again with the same run_id.",
-                        run_id=self.run_id,
-                        seq=first,
-                        journal=self.journal.url,
-                        frames=len(frames),
-                    ) from exc
-                if isinstance(exc, AppendConflictError) and self._adoptable:
+                self._writer.append(update, sync=sync)
+            except AppendConflictError as exc:
+                if self._adoptable:
                     self._adopt(frames, first, exc)
                     raise _Adopted() from None
-                if isinstance(exc, AppendConflictError):
-                    raise RunBusyError(
-                        f"run {self.run_id!r}: another worker appended to this run at seq "
-                        f"{first} while this one was executing it; this worker stops to avoid "
-                        "running a step twice. Use a run lease (lease=seconds) so only one "
-                        "worker executes a run, and resume later.",
-                        run_id=self.run_id,
-                        seq=first,
-                    ) from exc
-                raise
-            self._pending = []
+                raise RunBusyError(
+                    f"run {self.run_id!r}: another worker appended to this run at seq "
+                    f"{first} while this one was executing it; this worker stops to avoid "
+                    "running a step twice. Use a run lease (lease=seconds) so only one "
+                    "worker executes a run, and resume later.",
+                    run_id=self.run_id,
+                    seq=first,
+                ) from exc
 
     @contextlib.contextmanager
     def _adopting(self) -> Iterator[None]:
@@ -175,34 +146,25 @@ class Claims(RunState):
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
         self._cursor = cursor
-        self._pending = []
-        self._next_seq = record.next_seq
-        self._last_chain = record.last_chain
+        self._writer.restart_at(record.next_seq, record.last_chain)
         if RunStatus(record.status).terminal:
             self.status = record.status
             if record.status == RunStatus.SUCCEEDED.value:
                 self._finished_record = record
 
-    def _busy_step(self, step: RecordedStep) -> bool:
-        """Handle an in-flight ``step`` that may belong to a live worker.
+    def _wait_for_worker(self, decision: StopBusy | WaitForWorker) -> None:
+        """Carry out the engine's decision on a step another worker holds (or is presumed to).
 
-        A claim written while this Run was alive is another live worker's: wait
-        for its outcome (on_busy="wait": the retry replays it) or raise
-        ``RunBusyError``. Without a lease, under on_busy="wait", a claim found at
-        entry that is younger than ``busy_timeout`` is presumed live too: wait
-        until ``busy_timeout`` after the claim, and then (return True) treat it
-        as interrupted. Returns False for a step that is simply in flight.
+        Waits for its outcome (on_busy="wait"), then raises ``_Adopted`` so the
+        step is matched again and replays it. Returns when a presumed holder
+        did not finish within ``busy_timeout`` after its claim: the step is
+        then settled as interrupted.
+
+        Raises:
+            RunBusyError: ``StopBusy``, or the wait for a live worker timed out.
         """
-        live = step.seq >= self._known_seq
-        presumed = (
-            not live
-            and self._adoptable
-            and self.lease is None
-            and time.time() - step.start.at < self.busy_timeout
-        )
-        if not live and not presumed:
-            return False
-        if not self._adoptable:
+        step = decision.step
+        if isinstance(decision, StopBusy):
             raise RunBusyError(
                 f"run {self.run_id!r}: another worker claimed seq {step.seq} ({step.kind} "
                 f"{step.name}) while this one was executing the run; this worker stops so the "
@@ -213,16 +175,16 @@ class Claims(RunState):
         try:
             self._adopt(
                 [],
-                self._next_seq,
+                self._writer.next_seq,
                 None,
                 reopen=step.seq,
-                deadline=time.monotonic() + self.busy_timeout - (time.time() - step.start.at)
-                if presumed
-                else None,
+                deadline=None
+                if decision.patience is None
+                else time.monotonic() + decision.patience,
             )
         except RunBusyError as exc:
-            if presumed and getattr(exc, "timed_out", False):
-                return True
+            if decision.presumed and getattr(exc, "timed_out", False):
+                return
             raise
         raise _Adopted()
 
@@ -286,75 +248,5 @@ class Claims(RunState):
             f"executing the run (status {self.status}); its ending is not recorded by this "
             "worker. Resume the run later to read its outcome.",
             run_id=self.run_id,
-            seq=self._next_seq,
+            seq=self._writer.next_seq,
         )
-
-    def _catch_up(self, record: RunRecord) -> None:
-        """Re-read the run when another worker appended while this one waited to enter."""
-        if record.next_seq != self._next_seq:
-            self._cursor = None
-            self._finished_record = None
-            self._resume(record)
-
-    def _wait_for_lease_holder(self) -> None:
-        """A worker without a lease: wait (on_busy="wait") while another holds the run's lease.
-
-        Raises:
-            RunBusyError: another worker holds an unexpired lease (on_busy="raise",
-                or still after ``busy_timeout`` seconds).
-        """
-        deadline = time.monotonic() + self.busy_timeout
-        while True:
-            record = self.journal.get_run(self.run_id)
-            if record is None or not held_by_other(record, None):
-                break
-            if self.on_busy == "raise" or time.monotonic() > deadline:
-                raise RunBusyError(
-                    f"run {self.run_id!r} is leased by {record.lease_owner!r}: another worker "
-                    "is executing it, and this worker has no lease. Retry later, pass "
-                    "on_busy='wait' to wait for it, or give every worker a lease "
-                    "(lease=seconds) so a dead one's run is taken over when its lease ends.",
-                    run_id=self.run_id,
-                    seq=record.next_seq,
-                    owner=record.lease_owner,
-                )
-            time.sleep(0.05)
-        if record is not None:
-            self._catch_up(record)
-
-    def _take_lease(self) -> None:
-        assert self.lease is not None
-        deadline = time.monotonic() + self.busy_timeout
-        while True:
-            try:
-                self._epoch = self.journal.acquire_lease(self.run_id, self._owner, self.lease)
-                break
-            except RunBusyError:
-                if self.on_busy == "raise" or time.monotonic() > deadline:
-                    raise
-                time.sleep(min(0.05, self.lease / 10))
-        # the run may have moved while we waited for the lease: re-read it
-        try:
-            record = self.journal.get_run(self.run_id)
-            assert record is not None
-            self._catch_up(record)
-        except BaseException:
-            # entering fails (ended elsewhere, input mismatch...): do not sit on the lease
-            with contextlib.suppress(Exception):
-                self.journal.release_lease(self.run_id, self._owner, self._epoch)
-            raise
-        self._renewer = threading.Thread(
-            target=self._renew_loop, name=f"redrive-lease-{self.run_id}", daemon=True
-        )
-        self._renewer.start()
-
-    def _renew_loop(self) -> None:
-        assert self.lease is not None and self._epoch is not None
-        while not self._stop_renew.wait(self.lease / 3):
-            try:
-                self.journal.renew_lease(self.run_id, self._owner, self._epoch, self.lease)
-            except LeaseLostError as exc:
-                self._lease_lost = exc
-                return
-            except Exception:  # a transient database error: try again next period
-                continue

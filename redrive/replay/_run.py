@@ -1,33 +1,32 @@
 """The Run: starts or resumes a run, replays recorded steps, records live ones.
 
-The decision logic (match, resume policy, frame building) is shared by the
-sync and async paths; they differ only in how they call the step's body. The
-Run is assembled from :mod:`._state` (options, frame queue, matching),
-:mod:`._tools` (tool steps), :mod:`._claims` (claims, adoption, leases) and
-this module (lifecycle, model and value steps).
+One implementation serves the sync and the async face: the async face runs
+the same blocking sections off the event loop (:mod:`._faces`). A Run is a
+chain of parts, each built on the one before:
+
+- :mod:`._state` (RunState): options, counters, matching against the cursor;
+  it owns a :class:`~._lease.LeaseKeeper` and a :class:`~._writer.JournalWriter`;
+- :mod:`._opening` (Opening): start, resume, catch up after a wait;
+- :mod:`._claims` (Claims): the durable write, adopting a lost append race;
+- :mod:`._tools` (ToolSteps): the tool-step decisions and resume policy;
+- :mod:`._recorder_steps` (RecorderSteps): the recorder-facing handles of :mod:`._handle`;
+- this module (Run): the lifecycle and the user's part (``finish``, ``output``...).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
-import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any, TypeVar, Unpack
 
 from ..errors import (
-    AppendConflictError,
     ReplayError,
-    RunInputMismatchError,
     TerminalRunError,
     UnknownRunError,
 )
-from ..frames import FORMAT_VERSION, Frame, Kind, call_key, canonical, fingerprint, make_frame
-from ..storage import Journal, RunRecord, RunStatus, RunUpdate
-from ._claims import Claims
+from ..frames import Frame, Kind, canonical
+from ..storage import Journal, RunStatus, RunUpdate
 from ._context import (
-    _boundary,
     _current,
     _enter,
     _leave,
@@ -35,14 +34,17 @@ from ._context import (
     idempotency_key,
     set_boundary_hook,
 )
-from ._cursor import Cursor, RecordedStep, decode_outcome
-from ._policy import match_view
-from ._state import _UNSET, _Adopted, _flow, _take_until, _version
-from ._tools import Recovery, ToolSpec, ToolSteps, rebuild_error, tool_error_retryable
+from ._faces import Wait, adrive, drive, off_loop
+from ._handle import StepSource
+from ._recorder_steps import RecorderSteps
+from ._state import RunOptions, _take_until
+from ._tools import Recovery, ToolSpec, rebuild_error, tool_error_retryable
+from ._writer import _Adopted
 
 __all__ = [
     "Recovery",
     "Run",
+    "RunOptions",
     "ToolSpec",
     "current_run",
     "idempotency_key",
@@ -54,7 +56,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Run(ToolSteps, Claims):
+class Run(RecorderSteps):
     """One execution (first or resumed) of a run; use through :func:`run`.
 
     Attributes:
@@ -82,7 +84,12 @@ class Run(ToolSteps, Claims):
         self._output_set = True
         return output
 
-    def _open(self) -> None:
+    def _opening(self) -> Wait[None]:
+        """Start or resume the run, taking or waiting for its lease (a procedure with waits).
+
+        Blocking journal work only: the context is bound by :meth:`_bind`, on the
+        caller's side (for the async face, on the event loop).
+        """
         if self.entered:
             raise RuntimeError(f"run {self.run_id!r}: this Run object was already entered")
         self.entered = True
@@ -102,25 +109,24 @@ class Run(ToolSteps, Claims):
         if record is not None:
             self._resume(record)
         if self.lease is not None and self.live and not self.finished:
-            self._take_lease()
+            yield from self._take_lease()
         elif record is not None and self.live and not self.finished:
-            self._wait_for_lease_holder()
+            yield from self._wait_for_lease_holder()
         # frames from here on were written while this Run was alive (a step in flight
         # there belongs to a live worker, not to a crash)
-        self._known_seq = self._next_seq
+        self._known_seq = self._writer.next_seq
+
+    def _bind(self) -> None:
+        """Make this run the current one in the caller's context (after :meth:`_opening`)."""
         self._token = _current.set(self)
         _enter(self)
 
-    def _stored_input(self) -> Any:
-        """The run's input as journaled: canonical, with ``redact`` paths replaced."""
-        if self._input is _UNSET:
-            return None
-        try:
-            return self._prepare(self._input, "input")
-        except TypeError as exc:
-            raise TypeError(
-                f"run {self.run_id!r}: the run's input cannot be journaled: {exc}"
-            ) from None
+    def _unbind(self) -> None:
+        """Undo :meth:`_bind` (after :meth:`_closing`, whatever it raised)."""
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
+        _leave(self)
 
     def recorded_output(self) -> Any:
         """Return a finished run's recorded output without re-driving its loop.
@@ -139,105 +145,14 @@ class Run(ToolSteps, Claims):
         self._short_circuited = True
         return self._finished_record.output_value()
 
-    def _start_new(self) -> RunRecord | None:
-        inp = self._stored_input()
-        input_fp = fingerprint(inp)
-        payload: dict[str, Any] = {
-            "input": inp,
-            "input_fp": input_fp,
-            "entrypoint": self.entrypoint,
-            "flags": {
-                "format": FORMAT_VERSION,
-                "redrive": _version(),
-                "model_commit": self.model_commit,
-                "turns": "model-response",
-            },
-        }
-        try:
-            first = make_frame(
-                run_id=self.run_id,
-                seq=0,
-                kind=Kind.RUN_START,
-                name="run",
-                payload=payload,
-                prev_chain="0" * 32,
-            )
-        except TypeError as exc:
-            raise TypeError(
-                f"run {self.run_id!r}: the run's input cannot be journaled: {exc}"
-            ) from None
-        now = time.time()
-        record = RunRecord(
-            run_id=self.run_id,
-            input_fp=input_fp,
-            entrypoint=self.entrypoint,
-            created_at=now,
-            updated_at=now,
-        )
-        if self.journal.create_run(record, first):
-            self._next_seq = 1
-            self._last_chain = first.chain
-            self._cursor = None
-            return None
-        return self.journal.get_run(self.run_id)  # lost a creation race: resume it
-
-    def _resume(self, record: RunRecord) -> None:
-        self.resumed = True
-        if self._input is not _UNSET and fingerprint(self._stored_input()) != record.input_fp:
-            start = next(iter(self.journal.frames(self.run_id)), None)
-            recorded = start.data().get("input") if start is not None else None
-            from ._diff import diff_values, format_diff
-
-            diff = diff_values(recorded, self._stored_input())
-            raise RunInputMismatchError(
-                f"run {self.run_id!r} was started with another input; resuming it with this "
-                "one would replay answers to a different question.\n"
-                f"  differences (recorded -> given):\n{format_diff(diff)}\n"
-                "What to do: pass the original input, or use a new run_id for the new input.",
-                run_id=self.run_id,
-                expected=recorded,
-                found=self._input,
-                diff=diff,
-            )
-        self.status = record.status
-        status = RunStatus(record.status)
-        if status is RunStatus.SUCCEEDED:
-            self._finished_record = record
-        elif status.terminal and self.live:
-            raise TerminalRunError(
-                f"run {self.run_id!r} already ended with status {record.status}"
-                + (f" ({record.error})" if record.error else "")
-                + "; it cannot execute again. Replay it read-only with live=False, fork it with "
-                "redrive.fork(), or start a new run_id.",
-                run_id=self.run_id,
-                status=record.status,
-            )
-        limit = record.next_seq
-        frames = (f for f in self.journal.frames(self.run_id) if f.seq < limit)
-        self._cursor = Cursor(
-            self.run_id, _take_until(frames, limit), self.policy, source=self.journal.url
-        )
-        self._next_seq = record.next_seq
-        self._last_chain = record.last_chain
-        self._resumed_at = record.next_seq
-        if record.status == RunStatus.SUSPENDED.value and self.live:
-            self.status = RunStatus.RUNNING.value
-            # running again: a crash from here on leaves it among interrupted_runs()
-            with contextlib.suppress(AppendConflictError):
-                self.journal.append(
-                    self.run_id,
-                    [],
-                    expected_seq=record.next_seq,
-                    update=RunUpdate(status=RunStatus.RUNNING.value),
-                )
-
-    def _close(self, exc: BaseException | None) -> None:
+    def _closing(self, exc: BaseException | None) -> None:
+        """End this execution of the run (blocking journal work; see :meth:`_unbind`)."""
         try:
             if self._finished_record is not None:
                 if not self._short_circuited:
                     self._check_fully_replayed(exc)
                 return
-            if self._lease_lost is not None:
+            if self._lease.lost is not None:
                 return
             if not self.live:  # a replay-only run never writes
                 if exc is None:
@@ -263,14 +178,11 @@ class Run(ToolSteps, Claims):
             else:
                 self._end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         finally:
-            self._stop_renew.set()
-            if self._epoch is not None:
-                with contextlib.suppress(Exception):  # the lease lapses by itself
-                    self.journal.release_lease(self.run_id, self._owner, self._epoch)
-            if self._token is not None:
-                _current.reset(self._token)
-                self._token = None
-            _leave(self)
+            self._release()
+
+    def _release(self) -> None:
+        """Stop renewing the run's lease and release it (it lapses by itself if this fails)."""
+        self._lease.release()
 
     def _resumable(self, exc: BaseException) -> bool:
         if isinstance(exc, ReplayError):
@@ -295,176 +207,46 @@ class Run(ToolSteps, Claims):
             payload = {"status": RunStatus.FAILED.value, "output": None, "error": str(exc)}
             status, out_bytes, error = RunStatus.FAILED, None, str(exc)
         with self._lock:
-            self._queue(Kind.RUN_END, "run", payload)
+            self._writer.queue(Kind.RUN_END, "run", payload)
             self._flush(
                 update=RunUpdate(status=status.value, output=out_bytes, error=error),
             )
         self.status = status.value
 
     def __enter__(self) -> Run:
-        self._open()
+        drive(self._opening())
+        self._bind()
         return self
 
     def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
-        self._close(exc)
+        try:
+            self._closing(exc)
+        finally:
+            self._unbind()
         return isinstance(exc, _Suspended)  # suspended: the block ends, status says why
 
     async def __aenter__(self) -> Run:
-        self._open()
+        try:
+            await adrive(self._opening())
+        except asyncio.CancelledError:
+            await off_loop(self._release)  # opened, but the block will never run
+            raise
+        self._bind()
         return self
 
     async def __aexit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
-        self._close(exc)
+        try:
+            await off_loop(self._closing, exc)
+        finally:
+            self._unbind()
         return isinstance(exc, _Suspended)
-
-    def model_begin(self, name: str, request: Any) -> tuple[RecordedStep | None, Any, str, int]:
-        """Match a model step; return ``(recorded step or None, stored request, key, turn)``.
-
-        Recorders call this, then either decode the recorded response or call
-        the model and :meth:`model_record` its response.
-
-        Raises:
-            DivergenceError, ReplayMissError, LeaseLostError.
-        """
-        self._settle()
-        stored = self._prepare(request, "request")
-        key = call_key(name, match_view(stored))
-        with self._lock:
-            turn = self._turn
-            step = self._match("model", name, stored, key)
-            if step is not None and step.end is not None:
-                self.replayed_steps += 1
-                self._turn += 1
-                return step, stored, key, turn
-            self._check_live("model", name, stored, key)
-            self._model_started[(_flow(), name)] = time.time()
-        _boundary("model_before", self.run_id, self._next_seq, name)
-        return step, stored, key, turn
-
-    def model_record(
-        self,
-        name: str,
-        stored_request: Any,
-        key: str,
-        turn: int,
-        response: Any,
-        *,
-        view: Any = None,
-        unfinished: RecordedStep | None = None,
-    ) -> None:
-        """Journal a live model step's request and response (group commit by default).
-
-        Args:
-            name, stored_request, key, turn: as returned by :meth:`model_begin`.
-            response: the response payload (canonically encodable).
-            view: the decoded semantic view (provider, model, messages, tool calls, usage).
-            unfinished: the recorded request this response completes, if any.
-        """
-        _boundary("model_after", self.run_id, self._next_seq, name)
-        with self._lock:
-            if unfinished is None:
-                seq = self._next_seq
-                if self._cursor is not None:
-                    self._requests = self._cursor.expander
-                started = self._model_started.pop((_flow(), name), None)
-                request: dict[str, Any] = {"args": stored_request, "turn": turn, "view": view}
-                if started is not None:
-                    request["started_at"] = started  # for durations in `redrive show`
-                payload = self._requests.stored(name, request)
-                self._queue(Kind.MODEL_REQUEST, name, payload, key)
-            else:
-                seq = unfinished.seq
-            self._queue(
-                Kind.MODEL_RESPONSE, name, {"step": seq, "response": response, "view": view}
-            )
-            self.live_steps += 1
-            self._turn += 1
-            if self.model_commit != "group":
-                # "write": in the journal at once (a killed worker does not pay for this
-                # call again), made fully durable by the next synced write; "each": fsynced
-                with self._adopting(), contextlib.suppress(_Adopted):
-                    self._flush(sync=self.model_commit == "each")
-        _boundary("model_recorded", self.run_id, seq, name)
-
-    def model_step(
-        self,
-        name: str,
-        request: Any,
-        call: Callable[[], T],
-        *,
-        encode: Callable[[T], Any] = lambda value: value,
-        decode: Callable[[Any], Any] = lambda value: value,
-    ) -> Any:
-        """Run one model step: replay the recorded response, or call and record.
-
-        Args:
-            name: the step name (``"model:gpt-4o"``...).
-            request: the request's arguments (canonically encodable).
-            call: makes the live call and returns the response.
-            encode: turns a live response into canonical plain data.
-            decode: turns recorded plain data into what the caller gets.
-
-        Returns:
-            ``decode(encode(response))`` (the same shape live and replayed).
-        """
-        step, stored, key, turn = self.model_begin(name, request)
-        if step is not None and step.end is not None:
-            return decode(decode_outcome(step).get("response"))
-        value = call()
-        data = canonical(encode(value), "response")
-        self.model_record(name, stored, key, turn, data, unfinished=step)
-        return decode(data)
-
-    async def amodel_step(
-        self,
-        name: str,
-        request: Any,
-        call: Callable[[], Awaitable[T]],
-        *,
-        encode: Callable[[T], Any] = lambda value: value,
-        decode: Callable[[Any], Any] = lambda value: value,
-    ) -> Any:
-        """The async form of :meth:`model_step`."""
-        step, stored, key, turn = self.model_begin(name, request)
-        if step is not None and step.end is not None:
-            return decode(decode_outcome(step).get("response"))
-        value = await call()
-        data = canonical(encode(value), "response")
-        self.model_record(name, stored, key, turn, data, unfinished=step)
-        return decode(data)
-
-    def value_step(
-        self, name: str, label: str, make: Callable[[], Any], *, extra: Any = None
-    ) -> Any:
-        """Return a recorded value (``now``, ``uuid4``, ``random``...) or make and record one.
-
-        Values are matched by ``(name, label)`` within the turn, in order, so
-        adding or removing a call with another label never shifts the values
-        of unrelated calls. ``extra`` (canonical data, e.g. an approval's
-        payload) is matched too when given.
-        """
-        args: dict[str, Any] = {"label": label}
-        if extra is not None:
-            args["extra"] = self._prepare(extra, "extra")
-        key = call_key(name, args)
-        self._settle()
-        with self._lock:
-            step = self._match("value", name, args, key)
-            if step is not None:
-                self.replayed_steps += 1
-                return step.data.get("value")
-            self._check_live("value", name, args, key)
-            value = make()
-            self._queue(Kind.VALUE, name, {"args": args, "turn": self._turn, "value": value}, key)
-            self.live_steps += 1
-            return value
 
     def note(self, name: str, data: Any) -> None:
         """Journal a note (not a step; never matched on replay)."""
         with self._lock:
             if self._finished_record is not None or not self.live:
                 return
-            self._queue(Kind.NOTE, name, {"data": self.redact(data)})
+            self._writer.queue(Kind.NOTE, name, {"data": self.redact(data)})
 
     def resume_note(self) -> str:
         """Return a plain-text note on the tool calls recorded before this execution resumed.
@@ -521,7 +303,7 @@ def _encode(value: Any, path: str) -> bytes:
     return encode(value, path)
 
 
-def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
+def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> Run:
     """Start or resume the run ``run_id``; use as ``with`` or ``async with``.
 
     Args:
@@ -536,6 +318,7 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
         max_attempts: starts allowed for one in-flight step (default 3).
         lease: hold a run lease of this many seconds (renewed in the background).
         on_busy: ``"raise"`` (``RunBusyError``) or ``"wait"`` (up to ``busy_timeout`` s).
+        busy_timeout: seconds to wait for another worker under ``on_busy="wait"`` (default 30).
         create: start the run when missing (default True; False raises UnknownRunError).
         live: False replays only: any step not in the journal raises ReplayMissError.
         redact: path patterns of argument fields never written to the journal.
@@ -545,9 +328,15 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
             crash), ``"group"`` (held in memory until the next durable write: a
             killed worker pays for the call again) or ``"each"`` (fsynced at once).
         retryable: exception types after which the run stays resumable.
+        entrypoint: ``"module:qualname"`` of the function driving the run
+            (``@redrive.durable`` sets it; ``redrive check`` imports it).
 
     Returns:
         A :class:`Run`; entering it starts or resumes the run.
+
+    Raises:
+        TypeError: (at once) an unknown option, or an option of the wrong type;
+            nothing is written.
 
     Raises (on entering):
         RunInputMismatchError, TerminalRunError, UnknownRunError, RunBusyError,
@@ -567,4 +356,9 @@ def run(journal: Journal | str, run_id: str, **options: Any) -> Run:
 
 
 #: The keyword options of :func:`run` (those of the Run's constructor).
-_RUN_OPTIONS = frozenset(inspect.signature(Run.__init__).parameters) - {"self", "journal", "run_id"}
+_RUN_OPTIONS = RunOptions.__optional_keys__
+
+
+def _is_a_step_source(run: Run) -> StepSource:
+    """Typing only: mypy checks here that a Run offers recorders all of :class:`StepSource`."""
+    return run

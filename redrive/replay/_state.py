@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import contextvars
 import importlib.metadata
-import os
-import socket
 import threading
-import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
-from ..errors import DivergenceError, LeaseLostError, ReplayMissError
-from ..frames import Frame, Kind, canonical, make_frame
-from ..storage import Journal, RunRecord, RunStatus, RunUpdate
+from ..errors import DivergenceError, ReplayMissError
+from ..frames import Frame, canonical
+from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
+from ._faces import flow as _flow
+from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, redact_paths
+from ._writer import JournalWriter
 
-__all__ = ["RunState"]
+__all__ = ["RunOptions", "RunState"]
 
 _UNSET: Any = object()
 _DEFAULT_RETRYABLE: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
@@ -68,25 +66,34 @@ def _check_options(
         raise TypeError(f"retryable={retryable!r}: use a tuple of exception types")
 
 
-def _flow() -> tuple[int, int]:
-    """Identify the current thread and asyncio task (0 outside a task)."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
-    return threading.get_ident(), id(task) if task is not None else 0
+class RunOptions(TypedDict, total=False):
+    """The keyword options of :func:`redrive.run`, all optional (see it for their meaning).
 
+    ``run(journal, run_id, **options)`` is typed by this dict: a misspelt
+    option, or one of the wrong type, fails ``mypy --strict``; at run time it
+    raises ``TypeError`` before anything is written.
+    """
 
-class _Adopted(Exception):
-    """Internal: a lost append was replaced by the winner's frames; match the step again."""
+    input: Any
+    replay: Literal["strict", "lenient"] | ReplayPolicy
+    on_in_flight: Literal["raise", "tell_model"]
+    max_attempts: int
+    lease: float | None
+    on_busy: Literal["raise", "wait"]
+    busy_timeout: float
+    create: bool
+    live: bool
+    redact: tuple[str, ...]
+    model_commit: Literal["write", "group", "each"]
+    retryable: tuple[type[BaseException], ...]
+    entrypoint: str | None
 
 
 class RunState:
     """Options, counters and the frame queue of a Run, and the matching helpers.
 
-    The Run is assembled from this state plus its tool steps
-    (:mod:`._tools`), claims and leases (:mod:`._claims`) and its lifecycle,
-    model and value steps (:mod:`._run`).
+    The first part of a Run (see :mod:`._run` for the others); it owns the
+    run's lease keeper (:mod:`._lease`) and journal writer (:mod:`._writer`).
     """
 
     def __init__(
@@ -143,9 +150,6 @@ class RunState:
         self._input = input
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()
-        self._pending: list[Frame] = []
-        self._next_seq = 0
-        self._last_chain = ""
         self._turn = 0
         self._cursor: Cursor | None = None
         self._requests = Expander()
@@ -156,11 +160,8 @@ class RunState:
         self._short_circuited = False
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
         self._model_started: dict[tuple[tuple[int, int], str], float] = {}
-        self._epoch: int | None = None
-        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._renewer: threading.Thread | None = None
-        self._stop_renew = threading.Event()
-        self._lease_lost: LeaseLostError | None = None
+        self._lease = LeaseKeeper(journal, run_id, lease, on_busy, busy_timeout)
+        self._writer = JournalWriter(journal, run_id, self._lease)
         self._adoptable = False
         self._known_seq = 0
         self._failed_keys: dict[tuple[str, str], int] = {}
@@ -183,31 +184,19 @@ class RunState:
         return self._finished_record is not None
 
     @property
+    def _can_write(self) -> bool:
+        """True when this execution may record steps (live, and not already succeeded)."""
+        return self.live and self._finished_record is None
+
+    @property
     def output(self) -> Any:
         """The run's output: recorded (finished run) or set by :meth:`finish`."""
         if self._finished_record is not None and not self._output_set:
             return self._finished_record.output_value()
         return self._output
 
-    def _queue(self, kind: Kind, name: str, payload: Any, key: str = "") -> Frame:
-        frame = make_frame(
-            run_id=self.run_id,
-            seq=self._next_seq,
-            kind=kind,
-            name=name,
-            key=key,
-            payload=payload,
-            prev_chain=self._last_chain,
-            epoch=self._epoch or 0,
-        )
-        self._pending.append(frame)
-        self._next_seq += 1
-        self._last_chain = frame.chain
-        return frame
-
     def _check_live(self, kind: str, name: str, args: Any, key: str) -> None:
-        if self._lease_lost is not None:
-            raise self._lease_lost
+        self._lease.check()
         if self._finished_record is not None or not self.live:
             cursor = self._cursor
             closest = []
@@ -233,7 +222,7 @@ class RunState:
                 + "\nWhat to do: re-record the run, or find the code change that added this "
                 "call (redrive show / redrive diff).",
                 run_id=self.run_id,
-                seq=self._next_seq,
+                seq=self._writer.next_seq,
                 kind=kind,
                 name=name,
                 found=args,
@@ -314,35 +303,3 @@ class RunState:
             self._settles = [(k, f) for k, f in self._settles if not (everyone or k == me)]
         for settle in mine:
             settle()
-
-    @contextlib.contextmanager
-    def _unqueue_on_failure(self) -> Iterator[None]:
-        """Drop the frames queued in this block if it fails (their write was refused).
-
-        A claim whose append failed must not be written later with other
-        frames: its body never ran, and a resume would take it for in flight.
-        """
-        mark = (len(self._pending), self._next_seq, self._last_chain)
-        try:
-            yield
-        except _Adopted:
-            raise  # the pending frames were replaced by the winner's
-        except BaseException:
-            if len(self._pending) > mark[0] and self._next_seq > mark[1]:
-                del self._pending[mark[0] :]
-                self._next_seq, self._last_chain = mark[1], mark[2]
-            raise
-
-    # -- implemented by the other parts of the Run ------------------------------
-
-    def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
-        raise NotImplementedError
-
-    def _adopting(self) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError
-
-    def _busy_step(self, step: RecordedStep) -> bool:
-        raise NotImplementedError
-
-    def _resume(self, record: RunRecord) -> None:
-        raise NotImplementedError

@@ -9,18 +9,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import attrs
 
 from ..errors import RecordedToolError, RetryLimitExceededError, SideEffectRetryBlockedError
 from ..frames import Kind, call_key, canonical
-from ._context import _boundary, _current, _current_key
+from ._claims import Claims
+from ._context import _boundary
 from ._cursor import RecordedStep, decode_outcome
 from ._diff import short
+from ._engine import (
+    AskRecover,
+    Block,
+    Claim,
+    Miss,
+    Replay,
+    Rerun,
+    RetryLimit,
+    StopBusy,
+    ToolAsk,
+    WaitForWorker,
+    decide_in_flight,
+    decide_tool,
+)
 from ._policy import match_view, redact_paths
-from ._state import RunState, _Adopted
+from ._writer import _Adopted
 
 __all__ = ["Recovery", "ToolSpec", "ToolSteps", "rebuild_error"]
 
@@ -146,7 +162,7 @@ def tool_error_retryable(exc: BaseException) -> bool | None:
     return found if isinstance(found, bool) else None
 
 
-class ToolSteps(RunState):
+class ToolSteps(Claims):
     """The tool-step part of a Run."""
 
     def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
@@ -160,38 +176,57 @@ class ToolSteps(RunState):
                 except _Adopted:
                     continue
 
+    def _tool_ask(self, spec: ToolSpec, step: RecordedStep | None, key: str) -> ToolAsk:
+        """What the engine needs to decide this tool step (read under the run's lock)."""
+        cursor = self._cursor
+        return ToolAsk(
+            step=step,
+            restart_safe=spec.restart_safe or spec.read_only,
+            has_recover=spec.recover is not None,
+            can_write=self._can_write,
+            exhausted=cursor is not None and cursor.exhausted,
+            failed_at=self._failed_keys.get((spec.name, key)),
+            max_attempts=self.max_attempts,
+            known_seq=self._known_seq,
+            may_wait=self._adoptable,
+            leased=self.lease is not None,
+            claim_age=time.time() - step.start.at if step is not None else 0.0,
+            busy_timeout=self.busy_timeout,
+        )
+
     def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
         stored = self._prepare(arguments, "args")
         key = call_key(spec.name, match_view(stored, kind="tool"))
         with self._lock:
             turn = self._turn
             step = self._match("tool", spec.name, stored, key)
-            if step is not None and step.end is not None and not self._ended_run(step):
+            ask = self._tool_ask(spec, step, key)
+            decision = decide_tool(ask)
+            if isinstance(decision, Replay):
                 self.replayed_steps += 1
-                return self._tool_replayed(spec, step, key)
-            if step is not None and step.end is None and self._busy_step(step):
-                return self._tool_in_flight(spec, step, stored, key)  # presumed live: it was not
-            if step is not None:
-                # in flight, or a retryable error that ended the last execution: unsettled
-                return self._tool_in_flight(spec, step, stored, key)
-            failed_at = self._failed_keys.get((spec.name, key))
-            if failed_at is not None and not (spec.restart_safe or spec.read_only):
-                # the same block as when recorded (a replay-only run never writes its outcome)
-                if not self.live or self._finished_record is not None:
+                return self._tool_replayed(spec, decision.step, key)
+            if isinstance(decision, StopBusy | WaitForWorker):
+                self._wait_for_worker(decision)  # returns: presumed live, it was not
+                decision = decide_in_flight(ask)
+            if isinstance(decision, Block) and decision.retry:
+                if not decision.write:
                     raise self._blocked_error(
                         spec,
-                        failed_at,
+                        decision.seq,
                         stored,
-                        f"{self.run_id}:{failed_at}:{spec.name}",
+                        f"{self.run_id}:{decision.seq}:{spec.name}",
                         1,
                         retry=True,
                     )
-                return self._blocked(spec, failed_at, stored, key, turn, attempts=1, retry=True)
+                return self._blocked(spec, decision.seq, stored, key, turn, 1, retry=True)
+            if step is not None:
+                assert not isinstance(decision, Claim | Replay | StopBusy | WaitForWorker)
+                return self._tool_in_flight(spec, step, stored, key, decision)
             self._check_live("tool", spec.name, stored, key)
-            seq = self._next_seq
+            seq = self._writer.next_seq
             idem = f"{self.run_id}:{seq}:{spec.name}"
-            with self._unqueue_on_failure():
-                self._queue(
+            with self._writer.unqueue_on_failure():
+                self._writer.queue(
                     Kind.TOOL_START,
                     spec.name,
                     {
@@ -208,20 +243,6 @@ class ToolSteps(RunState):
         _boundary("tool_claimed", self.run_id, seq, spec.name)
         return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, match_key=key)
 
-    def _ended_run(self, step: RecordedStep) -> bool:
-        """True for a retryable tool error that ended the last execution (no step after it).
-
-        Such a step is not settled: resuming re-attempts it under the in-flight
-        rules (restart safe: run again; recover(); else block or tell the model),
-        so a retryable error leaves a run that makes progress when resumed.
-        """
-        if step.end is None or step.end.kind != Kind.TOOL_ERROR.value:
-            return False
-        if not self.live or self._finished_record is not None or self._cursor is None:
-            return False
-        error = decode_outcome(step).get("error") or {}
-        return bool(error.get("retryable")) and self._cursor.exhausted
-
     def _tool_replayed(self, spec: ToolSpec, step: RecordedStep, key: str) -> _Plan:
         outcome = decode_outcome(step)
         idem = f"{self.run_id}:{step.seq}:{spec.name}"
@@ -237,19 +258,19 @@ class ToolSteps(RunState):
             plan.value = outcome.get("result")
         return plan
 
-    def _tool_in_flight(self, spec: ToolSpec, step: RecordedStep, stored: Any, key: str) -> _Plan:
+    def _tool_in_flight(
+        self,
+        spec: ToolSpec,
+        step: RecordedStep,
+        stored: Any,
+        key: str,
+        decision: Miss | RetryLimit | AskRecover | Rerun | Block,
+    ) -> _Plan:
         idem = f"{self.run_id}:{step.seq}:{spec.name}"
-        self._check_live("tool", spec.name, stored, key)
+        self._check_live("tool", spec.name, stored, key)  # a Miss raises here
         if step.args is not None:
             stored = step.args  # errors and recover() speak of the call that was in flight
-        ended = ""
-        if step.end is not None:  # a retryable error ended the last execution
-            error = decode_outcome(step).get("error") or {}
-            ended = (
-                f"it failed with the retryable {error.get('type')}: {error.get('message')} and "
-                "the run stopped there, so whether its side effect happened is unknown"
-            )
-        if step.attempts >= self.max_attempts:
+        if isinstance(decision, RetryLimit):
             raise RetryLimitExceededError(
                 f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} was started "
                 f"{step.attempts} times without finishing (limit {self.max_attempts}); the run "
@@ -262,57 +283,67 @@ class ToolSteps(RunState):
                 idempotency_key=idem,
                 attempts=step.attempts,
             )
-        if spec.recover is not None:
-            try:
-                found = spec.recover(dict(stored), idem)
-            except Exception as exc:
-                raise self._blocked_error(
-                    spec,
-                    step.seq,
-                    stored,
-                    idem,
-                    step.attempts,
-                    cause=f"its recover() raised {type(exc).__name__}: {exc}",
-                ) from exc
-            if not isinstance(found, Recovery):
-                raise TypeError(
-                    f"tool {spec.name!r}: recover() returned {found!r}; return "
-                    "redrive.Recovery.done(result), .not_done() or .unknown()"
-                )
-            if found.state == "done":
-                self._queue(
-                    Kind.TOOL_DONE,
-                    spec.name,
-                    {"step": step.seq, "result": self._result(found.result), "recovered": True},
-                )
-                self._flush()
-                self.replayed_steps += 1
-                return _Plan(
-                    seq=step.seq,
-                    key=idem,
-                    name=spec.name,
-                    turn=step.turn,
-                    replayed=True,
-                    value=canonical(found.result, "result"),
-                )
-            if found.state == "unknown":
-                return self._blocked(
-                    spec,
-                    step.seq,
-                    stored,
-                    key,
-                    step.turn,
-                    step.attempts,
-                    cause=found.reason or "recover() could not tell",
-                )
+        if isinstance(decision, AskRecover):
+            return self._recover(spec, step, stored, key, idem)
+        if isinstance(decision, Rerun):
             return self._rerun(spec, step, idem, key)
-        if spec.restart_safe or spec.read_only:
-            return self._rerun(spec, step, idem, key)
-        return self._blocked(spec, step.seq, stored, key, step.turn, step.attempts, cause=ended)
+        assert isinstance(decision, Block)
+        return self._blocked(
+            spec, step.seq, stored, key, step.turn, step.attempts, cause=decision.cause
+        )
+
+    def _recover(
+        self, spec: ToolSpec, step: RecordedStep, stored: Any, key: str, idem: str
+    ) -> _Plan:
+        """Ask the tool's ``recover()`` about an in-flight step and carry out its answer."""
+        assert spec.recover is not None
+        try:
+            found = spec.recover(dict(stored), idem)
+        except Exception as exc:
+            raise self._blocked_error(
+                spec,
+                step.seq,
+                stored,
+                idem,
+                step.attempts,
+                cause=f"its recover() raised {type(exc).__name__}: {exc}",
+            ) from exc
+        if not isinstance(found, Recovery):
+            raise TypeError(
+                f"tool {spec.name!r}: recover() returned {found!r}; return "
+                "redrive.Recovery.done(result), .not_done() or .unknown()"
+            )
+        if found.state == "done":
+            self._writer.queue(
+                Kind.TOOL_DONE,
+                spec.name,
+                {"step": step.seq, "result": self._result(found.result), "recovered": True},
+            )
+            self._flush()
+            self.replayed_steps += 1
+            return _Plan(
+                seq=step.seq,
+                key=idem,
+                name=spec.name,
+                turn=step.turn,
+                replayed=True,
+                value=canonical(found.result, "result"),
+            )
+        if found.state == "unknown":
+            return self._blocked(
+                spec,
+                step.seq,
+                stored,
+                key,
+                step.turn,
+                step.attempts,
+                cause=found.reason or "recover() could not tell",
+            )
+        return self._rerun(spec, step, idem, key)
 
     def _rerun(self, spec: ToolSpec, step: RecordedStep, idem: str, key: str) -> _Plan:
-        with self._unqueue_on_failure():
-            self._queue(
+        with self._writer.unqueue_on_failure():
+            self._writer.queue(
                 Kind.NOTE,
                 spec.name,
                 {"event": "attempt", "step": step.seq, "attempt": step.attempts + 1},
@@ -390,8 +421,8 @@ class ToolSteps(RunState):
         if cause:
             outcome["cause"] = cause
         if retry:
-            new_seq = self._next_seq
-            self._queue(
+            new_seq = self._writer.next_seq
+            self._writer.queue(
                 Kind.TOOL_START,
                 spec.name,
                 {
@@ -404,10 +435,10 @@ class ToolSteps(RunState):
                 },
                 key,
             )
-            self._queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": outcome})
+            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": outcome})
             seq = new_seq
         else:
-            self._queue(Kind.TOOL_DONE, spec.name, {"step": seq, "result": outcome})
+            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": seq, "result": outcome})
         self._flush()
         return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, replayed=True, value=outcome)
 
@@ -428,7 +459,7 @@ class ToolSteps(RunState):
             raise error from None
         with self._lock:
             stored = redact_paths(result, self._redact)  # redact= covers results too
-            self._queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": stored})
+            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": stored})
             self._flush()
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
         return result
@@ -445,7 +476,7 @@ class ToolSteps(RunState):
             return
         _boundary("tool_body_done", self.run_id, plan.seq, spec.name)
         with self._lock:
-            self._queue(
+            self._writer.queue(
                 Kind.TOOL_ERROR,
                 spec.name,
                 {"step": plan.seq, "error": _error_payload(exc, retryable)},
@@ -457,60 +488,3 @@ class ToolSteps(RunState):
                 self._failed_keys[(spec.name, plan.match_key)] = plan.seq
         _mark_retryable(exc, retryable)
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
-
-    def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
-        """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``.
-
-        Args:
-            spec: the tool's resume behaviour.
-            arguments: the call's arguments by parameter name (canonically encodable).
-            body: runs the tool; receives the step's idempotency key.
-
-        Returns:
-            The tool's result as journaled (canonical plain data), or the
-            not-safely-resumable outcome dict under ``on_in_flight="tell_model"``.
-
-        Raises:
-            DivergenceError, SideEffectRetryBlockedError, ReplayMissError,
-            RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
-            Any exception the tool raised (or its recorded twin on replay).
-        """
-        plan = self._tool_begin(spec, arguments)
-        if plan.replayed:
-            if plan.error is not None:
-                raise plan.error
-            return plan.value
-        # the body is a black box: calls inside it (models, tools, values) are part of
-        # its one recorded outcome, not steps of the run
-        token, outer = _current_key.set(plan.key), _current.set(None)
-        try:
-            value = body(plan.key)
-        except BaseException as exc:
-            self._tool_failed(spec, plan, exc)
-            raise
-        finally:
-            _current.reset(outer)
-            _current_key.reset(token)
-        return self._tool_done(spec, plan, value)
-
-    async def atool_step(
-        self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], Awaitable[T]]
-    ) -> Any:
-        """The async form of :meth:`tool_step` (``body`` returns an awaitable)."""
-        plan = self._tool_begin(spec, arguments)
-        if plan.replayed:
-            if plan.error is not None:
-                raise plan.error
-            return plan.value
-        # the body is a black box: calls inside it (models, tools, values) are part of
-        # its one recorded outcome, not steps of the run
-        token, outer = _current_key.set(plan.key), _current.set(None)
-        try:
-            value = await body(plan.key)
-        except BaseException as exc:
-            self._tool_failed(spec, plan, exc)
-            raise
-        finally:
-            _current.reset(outer)
-            _current_key.reset(token)
-        return self._tool_done(spec, plan, value)

@@ -761,3 +761,88 @@ def test_a_well_chained_frame_with_a_bad_payload_is_not_the_last_good_seq() -> N
     ):
         pass
     assert info.value.seq == 1 and info.value.last_good_seq == 0
+
+
+def test_model_step_handle_records_and_replays(journal: Journal) -> None:
+    """begin_model hands a live step to record, then the recorded response, seq and partial flag."""
+
+    def drive() -> tuple[redrive.replay.ModelStep, redrive.replay.ModelStep]:
+        with redrive.run(journal, "handle:model", input=1) as run:
+            whole = run.begin_model("model:m", {"q": 1})
+            if not whole.recorded:
+                assert whole.seq is None
+                assert whole.record({"a": 1}, view={"provider": "test"}) == {"a": 1}
+            cut = run.begin_model("model:m", {"q": 2})
+            if not cut.recorded:
+                cut.record({"a": "par"}, partial=True)
+            run.finish(None)
+        return whole, cut
+
+    live = drive()
+    assert [s.recorded for s in live] == [False, False]
+    with pytest.raises(RuntimeError, match="not recorded"):
+        _ = live[0].response
+    with pytest.raises(RuntimeError, match="already recorded"):
+        live[0].record({"a": 2})
+    whole, cut = drive()
+    assert whole.recorded and whole.response == {"a": 1} and not whole.partial
+    assert whole.seq == live[0].seq and whole.seq is not None
+    assert cut.recorded and cut.response == {"a": "par"} and cut.partial
+    with pytest.raises(RuntimeError, match="is recorded"):
+        whole.record({"a": 1})
+
+
+def test_tool_and_value_handles_record_and_replay(journal: Journal) -> None:
+    """begin_tool claims a live step (record/fail); replayed, outcome() returns or raises."""
+    spec = redrive.replay.ToolSpec(name="charge")
+
+    def drive() -> tuple[redrive.replay.ToolStep, redrive.replay.ToolStep, Any]:
+        with redrive.run(journal, "handle:tool", input=1) as run:
+            ok = run.begin_tool(spec, {"n": 1})
+            if not ok.recorded:
+                assert ok.idempotency_key == f"handle:tool:{ok.seq}:charge"
+                ok.record({"paid": 1})
+            bad = run.begin_tool(spec, {"n": 2})
+            if not bad.recorded:
+                bad.fail(ValueError("declined"))
+            value = run.begin_value("uuid4", "here")
+            got = value.value if value.recorded else value.record("id-1")
+            run.finish(None)
+        return ok, bad, got
+
+    ok, bad, got = drive()
+    assert not ok.recorded and not bad.recorded and got == "id-1"
+    ok, bad, got = drive()
+    assert ok.recorded and ok.outcome() == {"paid": 1}
+    assert bad.recorded and isinstance(bad.error, ValueError)
+    with pytest.raises(ValueError, match="declined"):
+        bad.outcome()
+    assert got == "id-1"
+
+
+def test_async_handles(journal: Journal) -> None:
+    """abegin_model / abegin_tool and arecord give the same steps as the sync handles."""
+    spec = redrive.replay.ToolSpec(name="send", restart_safe=True)
+
+    async def main() -> list[Any]:
+        async with redrive.run(journal, "handle:async", input=1) as run:
+            model = await run.abegin_model("model:m", {"q": 1})
+            reply = model.response if model.recorded else await model.arecord({"a": 1})
+            tool = await run.abegin_tool(spec, {"to": "x"})
+            sent = tool.outcome() if tool.recorded else await tool.arecord("sent")
+            run.finish([reply, sent])
+            return [reply, sent, model.recorded, tool.recorded]
+
+    assert asyncio.run(main()) == [{"a": 1}, "sent", False, False]
+    assert asyncio.run(main()) == [{"a": 1}, "sent", True, True]
+
+
+def test_run_options_name_every_constructor_option() -> None:
+    """RunOptions (what types run()'s keywords) lists exactly the Run constructor's options."""
+    import inspect
+
+    from redrive.replay import Run, RunOptions
+
+    constructor = set(inspect.signature(Run.__init__).parameters) - {"self", "journal", "run_id"}
+    assert set(RunOptions.__optional_keys__) == constructor
+    assert not RunOptions.__required_keys__

@@ -1,0 +1,249 @@
+"""The step engine: pure decisions, no I/O, no clock, no sleeping.
+
+A model or value step is replayed when the journal answers it, else it goes
+live (:func:`decide_model`, :func:`decide_value`). Tools need more: given
+what the run knows when the loop asks for a tool step (the recorded
+step it matched, the tool's resume behaviour, whether the run may write, the
+age of a claim...), :func:`decide_tool` returns what to do: hand back the
+recorded outcome, claim the step and go live, wait for (or stop because of)
+a worker that holds it, or settle an in-flight step (:func:`decide_in_flight`:
+re-run it, ask its ``recover()``, block it, or stop at the attempt limit).
+The Run carries the decision out (journal writes, waits, the user's hooks).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ..frames import Kind
+from ._cursor import RecordedStep, decode_outcome
+
+__all__ = [
+    "AskRecover",
+    "Block",
+    "Claim",
+    "Miss",
+    "Replay",
+    "Rerun",
+    "RetryLimit",
+    "StopBusy",
+    "ToolAsk",
+    "WaitForWorker",
+    "GoLive",
+    "decide_in_flight",
+    "decide_model",
+    "decide_tool",
+    "decide_value",
+]
+
+
+@attrs.frozen(kw_only=True)
+class ToolAsk:
+    """What the run knows when its loop asks for a tool step.
+
+    Attributes:
+        step: the recorded step the request matched, or None.
+        restart_safe: the tool is restart safe or read-only.
+        has_recover: the tool has a ``recover()`` hook.
+        can_write: the run may record (live, and not already succeeded).
+        exhausted: no recorded step is left to replay after this one.
+        failed_at: seq of an earlier failed call with the same arguments, or None.
+        max_attempts: starts allowed for one in-flight step.
+        known_seq: the first seq written while this execution was alive.
+        may_wait: this worker waits for another (on_busy="wait", adoption allowed).
+        leased: this worker holds a run lease.
+        claim_age: seconds since the matched step was claimed (0 without a step).
+        busy_timeout: seconds this worker waits for another.
+    """
+
+    step: RecordedStep | None
+    restart_safe: bool
+    has_recover: bool
+    can_write: bool
+    exhausted: bool
+    failed_at: int | None
+    max_attempts: int
+    known_seq: int
+    may_wait: bool
+    leased: bool
+    claim_age: float
+    busy_timeout: float
+
+
+@attrs.frozen
+class Replay:
+    """Hand back the recorded outcome of ``step`` (no body runs)."""
+
+    step: RecordedStep
+
+
+@attrs.frozen
+class Claim:
+    """Nothing recorded answers the step: claim it (durable ``tool_start``) and run the body."""
+
+
+@attrs.frozen
+class Miss:
+    """Nothing recorded answers the step and the run cannot go live: ``ReplayMissError``."""
+
+
+@attrs.frozen
+class Block:
+    """Do not run the tool: ``SideEffectRetryBlockedError`` (or tell the model).
+
+    Attributes:
+        seq: the step the block is about.
+        attempts: how many times it was started.
+        cause: why its outcome is unknown ("" when nothing more is known).
+        retry: the same call failed earlier (a retry, not an interrupted call).
+        write: the block's outcome may be journaled (False: raise, replay-only).
+    """
+
+    seq: int
+    attempts: int
+    cause: str = ""
+    retry: bool = False
+    write: bool = True
+
+
+@attrs.frozen
+class StopBusy:
+    """Another live worker holds ``step``: stop with ``RunBusyError``."""
+
+    step: RecordedStep
+
+
+@attrs.frozen
+class WaitForWorker:
+    """Another worker holds ``step`` (or is presumed to): wait for its outcome.
+
+    Attributes:
+        step: the step it holds.
+        presumed: the claim predates this execution; when the wait times out,
+            settle the step as interrupted (:func:`decide_in_flight`).
+        patience: seconds to wait (None: ``busy_timeout``).
+    """
+
+    step: RecordedStep
+    presumed: bool
+    patience: float | None
+
+
+@attrs.frozen
+class RetryLimit:
+    """The step was started ``max_attempts`` times without finishing: stop."""
+
+    step: RecordedStep
+
+
+@attrs.frozen
+class AskRecover:
+    """Ask the tool's ``recover()`` what happened to the in-flight ``step``."""
+
+    step: RecordedStep
+
+
+@attrs.frozen
+class Rerun:
+    """Run the restart-safe in-flight ``step`` again (an attempt note, then the body)."""
+
+    step: RecordedStep
+
+
+@attrs.frozen
+class GoLive:
+    """Make the live call and record it; ``unfinished`` is the recorded request it completes."""
+
+    unfinished: RecordedStep | None = None
+
+
+def decide_model(step: RecordedStep | None, *, can_write: bool) -> Replay | GoLive | Miss:
+    """A model step: replay a recorded response, or go live (completing a request left open)."""
+    if step is not None and step.end is not None:
+        return Replay(step)
+    return GoLive(step) if can_write else Miss()
+
+
+def decide_value(step: RecordedStep | None, *, can_write: bool) -> Replay | GoLive | Miss:
+    """A recorded value (``now``, ``uuid4``...): replay it, or make and record a new one."""
+    if step is not None:
+        return Replay(step)
+    return GoLive() if can_write else Miss()
+
+
+ToolDecision = Replay | Claim | Miss | Block | StopBusy | WaitForWorker
+InFlightDecision = Miss | RetryLimit | AskRecover | Rerun | Block
+
+
+def ended_run(ask: ToolAsk) -> bool:
+    """True for a retryable tool error that ended the last execution (no step after it).
+
+    Such a step is not settled: resuming re-attempts it under the in-flight
+    rules, so a retryable error leaves a run that makes progress when resumed.
+    """
+    step = ask.step
+    if step is None or step.end is None or step.end.kind != Kind.TOOL_ERROR.value:
+        return False
+    if not ask.can_write:
+        return False
+    error = decode_outcome(step).get("error") or {}
+    return bool(error.get("retryable")) and ask.exhausted
+
+
+def decide_tool(ask: ToolAsk) -> ToolDecision | InFlightDecision:
+    """Decide what a tool step asked for does (see the module docstring)."""
+    step = ask.step
+    if step is not None and step.end is not None and not ended_run(ask):
+        return Replay(step)
+    if step is not None and step.end is None:
+        busy = _busy(ask, step)
+        if busy is not None:
+            return busy
+    if step is not None:
+        # in flight, or a retryable error that ended the last execution: unsettled
+        return decide_in_flight(ask)
+    if ask.failed_at is not None and not ask.restart_safe:
+        # the same block as when recorded (a replay-only run never writes its outcome)
+        return Block(ask.failed_at, 1, retry=True, write=ask.can_write)
+    return Claim() if ask.can_write else Miss()
+
+
+def _busy(ask: ToolAsk, step: RecordedStep) -> StopBusy | WaitForWorker | None:
+    """An in-flight step that may belong to a live worker (None: simply in flight).
+
+    A claim written while this execution was alive is another live worker's.
+    Without a lease, under on_busy="wait", a claim found at entry that is
+    younger than ``busy_timeout`` is presumed live too.
+    """
+    live = step.seq >= ask.known_seq
+    presumed = not live and ask.may_wait and not ask.leased and ask.claim_age < ask.busy_timeout
+    if not live and not presumed:
+        return None
+    if not ask.may_wait:
+        return StopBusy(step)
+    return WaitForWorker(step, presumed, ask.busy_timeout - ask.claim_age if presumed else None)
+
+
+def decide_in_flight(ask: ToolAsk) -> InFlightDecision:
+    """Settle a step whose outcome is unknown: re-run, recover, block, or stop."""
+    step = ask.step
+    assert step is not None
+    if not ask.can_write:
+        return Miss()
+    if step.attempts >= ask.max_attempts:
+        return RetryLimit(step)
+    if ask.has_recover:
+        return AskRecover(step)
+    if ask.restart_safe:
+        return Rerun(step)
+    return Block(step.seq, step.attempts, cause=_ended_cause(step))
+
+
+def _ended_cause(step: RecordedStep) -> str:
+    if step.end is None:
+        return ""
+    error = decode_outcome(step).get("error") or {}
+    return (
+        f"it failed with the retryable {error.get('type')}: {error.get('message')} and "
+        "the run stopped there, so whether its side effect happened is unknown"
+    )

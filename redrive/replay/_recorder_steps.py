@@ -1,0 +1,341 @@
+"""The steps recorders open: each as a typed handle, replayed or recorded live.
+
+``begin_model`` / ``begin_tool`` / ``begin_value`` return the handles of
+:mod:`._handle`; the older tuple protocol (``model_begin`` / ``model_record``)
+and the one-call forms (``model_step``, ``amodel_step``, ``tool_step``,
+``atool_step``, ``value_step``) are thin uses of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+from ..frames import Kind, call_key
+from ._context import _boundary, _current, _current_key
+from ._cursor import RecordedStep
+from ._engine import GoLive, Replay, decide_model, decide_value
+from ._faces import flow, off_loop
+from ._handle import ModelStep, ToolStep, ValueStep
+from ._policy import match_view
+from ._tools import ToolSpec, ToolSteps
+from ._writer import _Adopted
+
+__all__ = ["RecorderSteps"]
+
+T = TypeVar("T")
+
+
+class RecorderSteps(ToolSteps):
+    """The steps recorders open: model, tool and value steps, as handles or in one call."""
+
+    def begin_model(self, name: str, request: Any) -> ModelStep:
+        """Open a model step: match it against the journal, or prepare to record it live.
+
+        Args:
+            name: the step name (``"model:gpt-4o"``...).
+            request: the request's arguments (canonically encodable).
+
+        Returns:
+            A :class:`ModelStep`: ``.recorded`` with ``.response``, or live:
+            make the call and ``.record(response)``.
+
+        Raises:
+            TypeError: the request cannot be encoded canonically.
+            DivergenceError: strict replay, and the journal's next step differs.
+            ReplayMissError: no recorded step answers it and the run cannot go live.
+            LeaseLostError: the run's lease was lost.
+        """
+        self._settle()
+        stored = self._prepare(request, "request")
+        key = call_key(name, match_view(stored))
+        with self._lock:
+            turn = self._turn
+            step = self._match("model", name, stored, key)
+            decision = decide_model(step, can_write=self._can_write)
+            if isinstance(decision, Replay):
+                self.replayed_steps += 1
+                self._turn += 1
+                return ModelStep(
+                    name, stored, True, False, decision.step.seq, turn, self, key, step
+                )
+            self._check_live("model", name, stored, key)  # a Miss raises here
+            assert isinstance(decision, GoLive)
+            unfinished = decision.unfinished
+            handle = ModelStep(
+                name,
+                stored,
+                False,
+                unfinished is not None,
+                unfinished.seq if unfinished is not None else None,
+                turn,
+                self,
+                key,
+                unfinished,
+                started=time.time(),
+            )
+        _boundary("model_before", self.run_id, self._writer.next_seq, name)
+        return handle
+
+    async def abegin_model(self, name: str, request: Any) -> ModelStep:
+        """The async form of :meth:`begin_model`: the journal work runs off the event loop."""
+        return await off_loop(self.begin_model, name, request)
+
+    def _record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int:
+        """Queue (and per ``model_commit`` write) a live model step; return its request's seq."""
+        name = step.name
+        _boundary("model_after", self.run_id, self._writer.next_seq, name)
+        with self._lock:
+            if step._step is None:
+                seq = self._writer.next_seq
+                if self._cursor is not None:
+                    self._requests = self._cursor.expander
+                request: dict[str, Any] = {"args": step.request, "turn": step.turn, "view": view}
+                if step._started is not None:
+                    request["started_at"] = step._started  # for durations in `redrive show`
+                payload = self._requests.stored(name, request)
+                self._writer.queue(Kind.MODEL_REQUEST, name, payload, step.key)
+            else:
+                seq = step._step.seq
+            outcome: dict[str, Any] = {"step": seq, "response": response, "view": view}
+            if partial:
+                outcome["partial"] = True
+            self._writer.queue(Kind.MODEL_RESPONSE, name, outcome)
+            self.live_steps += 1
+            self._turn += 1
+            if self.model_commit != "group":
+                # "write": in the journal at once (a killed worker does not pay for this
+                # call again), made fully durable by the next synced write; "each": fsynced
+                with self._adopting(), contextlib.suppress(_Adopted):
+                    self._flush(sync=self.model_commit == "each")
+        _boundary("model_recorded", self.run_id, seq, name)
+        return seq
+
+    def model_begin(self, name: str, request: Any) -> tuple[RecordedStep | None, Any, str, int]:
+        """Match a model step; return ``(recorded step or None, stored request, key, turn)``.
+
+        The tuple form of :meth:`begin_model`, for recorders not yet on the
+        handle: they then decode the recorded response or call the model and
+        :meth:`model_record` its response.
+
+        Raises:
+            As :meth:`begin_model`.
+        """
+        handle = self.begin_model(name, request)
+        if not handle.recorded:
+            with self._lock:
+                self._model_started[(flow(), name)] = handle._started or time.time()
+        return handle._step, handle.request, handle.key, handle.turn
+
+    def model_record(
+        self,
+        name: str,
+        stored_request: Any,
+        key: str,
+        turn: int,
+        response: Any,
+        *,
+        view: Any = None,
+        unfinished: RecordedStep | None = None,
+    ) -> None:
+        """Journal a live model step's request and response (group commit by default).
+
+        The tuple form of :meth:`ModelStep.record`.
+
+        Args:
+            name, stored_request, key, turn: as returned by :meth:`model_begin`.
+            response: the response payload (canonically encodable).
+            view: the decoded semantic view (provider, model, messages, tool calls, usage).
+            unfinished: the recorded request this response completes, if any.
+        """
+        with self._lock:
+            started = self._model_started.pop((flow(), name), None)
+        handle = ModelStep(
+            name,
+            stored_request,
+            False,
+            unfinished is not None,
+            None,
+            turn,
+            self,
+            key,
+            unfinished,
+            started=started,
+        )
+        handle.record(response, view=view)
+
+    def model_step(
+        self,
+        name: str,
+        request: Any,
+        call: Callable[[], T],
+        *,
+        encode: Callable[[T], Any] = lambda value: value,
+        decode: Callable[[Any], Any] = lambda value: value,
+    ) -> Any:
+        """Run one model step: replay the recorded response, or call and record.
+
+        Args:
+            name: the step name (``"model:gpt-4o"``...).
+            request: the request's arguments (canonically encodable).
+            call: makes the live call and returns the response.
+            encode: turns a live response into canonical plain data.
+            decode: turns recorded plain data into what the caller gets.
+
+        Returns:
+            ``decode(encode(response))`` (the same shape live and replayed).
+        """
+        step = self.begin_model(name, request)
+        if step.recorded:
+            return decode(step.response)
+        return decode(step.record(encode(call())))
+
+    async def amodel_step(
+        self,
+        name: str,
+        request: Any,
+        call: Callable[[], Awaitable[T]],
+        *,
+        encode: Callable[[T], Any] = lambda value: value,
+        decode: Callable[[Any], Any] = lambda value: value,
+    ) -> Any:
+        """The async form of :meth:`model_step` (journal work off the loop, ``call`` on it)."""
+        step = await self.abegin_model(name, request)
+        if step.recorded:
+            return decode(step.response)
+        return decode(await step.arecord(encode(await call())))
+
+    def begin_value(self, name: str, label: str, *, extra: Any = None) -> ValueStep:
+        """Open a recorded value (``now``, ``uuid4``, ``random``, an approval...).
+
+        Values are matched by ``(name, label)`` within the turn, in order, so
+        adding or removing a call with another label never shifts the values
+        of unrelated calls. ``extra`` (canonical data, e.g. an approval's
+        payload) is matched too when given.
+
+        Returns:
+            A :class:`ValueStep`: ``.recorded`` with ``.value``, or live:
+            make the value and ``.record(value)``.
+
+        Raises:
+            DivergenceError, ReplayMissError, LeaseLostError: as :meth:`begin_model`.
+        """
+        args: dict[str, Any] = {"label": label}
+        if extra is not None:
+            args["extra"] = self._prepare(extra, "extra")
+        key = call_key(name, args)
+        self._settle()
+        with self._lock:
+            step = self._match("value", name, args, key)
+            decision = decide_value(step, can_write=self._can_write)
+            if isinstance(decision, Replay):
+                self.replayed_steps += 1
+                value = decision.step.data.get("value")
+                return ValueStep(name, label, True, value, self, args, key)
+            self._check_live("value", name, args, key)  # a Miss raises here
+        return ValueStep(name, label, False, None, self, args, key)
+
+    def _record_value(self, step: ValueStep, value: Any) -> Any:
+        with self._lock:
+            payload = {"args": step._args, "turn": self._turn, "value": value}
+            self._writer.queue(Kind.VALUE, step.name, payload, step._key)
+            self.live_steps += 1
+        step.value = value
+        return value
+
+    def value_step(
+        self, name: str, label: str, make: Callable[[], Any], *, extra: Any = None
+    ) -> Any:
+        """Return a recorded value or make and record one (one call of :meth:`begin_value`)."""
+        step = self.begin_value(name, label, extra=extra)
+        if step.recorded:
+            return step.value
+        return step.record(make())
+
+    def begin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """Open a tool step: its recorded outcome, or (live) claim it before the body runs.
+
+        Args:
+            spec: the tool's resume behaviour.
+            arguments: the call's arguments by parameter name (canonically encodable).
+
+        Returns:
+            A :class:`ToolStep`: ``.recorded`` with ``.outcome()``, or claimed
+            (``tool_start`` durable): run the body with ``.idempotency_key``, then
+            ``.record(result)`` or ``.fail(exc)``.
+
+        Raises:
+            DivergenceError, SideEffectRetryBlockedError, RetryLimitExceededError,
+            ReplayMissError, RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+        """
+        plan = self._tool_begin(spec, arguments)
+        return ToolStep(
+            spec.name, plan.seq, plan.key, plan.replayed, plan.value, plan.error, self, spec, plan
+        )
+
+    async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """The async form of :meth:`begin_tool`: the journal work runs off the event loop."""
+        return await off_loop(self.begin_tool, spec, arguments)
+
+    def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
+        """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``.
+
+        Args:
+            spec: the tool's resume behaviour.
+            arguments: the call's arguments by parameter name (canonically encodable).
+            body: runs the tool; receives the step's idempotency key.
+
+        Returns:
+            The tool's result as journaled (canonical plain data), or the
+            not-safely-resumable outcome dict under ``on_in_flight="tell_model"``.
+
+        Raises:
+            DivergenceError, SideEffectRetryBlockedError, ReplayMissError,
+            RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+            Any exception the tool raised (or its recorded twin on replay).
+        """
+        step = self.begin_tool(spec, arguments)
+        if step.recorded:
+            return step.outcome()
+        with _body_context(step.idempotency_key):
+            try:
+                value = body(step.idempotency_key)
+            except BaseException as exc:
+                step.fail(exc)
+                raise
+        return step.record(value)
+
+    async def atool_step(
+        self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], Awaitable[T]]
+    ) -> Any:
+        """The async form of :meth:`tool_step` (``body`` returns an awaitable).
+
+        The journal work runs off the event loop; the body runs on it.
+        """
+        step = await self.abegin_tool(spec, arguments)
+        if step.recorded:
+            return step.outcome()
+        with _body_context(step.idempotency_key):
+            try:
+                value = await body(step.idempotency_key)
+            except BaseException as exc:
+                await step.afail(exc)
+                raise
+        return await step.arecord(value)
+
+
+@contextlib.contextmanager
+def _body_context(key: str) -> Iterator[None]:
+    """Run a tool body as a black box: calls inside it are part of its one outcome.
+
+    Models, tools and values it calls are not steps of the run (no run is
+    current), and :func:`redrive.idempotency_key` returns the step's key.
+    """
+    token, outer = _current_key.set(key), _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(outer)
+        _current_key.reset(token)

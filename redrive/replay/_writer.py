@@ -1,0 +1,132 @@
+"""The journal writer: a Run's queued frames, its chain position, and the append.
+
+Frames are queued as steps produce them (chained in memory) and appended
+in one transaction at the next durable point (group commit). What to do
+when another worker appended first (adopt its frames, or stop) is the
+Run's decision: the writer reports it as ``AppendConflictError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import JournalWriteError, LeaseLostError, ReplayError
+from ..frames import Frame, Kind, make_frame
+from ..storage import Journal, RunUpdate
+from ._lease import LeaseKeeper
+
+__all__ = ["JournalWriter"]
+
+
+class _Adopted(Exception):
+    """Internal: a lost append was replaced by the winner's frames; match the step again."""
+
+
+class JournalWriter:
+    """The frames one Run has queued and not yet appended, and where its chain stands.
+
+    Args:
+        journal: the run's journal.
+        run_id: the run's id.
+        lease: the run's lease keeper (its epoch fences every append).
+
+    Attributes:
+        pending: frames queued, not yet appended.
+        next_seq: the seq the next queued frame gets.
+        last_chain: the chain of the last queued (or journaled) frame.
+    """
+
+    def __init__(self, journal: Journal, run_id: str, lease: LeaseKeeper) -> None:
+        self.journal = journal
+        self.run_id = run_id
+        self.lease = lease
+        self.pending: list[Frame] = []
+        self.next_seq = 0
+        self.last_chain = ""
+
+    def restart_at(self, next_seq: int, last_chain: str) -> None:
+        """Drop what is queued and continue after the journaled frame ``next_seq - 1``."""
+        self.pending = []
+        self.next_seq = next_seq
+        self.last_chain = last_chain
+
+    def queue(self, kind: Kind, name: str, payload: Any, key: str = "") -> Frame:
+        """Chain a new frame after the last one and queue it; return it.
+
+        Raises:
+            TypeError: ``payload`` cannot be encoded canonically.
+        """
+        frame = make_frame(
+            run_id=self.run_id,
+            seq=self.next_seq,
+            kind=kind,
+            name=name,
+            key=key,
+            payload=payload,
+            prev_chain=self.last_chain,
+            epoch=self.lease.epoch or 0,
+        )
+        self.pending.append(frame)
+        self.next_seq += 1
+        self.last_chain = frame.chain
+        return frame
+
+    def append(self, update: RunUpdate | None, *, sync: bool) -> None:
+        """Append every queued frame (and ``update``) in one transaction; then nothing is queued.
+
+        Raises:
+            LeaseLostError: the run's lease was lost (remembered: every later write fails).
+            AppendConflictError: another worker appended first (nothing was written).
+            JournalWriteError: the journal failed (space, permissions, connection).
+            ReplayError: another refusal of the journal.
+        """
+        self.lease.check()
+        frames = self.pending
+        first = frames[0].seq if frames else self.next_seq
+        try:
+            self.journal.append(
+                self.run_id,
+                frames,
+                expected_seq=first,
+                update=update,
+                epoch=self.lease.epoch,
+                sync=sync,
+            )
+        except LeaseLostError as exc:
+            self.lease.lost = exc
+            raise
+        except Exception as exc:
+            if isinstance(exc, ReplayError):
+                raise
+            raise JournalWriteError(
+                f"run {self.run_id!r}: writing seq {first}..{first + len(frames) - 1} "
+                f"to journal {self.journal.url} failed: {type(exc).__name__}: {exc}. "
+                "Those frames are not journaled (a tool whose claim this was did not "
+                "run); the run stays resumable: fix the journal (space, permissions, "
+                "connection) and run it again with the same run_id.",
+                run_id=self.run_id,
+                seq=first,
+                journal=self.journal.url,
+                frames=len(frames),
+            ) from exc
+        self.pending = []
+
+    @contextlib.contextmanager
+    def unqueue_on_failure(self) -> Iterator[None]:
+        """Drop the frames queued in this block if it fails (their write was refused).
+
+        A claim whose append failed must not be written later with other
+        frames: its body never ran, and a resume would take it for in flight.
+        """
+        mark = (len(self.pending), self.next_seq, self.last_chain)
+        try:
+            yield
+        except _Adopted:
+            raise  # the pending frames were replaced by the winner's
+        except BaseException:
+            if len(self.pending) > mark[0] and self.next_seq > mark[1]:
+                del self.pending[mark[0] :]
+                self.next_seq, self.last_chain = mark[1], mark[2]
+            raise
