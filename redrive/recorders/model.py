@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ..replay import check_lost_context, current_run
+from ..replay import join_run
 
 __all__ = ["model"]
 
@@ -75,9 +75,8 @@ def model(
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                run = current_run()
+                run = join_run("model", step_name)
                 if run is None:
-                    check_lost_context("model", step_name)
                     return await func(*args, **kwargs)
                 return await run.amodel_step(
                     step_name,
@@ -91,9 +90,8 @@ def model(
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            run = current_run()
+            run = join_run("model", step_name)
             if run is None:
-                check_lost_context("model", step_name)
                 return func(*args, **kwargs)
             return run.model_step(
                 step_name,

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ..replay import Recovery, ToolSpec, check_lost_context, current_run
+from ..replay import Recovery, ToolSpec, join_run
 
 __all__ = ["CLAUSE_WORDS", "SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
 
@@ -244,9 +244,8 @@ def tool(
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                run = current_run()
+                run = join_run("tool", step_name)
                 if run is None:
-                    check_lost_context("tool", step_name)
                     return await func(*args, **kwargs)
 
                 async def body(key: str) -> Any:
@@ -259,9 +258,8 @@ def tool(
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            run = current_run()
+            run = join_run("tool", step_name)
             if run is None:
-                check_lost_context("tool", step_name)
                 return func(*args, **kwargs)
             return build(
                 run.tool_step(
