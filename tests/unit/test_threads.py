@@ -14,7 +14,8 @@ import concurrent.futures
 import contextvars
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,24 @@ SYNC_METHODS = ("pool_submit", "nested_pools", "thread", "redrive_executor")
 #: Dispatch methods that need a running event loop (the async face only).
 ASYNC_METHODS = ("to_thread", "run_in_executor")
 CASES = [("sync", m) for m in SYNC_METHODS] + [("async", m) for m in SYNC_METHODS + ASYNC_METHODS]
+
+
+@pytest.fixture(params=["memory", "duckdb", "postgres"])
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
+    """The reference journal, the DuckDB default and Postgres (all written from threads)."""
+    j: Journal
+    if request.param == "memory":
+        j = MemoryJournal()
+    elif request.param == "duckdb":
+        j = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    else:
+        from redrive.storage.postgres import PostgresJournal
+
+        j = PostgresJournal(
+            request.getfixturevalue("pg_url"), schema=request.getfixturevalue("pg_schema")
+        )
+    yield j
+    j.close()
 
 
 @pytest.fixture(autouse=True)
@@ -192,9 +211,11 @@ def payment_loop(method: str, effects: list[str], order: str) -> Callable[[], An
 
 
 @pytest.mark.parametrize(("face", "method"), CASES)
-def test_a_call_that_lost_the_context_joins_the_only_run(face: str, method: str) -> None:
+def test_a_call_that_lost_the_context_joins_the_only_run(
+    face: str, method: str, journal: Journal
+) -> None:
     """Parallel tools dispatched without the context are recorded, then replay without running."""
-    journal, effects = MemoryJournal(), list[str]()
+    effects: list[str] = []
     loop = payment_loop(method, effects, "o1")
     out = in_run(face, journal, "job:1", loop)
     assert out == ["charged o1 500", "invoiced o1"]
@@ -206,9 +227,11 @@ def test_a_call_that_lost_the_context_joins_the_only_run(face: str, method: str)
 
 
 @pytest.mark.parametrize(("face", "method"), CASES)
-def test_a_redelivery_after_a_crash_never_charges_twice(face: str, method: str) -> None:
+def test_a_redelivery_after_a_crash_never_charges_twice(
+    face: str, method: str, journal: Journal
+) -> None:
     """A run abandoned after its threaded tools ran resumes without running them again."""
-    journal, effects = MemoryJournal(), list[str]()
+    effects: list[str] = []
     loop = payment_loop(method, effects, "o2")
     first = in_run(face, journal, "job:2", loop, abandon=True)
     assert Kind.RUN_END not in _kinds(journal, "job:2")
