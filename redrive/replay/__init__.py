@@ -1,7 +1,7 @@
 """Replay: runs, the cursor over recorded steps, matching, divergence, resume policy."""
 
 from ._approval import await_approval, pending_approvals
-from ._context import LostRunContextError, active_runs, join_run
+from ._context import LostRunContextError, active_runs, join_run, outside_run
 from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
 from ._diff import diff_values, format_diff
@@ -52,6 +52,7 @@ __all__ = [
     "idempotency_key",
     "iter_steps",
     "join_run",
+    "outside_run",
     "pending_approvals",
     "rebuild_error",
     "run",

@@ -5,10 +5,11 @@ in this process (so a call that lost its run's context joins it or fails closed)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ReplayError, _fields
@@ -22,6 +23,7 @@ __all__ = [
     "current_run",
     "idempotency_key",
     "join_run",
+    "outside_run",
     "set_boundary_hook",
 ]
 
@@ -29,6 +31,7 @@ _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("redrive_r
 _current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "redrive_idempotency_key", default=None
 )
+_outside: contextvars.ContextVar[bool] = contextvars.ContextVar("redrive_outside", default=False)
 
 #: Called at every step boundary when set (tests use it to crash at a point).
 _boundary_hook: Callable[[str, dict[str, Any]], None] | None = None
@@ -155,6 +158,27 @@ def active_runs() -> list[Run]:
     return found
 
 
+@contextlib.contextmanager
+def outside_run() -> Iterator[None]:
+    """Make the calls in this block plain calls, whatever runs are active in the process.
+
+    For code that shares a process with runs but belongs to none of them (a
+    web server's other endpoints, a health check calling a tool function):
+    without it, a step called with no run in its context joins the one run
+    active in the process (see :func:`join_run`). Threads started by
+    :func:`redrive.replay.executor` inside the block inherit it; a run
+    entered inside the block is current as usual.
+
+    Yields:
+        Nothing; the mark is undone on exit.
+    """
+    token = _outside.set(True)
+    try:
+        yield
+    finally:
+        _outside.reset(token)
+
+
 def join_run(kind: str, name: str) -> Run | None:
     """Return the run a step called here belongs to, or None for a plain call.
 
@@ -178,7 +202,7 @@ def join_run(kind: str, name: str) -> Run | None:
             which cannot be told); nothing has run.
     """
     run = _current.get()
-    if run is not None or _current_key.get() is not None or not _entered:
+    if run is not None or not _entered or _current_key.get() is not None or _outside.get():
         return run
     active = active_runs()
     if not active:

@@ -406,7 +406,8 @@ def _make_step(kind: str, ran: list[str]) -> Callable[[str], Any]:
     batches=st.lists(
         st.tuples(
             st.sampled_from(SYNC_METHODS + ASYNC_METHODS),
-            st.lists(st.sampled_from(TOOL_KINDS), min_size=1, max_size=3),
+            st.lists(st.sampled_from(TOOL_KINDS[:3]), min_size=1, max_size=3)
+            | st.lists(st.just("model"), min_size=1, max_size=3),
         ),
         min_size=1,
         max_size=3,
@@ -414,7 +415,8 @@ def _make_step(kind: str, ran: list[str]) -> Callable[[str], Any]:
 )
 def test_no_body_runs_unrecorded(face: str, batches: list[tuple[str, list[str]]]) -> None:
     """Property: whatever the dispatch and step kinds, every executed body's outcome is
-    journaled, and a replay runs no body."""
+    journaled, and a replay runs no body. (A batch is tools or models: model and tool
+    calls in flight together are issue 11 item 6, another part's.)"""
     _context._entered.clear()
     journal = MemoryJournal()
     ran: list[str] = []
@@ -438,3 +440,39 @@ def test_no_body_runs_unrecorded(face: str, batches: list[tuple[str, list[str]]]
     executed = len(ran)
     assert in_run(face, journal, "p", loop) == out
     assert len(ran) == executed
+
+
+def test_outside_run_keeps_a_threaded_call_plain_while_a_run_is_active() -> None:
+    """Inside ``outside_run()`` (e.g. a server's other endpoint), a pool call joins no run."""
+    journal = MemoryJournal()
+    effects: list[str] = []
+    charge_card, _ = payment_tools(effects)
+
+    def other_endpoint() -> list[Any]:
+        with redrive.replay.outside_run():
+            return _redrive_executor([(charge_card, ("o6", 1))])
+
+    with redrive.run(journal, "busy") as run:
+        assert _thread([(other_endpoint, ())]) == [["charged o6 1"]]
+        run.finish(None)
+    assert effects == ["charge o6"] and Kind.TOOL_START not in _kinds(journal, "busy")
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_tool_body_fanning_out_with_the_redrive_executor_stays_one_step(face: str) -> None:
+    """A body that runs tools on redrive's executor keeps them inside its one outcome."""
+    journal = MemoryJournal()
+    effects: list[str] = []
+    charge_card, send_invoice = payment_tools(effects)
+
+    @redrive.tool(restart_safe=False)
+    def checkout(order: str) -> list[Any]:
+        return _redrive_executor([(charge_card, (order, 5)), (send_invoice, (order,))])
+
+    async def loop() -> Any:
+        return await dispatch("pool_submit", [(checkout, ("o7",))])
+
+    out = in_run(face, journal, "co", loop)
+    assert out == [["charged o7 5", "invoiced o7"]]
+    assert [f.name for f in journal.frames("co") if f.kind == Kind.TOOL_START] == ["checkout"]
+    assert in_run(face, journal, "co", loop) == out and len(effects) == 2
