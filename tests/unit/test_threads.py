@@ -521,3 +521,32 @@ def test_a_wrapped_client_that_lost_the_context_joins_the_only_run(
     assert _kinds(journal, "w1").count(Kind.MODEL_RESPONSE) == 2
     assert in_run(face, journal, "w1", loop) == out
     assert len(sent) == 2
+
+
+def test_a_task_created_before_the_run_joins_it() -> None:
+    """An asyncio task made before the run (so without it in its context) joins the run."""
+    journal = MemoryJournal()
+    effects: list[str] = []
+
+    @redrive.tool(restart_safe=False)
+    async def charge_card(order: str) -> str:
+        effects.append(order)
+        return f"charged {order}"
+
+    async def job() -> str:
+        go = asyncio.Event()
+
+        async def early() -> str:
+            await go.wait()
+            return await charge_card("o8")
+
+        task = asyncio.create_task(early())
+        async with redrive.run(journal, "early") as run:
+            go.set()
+            out = await task
+            run.finish(out)
+        return out
+
+    assert asyncio.run(job()) == "charged o8" and effects == ["o8"]
+    assert asyncio.run(job()) == "charged o8" and effects == ["o8"]
+    assert _kinds(journal, "early").count(Kind.TOOL_START) == 1
