@@ -45,7 +45,9 @@ def model(
     see :mod:`redrive.frames`). The return value must be encodable too, or
     ``encode`` must turn it into plain data; ``decode`` turns the plain data
     back into what callers expect (used live and on replay, so both see the
-    same shape). Outside a run the function is called directly.
+    same shape). Outside a run the function is called directly; from a thread
+    or task that lost its run's context, it joins the one run active in the
+    process (see :func:`redrive.replay.join_run`).
 
     Args:
         fn: the function (or use ``@redrive.model(name=...)``).
@@ -60,6 +62,8 @@ def model(
     Raises:
         TypeError: (at call time) a request or response that cannot be encoded,
             naming the path of the offending value.
+        LostRunContextError: (at call time) called with no run in its context
+            while several runs are active in the process; ``fn`` was not called.
     """
 
     def decorate(func: Callable[P, R]) -> Callable[P, R]:

@@ -169,7 +169,9 @@ def tool(
     Inside a run, each call is a tool step: on replay its recorded result is
     returned (or its recorded exception raised) without running the body; live,
     its ``tool_start`` is committed before the body runs and its result after.
-    Outside a run the function is called directly.
+    Outside a run the function is called directly. Called from a thread or task
+    that lost its run's context (a plain ``ThreadPoolExecutor``...), it joins
+    the one run active in the process (see :func:`redrive.replay.join_run`).
 
     Args:
         name: the step name (default: the function's ``__name__``).
@@ -197,6 +199,8 @@ def tool(
     Raises:
         TypeError: at decoration, when ``restart_safe`` is neither bool nor None,
             or ``read_only`` is not a bool.
+        LostRunContextError: (at call time) called with no run in its context
+            while several runs are active in the process; the body did not run.
     """
     _check_bool("restart_safe", restart_safe, allow_none=True)
     _check_bool("read_only", read_only, allow_none=False)

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import pickle
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -290,6 +291,8 @@ def test_two_runs_active_in_two_threads_fail_closed() -> None:
     assert err.thread is not None and err.thread in str(err)
     assert "copy_context" in str(err) and "redrive.executor" in str(err)
     assert "asyncio.to_thread" in str(err)
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is LostRunContextError and back.to_fields() == err.to_fields()
     assert effects == []
     assert Kind.TOOL_START not in _kinds(journal, "r1") + _kinds(journal, "r2")
 
