@@ -33,7 +33,7 @@ Call = tuple[Callable[..., Any], tuple[Any, ...]]
 #: Dispatch methods usable from sync code (the sync face, and the async face's loop).
 SYNC_METHODS = ("pool_submit", "nested_pools", "thread", "redrive_executor")
 #: Dispatch methods that need a running event loop (the async face only).
-ASYNC_METHODS = ("to_thread", "run_in_executor")
+ASYNC_METHODS = ("to_thread", "run_in_executor", "run_in_redrive_executor")
 CASES = [("sync", m) for m in SYNC_METHODS] + [("async", m) for m in SYNC_METHODS + ASYNC_METHODS]
 
 
@@ -102,9 +102,11 @@ async def _to_thread(calls: list[Call]) -> list[Any]:
     return list(await asyncio.gather(*(asyncio.to_thread(fn, *args) for fn, args in calls)))
 
 
-async def _run_in_executor(calls: list[Call]) -> list[Any]:
+async def _run_in_executor(
+    calls: list[Call], pool: concurrent.futures.Executor | None = None
+) -> list[Any]:
     loop = asyncio.get_running_loop()
-    futures = [loop.run_in_executor(None, functools.partial(fn, *args)) for fn, args in calls]
+    futures = [loop.run_in_executor(pool, functools.partial(fn, *args)) for fn, args in calls]
     return list(await asyncio.gather(*futures))
 
 
@@ -122,6 +124,9 @@ async def dispatch(method: str, calls: list[Call]) -> list[Any]:
         return await _to_thread(calls)
     if method == "run_in_executor":
         return await _run_in_executor(calls)
+    if method == "run_in_redrive_executor":
+        with redrive.replay.executor(len(calls)) as pool:
+            return await _run_in_executor(calls, pool)
     return SYNC_DISPATCH[method](calls)
 
 
@@ -501,7 +506,7 @@ def test_a_wrapped_client_that_lost_the_context_joins_the_only_run(
     face: str, method: str, request: pytest.FixtureRequest
 ) -> None:
     """A wrapped client's request from a thread is a model step; replay sends nothing."""
-    if method not in ("redrive_executor", "to_thread"):  # these two carry the context
+    if method not in ("redrive_executor", "to_thread", "run_in_redrive_executor"):  # with context
         request.applymarker(
             pytest.mark.xfail(
                 strict=True,
