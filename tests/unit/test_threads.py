@@ -98,16 +98,26 @@ def _redrive_executor(calls: list[Call]) -> list[Any]:
         return [f.result() for f in futures]
 
 
+async def _all(awaitables: list[Any]) -> list[Any]:
+    """Await every one (none left running), then raise the first error or return the results."""
+    results = await asyncio.gather(*awaitables, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return list(results)
+
+
 async def _to_thread(calls: list[Call]) -> list[Any]:
-    return list(await asyncio.gather(*(asyncio.to_thread(fn, *args) for fn, args in calls)))
+    return await _all([asyncio.to_thread(fn, *args) for fn, args in calls])
 
 
 async def _run_in_executor(
     calls: list[Call], pool: concurrent.futures.Executor | None = None
 ) -> list[Any]:
     loop = asyncio.get_running_loop()
-    futures = [loop.run_in_executor(pool, functools.partial(fn, *args)) for fn, args in calls]
-    return list(await asyncio.gather(*futures))
+    return await _all(
+        [loop.run_in_executor(pool, functools.partial(fn, *args)) for fn, args in calls]
+    )
 
 
 SYNC_DISPATCH: dict[str, Callable[[list[Call]], list[Any]]] = {
@@ -558,3 +568,42 @@ def test_a_task_created_before_the_run_joins_it() -> None:
     assert asyncio.run(job()) == "charged o8" and effects == ["o8"]
     assert asyncio.run(job()) == "charged o8" and effects == ["o8"]
     assert _kinds(journal, "early").count(Kind.TOOL_START) == 1
+
+
+CARRY_CONTEXT = ("redrive_executor", "to_thread", "run_in_redrive_executor")
+
+
+@given(
+    methods=st.lists(st.sampled_from(SYNC_METHODS + ASYNC_METHODS), min_size=2, max_size=2),
+    kinds=st.lists(st.sampled_from(TOOL_KINDS[:3]), min_size=1, max_size=3),
+)
+def test_with_two_runs_active_no_body_runs_unrecorded(methods: list[str], kinds: list[str]) -> None:
+    """Property: with two runs active, a dispatch that lost the context fails closed and runs
+    nothing; one that carries it records each body in the run that called it."""
+    _context._entered.clear()
+    journal = MemoryJournal()
+    ran: list[str] = []
+    steps = {kind: _make_step(kind, ran) for kind in TOOL_KINDS}
+    both_in, both_done = asyncio.Barrier(2), asyncio.Barrier(2)
+
+    async def job(run_id: str, method: str) -> None:
+        async with redrive.run(journal, run_id) as run:
+            await both_in.wait()  # both runs are active during both dispatches
+            calls: list[Call] = [(steps[k], (f"{run_id}.{i}",)) for i, k in enumerate(kinds)]
+            if method in CARRY_CONTEXT:
+                await dispatch(method, calls)
+            else:
+                with pytest.raises(LostRunContextError):
+                    await dispatch(method, calls)
+            await both_done.wait()
+            run.finish(None)
+
+    async def main() -> None:
+        await asyncio.gather(*(job(f"r{i}", m) for i, m in enumerate(methods)))
+
+    asyncio.run(main())
+    for i, method in enumerate(methods):
+        run_id = f"r{i}"
+        mine = sorted(key for key in ran if key.startswith(f"{run_id}."))
+        done = [f for f in journal.frames(run_id) if f.kind == Kind.TOOL_DONE]
+        assert len(done) == len(mine) == (len(kinds) if method in CARRY_CONTEXT else 0)
