@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ..replay import check_lost_context, current_run
+from ..replay import join_run
 
 __all__ = ["model"]
 
@@ -45,7 +45,9 @@ def model(
     see :mod:`redrive.frames`). The return value must be encodable too, or
     ``encode`` must turn it into plain data; ``decode`` turns the plain data
     back into what callers expect (used live and on replay, so both see the
-    same shape). Outside a run the function is called directly.
+    same shape). Outside a run the function is called directly; from a thread
+    or task that lost its run's context, it joins the one run active in the
+    process (see :func:`redrive.replay.join_run`).
 
     Args:
         fn: the function (or use ``@redrive.model(name=...)``).
@@ -60,6 +62,8 @@ def model(
     Raises:
         TypeError: (at call time) a request or response that cannot be encoded,
             naming the path of the offending value.
+        LostRunContextError: (at call time) called with no run in its context
+            while several runs are active in the process; ``fn`` was not called.
     """
 
     def decorate(func: Callable[P, R]) -> Callable[P, R]:
@@ -75,9 +79,8 @@ def model(
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                run = current_run()
+                run = join_run("model", step_name)
                 if run is None:
-                    check_lost_context("model", step_name)
                     return await func(*args, **kwargs)
                 return await run.amodel_step(
                     step_name,
@@ -91,9 +94,8 @@ def model(
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            run = current_run()
+            run = join_run("model", step_name)
             if run is None:
-                check_lost_context("model", step_name)
                 return func(*args, **kwargs)
             return run.model_step(
                 step_name,

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ..replay import Recovery, ToolSpec, check_lost_context, current_run
+from ..replay import Recovery, ToolSpec, join_run
 
 __all__ = ["CLAUSE_WORDS", "SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
 
@@ -169,7 +169,9 @@ def tool(
     Inside a run, each call is a tool step: on replay its recorded result is
     returned (or its recorded exception raised) without running the body; live,
     its ``tool_start`` is committed before the body runs and its result after.
-    Outside a run the function is called directly.
+    Outside a run the function is called directly. Called from a thread or task
+    that lost its run's context (a plain ``ThreadPoolExecutor``...), it joins
+    the one run active in the process (see :func:`redrive.replay.join_run`).
 
     Args:
         name: the step name (default: the function's ``__name__``).
@@ -197,6 +199,8 @@ def tool(
     Raises:
         TypeError: at decoration, when ``restart_safe`` is neither bool nor None,
             or ``read_only`` is not a bool.
+        LostRunContextError: (at call time) called with no run in its context
+            while several runs are active in the process; the body did not run.
     """
     _check_bool("restart_safe", restart_safe, allow_none=True)
     _check_bool("read_only", read_only, allow_none=False)
@@ -244,9 +248,8 @@ def tool(
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                run = current_run()
+                run = join_run("tool", step_name)
                 if run is None:
-                    check_lost_context("tool", step_name)
                     return await func(*args, **kwargs)
 
                 async def body(key: str) -> Any:
@@ -259,9 +262,8 @@ def tool(
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            run = current_run()
+            run = join_run("tool", step_name)
             if run is None:
-                check_lost_context("tool", step_name)
                 return func(*args, **kwargs)
             return build(
                 run.tool_step(

@@ -1,10 +1,11 @@
 """Replay: runs, the cursor over recorded steps, matching, divergence, resume policy."""
 
 from ._approval import await_approval, pending_approvals
-from ._context import check_lost_context
+from ._context import LostRunContextError, active_runs, join_run, outside_run
 from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
 from ._diff import diff_values, format_diff
+from ._executor import RunExecutor, executor
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._policy import ReplayPolicy
@@ -23,6 +24,7 @@ from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
     "Cursor",
+    "LostRunContextError",
     "ModelStep",
     "RecordedStep",
     "Recovery",
@@ -30,6 +32,7 @@ __all__ = [
     "ReplayPolicy",
     "Run",
     "RunDiff",
+    "RunExecutor",
     "RunOptions",
     "StepReader",
     "StepSource",
@@ -37,16 +40,19 @@ __all__ = [
     "ToolSpec",
     "ToolStep",
     "ValueStep",
+    "active_runs",
     "await_approval",
-    "check_lost_context",
     "current_run",
     "diff_runs",
     "diff_values",
+    "executor",
     "expand_frames",
     "fork",
     "format_diff",
     "idempotency_key",
     "iter_steps",
+    "join_run",
+    "outside_run",
     "pending_approvals",
     "rebuild_error",
     "run",

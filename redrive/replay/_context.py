@@ -1,23 +1,37 @@
 """The run active in this context, the idempotency key of the tool running now,
-and the step-boundary hook used by crash tests."""
+the step-boundary hook used by crash tests, and the registry of the runs active
+in this process (so a call that lost its run's context joins it or fails closed)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import threading
-import warnings
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+
+from ..errors import ReplayError, _fields
 
 if TYPE_CHECKING:
     from ._run import Run
 
-__all__ = ["check_lost_context", "current_run", "idempotency_key", "set_boundary_hook"]
+__all__ = [
+    "LostRunContextError",
+    "active_runs",
+    "current_run",
+    "idempotency_key",
+    "join_run",
+    "outside_run",
+    "set_boundary_hook",
+]
 
 _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("redrive_run", default=None)
 _current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "redrive_idempotency_key", default=None
 )
+_outside: contextvars.ContextVar[bool] = contextvars.ContextVar("redrive_outside", default=False)
 
 #: Called at every step boundary when set (tests use it to crash at a point).
 _boundary_hook: Callable[[str, dict[str, Any]], None] | None = None
@@ -60,14 +74,46 @@ def idempotency_key() -> str | None:
     return _current_key.get()
 
 
-#: Runs entered in this process, by the thread that entered them: {id(run): (run_id, thread id)}.
-_entered: dict[int, tuple[str, int]] = {}
+@_fields
+class LostRunContextError(ReplayError, RuntimeError):
+    """A step was called from a thread or task that lost its run's context, and
+    several runs are active in the process, so which one it belongs to is ambiguous.
+
+    Nothing ran: the call fails closed rather than execute unrecorded. Fields:
+    ``run_ids`` (the active runs, sorted), ``thread`` (the calling thread's
+    name), ``step`` (``"tool 'charge_card'"``, ``"model 'model:plan'"``...).
+    """
+
+    run_ids: tuple[str, ...] | None = None
+    thread: str | None = None
+    step: str | None = None
+
+
+#: Runs entered (bound) in this process and not yet left: ``{id(run): (run, thread, task)}``
+#: with weak references, so an abandoned, collected run leaves by itself.
+_entered: dict[
+    int,
+    tuple[
+        weakref.ref[Run],
+        weakref.ref[threading.Thread],
+        weakref.ref[asyncio.Task[Any]] | None,
+    ],
+] = {}
 _entered_lock = threading.Lock()
 
 
 def _enter(run: Run) -> None:
+    try:
+        task: asyncio.Task[Any] | None = asyncio.current_task()
+    except RuntimeError:  # no running event loop: a sync run
+        task = None
+    entry = (
+        weakref.ref(run),
+        weakref.ref(threading.current_thread()),
+        weakref.ref(task) if task is not None else None,
+    )
     with _entered_lock:
-        _entered[id(run)] = (run.run_id, threading.get_ident())
+        _entered[id(run)] = entry
 
 
 def _leave(run: Run) -> None:
@@ -75,24 +121,104 @@ def _leave(run: Run) -> None:
         _entered.pop(id(run), None)
 
 
-def check_lost_context(kind: str, name: str) -> None:
-    """Warn when a step is called outside any run while a run is active in another thread.
+def active_runs() -> list[Run]:
+    """Return the runs active in this process that a call from here could belong to.
 
-    That is nearly always a loop that handed work to a thread pool without
-    its context (``ThreadPoolExecutor`` does not copy contextvars): the call is
-    neither recorded nor replayed. Called by recorders on their pass-through path.
+    A run is active from its ``with`` / ``async with`` entry to its exit. Left
+    out, as abandoned: a run whose object was collected, whose entering thread
+    has ended, whose entering asyncio task is done, and a sync run entered in
+    the calling thread itself (its block is not on this thread's stack when
+    the caller has no run in its context, unless it was abandoned unexited).
+
+    Returns:
+        The runs, in the order they were entered.
     """
-    if not _entered or _current_key.get() is not None:
-        return
-    me = threading.get_ident()
+    me = threading.current_thread()
+    found: list[Run] = []
     with _entered_lock:
-        others = [run_id for run_id, thread in _entered.values() if thread != me]
-    if others:
-        warnings.warn(
-            f"{kind} {name!r} was called outside any run while run {others[0]!r} is active in "
-            "another thread, so it is neither recorded nor replayed. If it belongs to that run, "
-            "carry the run's context into the thread: "
-            "pool.submit(contextvars.copy_context().run, fn, ...).",
-            RuntimeWarning,
-            stacklevel=3,
+        entries = list(_entered.items())
+    for key, (run_ref, thread_ref, task_ref) in entries:
+        run, thread = run_ref(), thread_ref()
+        task = task_ref() if task_ref is not None else None
+        gone = (
+            run is None
+            or thread is None
+            or not thread.is_alive()
+            or (task_ref is not None and (task is None or task.done()))
         )
+        if gone:
+            with _entered_lock:
+                if _entered.get(key) == (run_ref, thread_ref, task_ref):
+                    del _entered[key]
+            continue
+        if thread is me and task_ref is None:
+            continue
+        assert run is not None
+        found.append(run)
+    return found
+
+
+@contextlib.contextmanager
+def outside_run() -> Iterator[None]:
+    """Make the calls in this block plain calls, whatever runs are active in the process.
+
+    For code that shares a process with runs but belongs to none of them (a
+    web server's other endpoints, a health check calling a tool function):
+    without it, a step called with no run in its context joins the one run
+    active in the process (see :func:`join_run`). Threads started by
+    :func:`redrive.replay.executor` inside the block inherit it; a run
+    entered inside the block is current as usual.
+
+    Yields:
+        Nothing; the mark is undone on exit.
+    """
+    token = _outside.set(True)
+    try:
+        yield
+    finally:
+        _outside.reset(token)
+
+
+def join_run(kind: str, name: str) -> Run | None:
+    """Return the run a step called here belongs to, or None for a plain call.
+
+    The run in the caller's context when there is one. Inside a tool body run
+    by redrive (a black box: what it calls is part of its one outcome), None.
+    Otherwise the caller lost its run's context (a ``ThreadPoolExecutor``
+    worker, ``loop.run_in_executor``, a ``threading.Thread``...): it joins the
+    one run active in the process (see :func:`active_runs`), and with none
+    active it is a plain call, as outside any run.
+
+    Args:
+        kind: what is called, for the error: ``"tool"``, ``"model"``, ``"http"``.
+        name: the step's name.
+
+    Returns:
+        The run to record the step in, or None to call straight through.
+
+    Raises:
+        LostRunContextError: no run in the caller's context while several runs
+            are active in the process (the step would belong to one of them,
+            which cannot be told); nothing has run.
+    """
+    run = _current.get()
+    if run is not None or not _entered or _current_key.get() is not None or _outside.get():
+        return run
+    active = active_runs()
+    if not active:
+        return None
+    if len(active) == 1:
+        return active[0]
+    run_ids = tuple(sorted(r.run_id for r in active))
+    thread = threading.current_thread().name
+    raise LostRunContextError(
+        f"{kind} {name!r} was called from thread {thread!r}, whose context carries no run, "
+        f"while runs {', '.join(map(repr, run_ids))} are active in this process: it would run "
+        "unrecorded, so it did not run. Carry the run's context into the thread: "
+        "pool.submit(contextvars.copy_context().run, fn, ...), redrive.executor() in place of "
+        "ThreadPoolExecutor, or asyncio.to_thread(fn, ...) in place of "
+        "loop.run_in_executor(None, fn, ...).",
+        run_ids=run_ids,
+        thread=thread,
+        step=f"{kind} {name!r}",
+    )

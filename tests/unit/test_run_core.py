@@ -553,20 +553,6 @@ def test_replay_checks_the_chain(tmp_path: Path) -> None:
     journal.close()
 
 
-def test_thread_without_the_run_context_warns(journal: Journal) -> None:
-    """A tool called from a pool thread that lost the run's context warns loudly."""
-
-    @redrive.tool
-    def send_email(to: str) -> str:
-        return to
-
-    with redrive.run(journal, "threads"), concurrent.futures.ThreadPoolExecutor(1) as pool:
-        with pytest.warns(RuntimeWarning, match="copy_context"):
-            pool.submit(send_email, "a@x").result()
-        assert pool.submit(contextvars.copy_context().run, send_email, "b@x").result() == "b@x"
-    assert [f.kind for f in journal.frames("threads")].count("tool_start") == 1
-
-
 def test_long_turn_replays_without_reading_ahead() -> None:
     """Strict replay of a long tool-only turn reads the journal lazily, not all at once."""
     journal = MemoryJournal()
