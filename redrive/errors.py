@@ -20,7 +20,9 @@ subclasses that too, so ``except LookupError`` keeps working::
     ├── JournalFormatError              a journal of another format version
     ├── JournalLockedError              a DuckDB file in use by another process
     ├── JournalWriteError               a write failed (disk full, I/O error, connection lost)
-    └── RecordedToolError               a recorded tool exception that cannot be rebuilt
+    ├── RecordedToolError               a recorded tool exception that cannot be rebuilt
+    └── LostRunContextError (RuntimeError) a step called from a thread that lost its run,
+                                        with several runs active (ambiguous)
 
 Each error carries structured fields besides its message: ``run_id`` and
 ``seq`` on every error, and the typed fields its class declares (``diff``,
@@ -471,3 +473,18 @@ class RecordedToolError(ReplayError):
     tool: str | None = None
     error_type: str | None = None
     error_message: str | None = None
+
+
+@_fields
+class LostRunContextError(ReplayError, RuntimeError):
+    """A step was called from a thread or task that lost its run's context, and
+    several runs are active in the process, so which one it belongs to is ambiguous.
+
+    Nothing ran: the call fails closed rather than execute unrecorded. Fields:
+    ``run_ids`` (the active runs, sorted), ``thread`` (the calling thread's
+    name), ``step`` (``"tool 'charge_card'"``, ``"model 'model:plan'"``...).
+    """
+
+    run_ids: tuple[str, ...] | None = None
+    thread: str | None = None
+    step: str | None = None

@@ -22,7 +22,7 @@ import sys
 import uuid as _uuid
 from typing import Any
 
-from ..replay import current_run
+from ..replay import join_run
 
 __all__ = ["now", "random", "uuid4"]
 
@@ -35,7 +35,7 @@ def _label(label: str | None) -> str:
 
 
 def _value(name: str, label: str, make: Any) -> Any:
-    run = current_run()
+    run = join_run("value", name)
     if run is None:
         return make()
     return run.value_step(name, label, make)

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ReplayError, _fields
+from ..errors import LostRunContextError
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -72,21 +72,6 @@ def idempotency_key() -> str | None:
     body run by redrive.
     """
     return _current_key.get()
-
-
-@_fields
-class LostRunContextError(ReplayError, RuntimeError):
-    """A step was called from a thread or task that lost its run's context, and
-    several runs are active in the process, so which one it belongs to is ambiguous.
-
-    Nothing ran: the call fails closed rather than execute unrecorded. Fields:
-    ``run_ids`` (the active runs, sorted), ``thread`` (the calling thread's
-    name), ``step`` (``"tool 'charge_card'"``, ``"model 'model:plan'"``...).
-    """
-
-    run_ids: tuple[str, ...] | None = None
-    thread: str | None = None
-    step: str | None = None
 
 
 #: Runs entered (bound) in this process and not yet left: ``{id(run): (run, thread, task)}``
