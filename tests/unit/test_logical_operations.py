@@ -176,6 +176,26 @@ def test_an_unsafe_retry_is_blocked_naming_the_first_key(
     assert provider.calls[1] in told[1]["reconcile"] and len(provider.calls) == 2
 
 
+def test_the_resume_note_names_the_key_a_retry_keeps(drive: Drive, journal: MemoryJournal) -> None:
+    """A retryable failure in the resume note says a retry keeps its operation's key."""
+    provider = Provider(["timeout"])
+    pay = payment_tool(drive, provider)
+    drive.crash(journal, "r", "tool_claimed", "create_payment", retrying(pay, 2), occurrence=2)
+
+    def resumed(run: redrive.Run) -> Loop:
+        note = run.resume_note()
+        yield from retrying(pay, 2)(run)
+        return note
+
+    _, note = drive.run(journal, "r", resumed)
+    failed = next(line for line in note.splitlines() if "raised" in line)
+    assert failed.startswith("- create_payment(") and "raised Timeout: timed out" in failed
+    assert failed.endswith(
+        "(retryable: calling it again with the same arguments retries the same operation, "
+        f"idempotency key {provider.calls[0]})"
+    )
+
+
 # -- bug C: a step with several attempts is replayed as its last one -----------------------
 
 
