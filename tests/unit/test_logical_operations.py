@@ -10,6 +10,8 @@ with a new key. Every loop runs through both faces (the ``drive`` fixture).
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,8 +46,9 @@ class Provider:
     Attributes:
         calls: the key of every request that reached it, in order.
         outcomes: what it answers each request (by request index; "ok" past the end):
-            "ok", "timeout" (retryable, after its side effect), "declined" (permanent),
-            "crash" (the worker dies right after the side effect).
+            "ok", "timeout" (retryable, after its side effect), "timeout_ends_run" (the
+            same, with a message that tells the loop not to catch it), "declined"
+            (permanent), "crash" (the worker dies right after the side effect).
     """
 
     def __init__(self, outcomes: list[str] | None = None) -> None:
@@ -60,6 +63,8 @@ class Provider:
         outcome = self.outcomes[index] if index < len(self.outcomes) else "ok"
         if outcome == "timeout":
             raise Timeout(f"timed out after sending request {index}")
+        if outcome == "timeout_ends_run":
+            raise Timeout(f"request {index} ends the run")
         if outcome == "declined":
             raise Declined(f"declined request {index}")
         if outcome == "crash":
@@ -281,39 +286,13 @@ def expected_operations(plan: list[str]) -> list[int]:
     return ops
 
 
-@settings(max_examples=40)
-@given(
-    plan=st.lists(ATTEMPTS, min_size=1, max_size=8),
-    face=st.sampled_from(("sync", "async")),
-    policy=st.sampled_from(("strict", "lenient")),
-)
-@example(plan=["timeout_ends_run", "ok"], face="sync", policy="strict")
-@example(plan=["timeout", "crash", "timeout_ends_run", "ok", "ok"], face="async", policy="strict")
-def test_every_attempt_of_an_operation_gets_its_key(
-    plan: list[str], face: str, policy: str
-) -> None:
-    """Random attempts (ok / retryable / retryable ending the run / permanent / killed), across
-    resumes: the key is one per logical operation, replay hands back the last attempts'
-    outcomes, and no resume reads its own journal as corrupt."""
+def check_operations(plan: list[str], face: str, policy: str, journal: Any) -> None:
+    """Run the operations loop through ``plan``'s attempts, crashing and resuming; check the
+    keys, then replay (``live=False``) and resume the finished run."""
     if plan[-1] not in ("ok", "declined", "timeout"):
         plan = [*plan, "ok"]  # the last attempt settles the operation
-    outcomes = [
-        {"timeout_ends_run": "timeout", "ok": "ok"}.get(a, a) for a in plan
-    ]  # what the provider answers
-    provider = Provider(outcomes)
-    ends = {i for i, a in enumerate(plan) if a == "timeout_ends_run"}
-    original = provider.charge
-
-    def charge(order_id: str, cents: int, key: str) -> dict[str, Any]:
-        index = len(provider.calls)
-        if index in ends:
-            provider.calls.append(key)
-            provider.charges.setdefault(key, cents)
-            raise Timeout(f"request {index} ends the run")
-        return original(order_id, cents, key)
-
-    provider.charge = charge  # type: ignore[method-assign]
-    drive, journal = Drive(face), MemoryJournal()  # type: ignore[arg-type]
+    provider = Provider(plan)
+    drive = Drive(face)  # type: ignore[arg-type]
     pay = payment_tool(drive, provider)
     calls = sum(1 for a in plan if a in ("ok", "timeout", "declined"))
     loop = operations_loop(pay, calls)
@@ -338,3 +317,39 @@ def test_every_attempt_of_an_operation_gets_its_key(
     for run_options in ({"live": False}, {}):
         replayed = drive.run(journal, "pay", loop, **options, **run_options).value
         assert replayed == live and len(provider.calls) == len(plan)
+
+
+@settings(max_examples=40)
+@given(
+    plan=st.lists(ATTEMPTS, min_size=1, max_size=8),
+    face=st.sampled_from(("sync", "async")),
+    policy=st.sampled_from(("strict", "lenient")),
+)
+@example(plan=["timeout_ends_run", "ok"], face="sync", policy="strict")
+@example(plan=["timeout", "crash", "timeout_ends_run", "ok", "ok"], face="async", policy="strict")
+def test_every_attempt_of_an_operation_gets_its_key(
+    plan: list[str], face: str, policy: str
+) -> None:
+    """Random attempts (ok / retryable / retryable ending the run / permanent / killed), across
+    resumes: the key is one per logical operation, replay hands back the last attempts'
+    outcomes, and no resume reads its own journal as corrupt (memory journal)."""
+    check_operations(plan, face, policy, MemoryJournal())
+
+
+@settings(max_examples=5)
+@given(
+    plan=st.lists(ATTEMPTS, min_size=1, max_size=6),
+    face=st.sampled_from(("sync", "async")),
+    policy=st.sampled_from(("strict", "lenient")),
+)
+@example(plan=["timeout_ends_run", "crash", "timeout", "ok"], face="sync", policy="strict")
+def test_every_attempt_of_an_operation_gets_its_key_on_duckdb(
+    plan: list[str], face: str, policy: str
+) -> None:
+    """The same property on the default DuckDB journal (a few examples: it is slower)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        journal = redrive.open_journal(os.path.join(tmp, "runs.duckdb"))
+        try:
+            check_operations(plan, face, policy, journal)
+        finally:
+            journal.close()
