@@ -2,6 +2,16 @@
 
 Also the resume policy for a tool step that was in flight or failed: restart
 safety, ``recover()``, the block and the not-safely-resumable outcome.
+
+Idempotency keys are per logical operation (one intended call across its
+attempts): a call's body gets ``"{run_id}:{seq}:{tool}"`` with the seq of the
+operation's first attempt. A call of the same tool with the same canonical
+arguments after that operation's retryable failure, in the same run or after a
+resume, is a retry and gets the same key; a call after a success or a
+permanent error is a new operation with a new key. A loop that means a new
+operation after a retryable failure passes an argument that tells the two
+apart (e.g. ``attempt=2``, or a ``request_id`` from ``redrive.uuid4()``). Every
+``tool_start`` records the key its body received, so a resume reads it back.
 """
 
 from __future__ import annotations
