@@ -44,7 +44,8 @@ def render_resume_note(frames: Iterable[Frame], run_id: str = "") -> str:
 
     Returns:
         Lines listing the tool calls that completed (with short results), that
-        failed (with the error), and that were interrupted with an unknown
+        failed (with the error; a retryable one with the idempotency key its
+        retry keeps), and that were interrupted with an unknown
         outcome (with their idempotency key and what to reconcile); ``""`` when
         no tool call was recorded.
     """
@@ -64,9 +65,15 @@ def render_resume_note(frames: Iterable[Frame], run_id: str = "") -> str:
             )
         elif step.status == "error":
             error = step.decode_outcome().get("error") or {}
+            retry = (
+                f" (retryable: calling it again with the same arguments retries the same "
+                f"operation, idempotency key {key})"
+                if error.get("retryable") is True and key
+                else ""
+            )
             failed.append(
                 f"- {call}: raised {error.get('qualname') or error.get('type')}: "
-                f"{_clip(error.get('message', ''))}"
+                f"{_clip(error.get('message', ''))}{retry}"
             )
         else:
             done.append(f"- {call} -> {_clip(step.decode_outcome().get('result'))}")

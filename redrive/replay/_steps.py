@@ -5,6 +5,15 @@ CLI, the demo) reads frames through this module, so they agree on what a step
 is: its opening frame, its outcome frame, its turn, its attempts, and its
 model request with prefix deltas resolved.
 
+A step may be attempted more than once (a restart-safe re-run, an in-flight
+step settled by ``recover()`` or a block, a retryable error re-attempted on
+resume): every outcome and ``attempt`` note of every attempt belongs to the
+step, and its outcome is its LAST attempt's outcome (an ``attempt`` note opens
+a new attempt, so the step is in flight again until that attempt's outcome).
+A step whose last outcome is a retryable ``tool_error`` is not settled yet: a
+later attempt may follow, so the reader keeps it (even once forgotten) until a
+step of a later turn opens, and updates it in place when that attempt comes.
+
 :class:`StepReader` takes frames one at a time (the cursor feeds it lazily);
 :func:`iter_steps` is the iterator face over it.
 """
@@ -53,6 +62,8 @@ class RecordedStep:
         turn: number of model steps the loop had completed when it issued this step.
         attempts: how many times the step was started (1 + re-executions).
         last_attempt_seq: seq of the last ``attempt`` note (a re-execution), or None.
+        reopenable: the last outcome is a retryable ``tool_error`` and a later
+            attempt may still follow (see :attr:`settled`).
     """
 
     seq: int
@@ -65,6 +76,7 @@ class RecordedStep:
     attempts: int = 1
     _data: dict[str, Any] | None = None
     last_attempt_seq: int | None = None
+    reopenable: bool = False
 
     @property
     def data(self) -> dict[str, Any]:
@@ -82,6 +94,26 @@ class RecordedStep:
     def in_flight(self) -> bool:
         """True when the step started and no outcome was recorded."""
         return self.end is None
+
+    @property
+    def settled(self) -> bool:
+        """True when the step has an outcome that no later attempt can replace.
+
+        A retryable tool error is not settled until a step of a later turn
+        opens (or the frames run out: then the reader yields it as it is).
+        """
+        return self.end is not None and not self.reopenable
+
+    @property
+    def last_seq(self) -> int:
+        """seq of the frame that began the step's last attempt (its opening or ``attempt`` note)."""
+        return self.seq if self.last_attempt_seq is None else self.last_attempt_seq
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The idempotency key recorded on a tool step's opening frame (None: not recorded)."""
+        key = self.data.get("idempotency_key") if self.kind == "tool" else None
+        return key if isinstance(key, str) else None
 
     @property
     def outcome(self) -> dict[str, Any] | None:
@@ -141,6 +173,11 @@ class StepReader:
         self.verify = verify
         #: steps read and not forgotten, by seq
         self.steps: dict[int, RecordedStep] = {}
+        #: steps a later attempt may still update in place, forgotten or not, by seq: a
+        #: retryable error (until a later turn opens), then a re-attempt (until its outcome)
+        self._followed: dict[int, RecordedStep] = {}
+        #: seqs of forgotten retryable errors no longer followed (a later outcome is ignored)
+        self._closed: set[int] = set()
         #: decoded payload of ``run_start`` / ``run_end``, once read
         self.run_start: dict[str, Any] | None = None
         self.run_end: dict[str, Any] | None = None
@@ -189,6 +226,7 @@ class StepReader:
                 turn=int(data.get("turn", 0)),
                 data=data,
             )
+            self._settle_before(step.turn)
             self.steps[frame.seq] = step
             return step
         if kind in END_KINDS or kind == Kind.NOTE.value:
@@ -196,8 +234,8 @@ class StepReader:
             ref = data.get("step")
             if ref is None:
                 return None
-            target = self.steps.get(ref)
-            if target is None and kind in END_KINDS:
+            target = self.steps.get(ref) or self._followed.get(ref)
+            if target is None and kind in END_KINDS and ref not in self._closed:
                 raise self.corrupt(
                     frame,
                     "dangling outcome",
@@ -206,10 +244,16 @@ class StepReader:
             if target is None:
                 return None
             if kind in END_KINDS:
-                target.end = frame
+                target.end = frame  # the last attempt's outcome is the step's outcome
+                target.reopenable = kind == Kind.TOOL_ERROR.value and _retryable(data)
             elif data.get("event") == "attempt":
                 target.attempts += 1
                 target.last_attempt_seq = frame.seq
+                target.end, target.reopenable = None, False  # a new attempt: in flight again
+            if target.reopenable or (target.end is None and ref in self._followed):
+                self._followed[ref] = target
+            else:
+                self._followed.pop(ref, None)
         elif kind == Kind.RUN_START.value:
             self.run_start, self.run_start_frame = self._payload(frame), frame
         elif kind == Kind.RUN_END.value:
@@ -227,15 +271,30 @@ class StepReader:
             opened = self.feed(frame)
             if opened is not None:
                 waiting.append(opened)
-            while waiting and waiting[0].end is not None:
+            while waiting and waiting[0].settled:
                 step = waiting.popleft()
                 self.forget(step.seq)
                 yield step
         yield from waiting
 
     def forget(self, seq: int) -> None:
-        """Drop the step opened at ``seq`` (an outcome for it is then corrupt)."""
+        """Drop the step opened at ``seq`` (an outcome for it is then corrupt).
+
+        A step whose last outcome is a retryable error is still followed: a
+        later attempt updates it in place, until a step of a later turn opens.
+        """
         self.steps.pop(seq, None)
+
+    def _settle_before(self, turn: int) -> None:
+        """A step of ``turn`` opened: retryable errors of earlier turns take no more attempts."""
+        if not self._followed:
+            return
+        for seq, step in list(self._followed.items()):
+            if step.reopenable and step.turn < turn:
+                del self._followed[seq]
+                step.reopenable = False
+                if seq not in self.steps:
+                    self._closed.add(seq)
 
     def corrupt(self, frame: Frame, reason: str, what: str) -> JournalCorruptError:
         """Build the :class:`JournalCorruptError` for a bad ``frame`` (``what`` it is)."""
@@ -251,6 +310,12 @@ class StepReader:
                 frame, "payload", f"has a {type(data).__name__} payload where a map belongs"
             )
         return data
+
+
+def _retryable(data: dict[str, Any]) -> bool:
+    """True for a ``tool_error`` payload whose error is marked retryable."""
+    error = data.get("error")
+    return isinstance(error, dict) and error.get("retryable") is True
 
 
 def iter_steps(

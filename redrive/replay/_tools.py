@@ -2,6 +2,16 @@
 
 Also the resume policy for a tool step that was in flight or failed: restart
 safety, ``recover()``, the block and the not-safely-resumable outcome.
+
+Idempotency keys are per logical operation (one intended call across its
+attempts): a call's body gets ``"{run_id}:{seq}:{tool}"`` with the seq of the
+operation's first attempt. A call of the same tool with the same canonical
+arguments after that operation's retryable failure, in the same run or after a
+resume, is a retry and gets the same key; a call after a success or a
+permanent error is a new operation with a new key. A loop that means a new
+operation after a retryable failure passes an argument that tells the two
+apart (e.g. ``attempt=2``, or a ``request_id`` from ``redrive.uuid4()``). Every
+``tool_start`` records the key its body received, so a resume reads it back.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from ._engine import (
     Block,
     Claim,
     Miss,
+    OpenOperations,
     Replay,
     Rerun,
     RetryLimit,
@@ -165,6 +176,19 @@ def tool_error_retryable(exc: BaseException) -> bool | None:
 class ToolSteps(Claims):
     """The tool-step part of a Run."""
 
+    @property
+    def _operations(self) -> OpenOperations:
+        """The run's open logical operations (made on first use)."""
+        found = self.__dict__.get("_open_operations")
+        if found is None:
+            found = self.__dict__["_open_operations"] = OpenOperations()
+        assert isinstance(found, OpenOperations)
+        return found
+
+    def _step_key(self, step: RecordedStep, name: str) -> str:
+        """The idempotency key a recorded tool step's body received (as its ``tool_start`` says)."""
+        return step.idempotency_key or f"{self.run_id}:{step.seq}:{name}"
+
     def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
         # A lost claim under on_busy="wait" adopts the winner's frames (_adopt) and
         # matches the step again: now it replays the winner's outcome.
@@ -209,22 +233,20 @@ class ToolSteps(Claims):
                 self._wait_for_worker(decision)  # returns: presumed live, it was not
                 decision = decide_in_flight(ask)
             if isinstance(decision, Block) and decision.retry:
+                # the block names the key of the operation the call would have retried
+                idem = self._operations.peek(spec.name, key) or (
+                    f"{self.run_id}:{decision.seq}:{spec.name}"
+                )
                 if not decision.write:
-                    raise self._blocked_error(
-                        spec,
-                        decision.seq,
-                        stored,
-                        f"{self.run_id}:{decision.seq}:{spec.name}",
-                        1,
-                        retry=True,
-                    )
-                return self._blocked(spec, decision.seq, stored, key, turn, 1, retry=True)
+                    raise self._blocked_error(spec, decision.seq, stored, idem, 1, retry=True)
+                return self._blocked(spec, decision.seq, stored, key, turn, 1, idem, retry=True)
             if step is not None:
                 assert not isinstance(decision, Claim | Replay | StopBusy | WaitForWorker)
                 return self._tool_in_flight(spec, step, stored, key, decision)
             self._check_live("tool", spec.name, stored, key)
             seq = self._writer.next_seq
-            idem = f"{self.run_id}:{seq}:{spec.name}"
+            # a retry of an operation whose last attempt failed retryably keeps its key
+            idem = self._operations.take(spec.name, key) or f"{self.run_id}:{seq}:{spec.name}"
             with self._writer.unqueue_on_failure():
                 self._writer.queue(
                     Kind.TOOL_START,
@@ -245,13 +267,16 @@ class ToolSteps(Claims):
 
     def _tool_replayed(self, spec: ToolSpec, step: RecordedStep, key: str) -> _Plan:
         outcome = decode_outcome(step)
-        idem = f"{self.run_id}:{step.seq}:{spec.name}"
+        idem = self._step_key(step, spec.name)
         plan = _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, replayed=True)
         assert step.end is not None
+        if not step.data.get("blocked"):  # a blocked retry was no attempt of its operation
+            self._operations.began(spec.name, key, idem)
         if step.end.kind == Kind.TOOL_ERROR.value:
             error = outcome.get("error") or {}
             plan.error = rebuild_error(self.run_id, step.seq, spec.name, error)
             _mark_retryable(plan.error, bool(error.get("retryable")))
+            self._operations.failed(spec.name, key, idem, retryable=error.get("retryable") is True)
             if not (spec.restart_safe or spec.read_only):
                 self._failed_keys[(spec.name, key)] = step.seq
         else:
@@ -266,8 +291,9 @@ class ToolSteps(Claims):
         key: str,
         decision: Miss | RetryLimit | AskRecover | Rerun | Block,
     ) -> _Plan:
-        idem = f"{self.run_id}:{step.seq}:{spec.name}"
+        idem = self._step_key(step, spec.name)  # every attempt of the step keeps its key
         self._check_live("tool", spec.name, stored, key)  # a Miss raises here
+        self._operations.began(spec.name, key, idem)
         if step.args is not None:
             stored = step.args  # errors and recover() speak of the call that was in flight
         if isinstance(decision, RetryLimit):
@@ -289,7 +315,7 @@ class ToolSteps(Claims):
             return self._rerun(spec, step, idem, key)
         assert isinstance(decision, Block)
         return self._blocked(
-            spec, step.seq, stored, key, step.turn, step.attempts, cause=decision.cause
+            spec, step.seq, stored, key, step.turn, step.attempts, idem, cause=decision.cause
         )
 
     def _recover(
@@ -337,6 +363,7 @@ class ToolSteps(Claims):
                 key,
                 step.turn,
                 step.attempts,
+                idem,
                 cause=found.reason or "recover() could not tell",
             )
         return self._rerun(spec, step, idem, key)
@@ -393,10 +420,10 @@ class ToolSteps(Claims):
         key: str,
         turn: int,
         attempts: int,
+        idem: str,
         cause: str = "",
         retry: bool = False,
     ) -> _Plan:
-        idem = f"{self.run_id}:{seq}:{spec.name}"
         error = self._blocked_error(spec, seq, stored, idem, attempts, cause, retry)
         if self.on_in_flight == "raise":
             raise error
@@ -486,5 +513,7 @@ class ToolSteps(Claims):
             # the same call again in this run is blocked unless the tool is restart safe
             if not (spec.restart_safe or spec.read_only) and plan.match_key:
                 self._failed_keys[(spec.name, plan.match_key)] = plan.seq
+            if plan.match_key:  # a retryable error leaves the operation open for a retry
+                self._operations.failed(spec.name, plan.match_key, plan.key, retryable=retryable)
         _mark_retryable(exc, retryable)
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)

@@ -118,3 +118,38 @@ def test_model_and_value_steps_replay_or_go_live() -> None:
     assert engine.decide_value(open_request, can_write=False) == engine.Replay(open_request)
     assert engine.decide_value(None, can_write=True) == engine.GoLive()
     assert engine.decide_value(None, can_write=False) == engine.Miss()
+
+
+def test_a_re_attempt_begun_in_this_execution_is_a_live_worker() -> None:
+    """An old step whose last attempt began while this execution was alive is held by a worker."""
+    step = _step()
+    step.last_attempt_seq = 12
+    assert decide_tool(attrs.evolve(ASK, step=step)) == engine.StopBusy(step)
+    step.last_attempt_seq = 5
+    assert decide_tool(attrs.evolve(ASK, step=step)) == engine.Block(3, 1)
+
+
+def test_open_operations_give_a_retry_its_operations_key() -> None:
+    """A retryable failure leaves the operation open: the next call of the same tool with the
+    same arguments takes its key; a success or a permanent error closes it."""
+    ops = engine.OpenOperations()
+    assert ops.take("pay", "k") is None and ops.peek("pay", "k") is None
+    ops.failed("pay", "k", "r:1:pay", retryable=True)
+    assert ops.peek("pay", "k") == "r:1:pay"
+    assert ops.take("pay", "other") is None and ops.take("refund", "k") is None
+    assert ops.take("pay", "k") == "r:1:pay"  # the retry is under way: no longer open
+    assert ops.take("pay", "k") is None
+    ops.failed("pay", "k", "r:1:pay", retryable=False)  # the retry failed for good
+    assert ops.take("pay", "k") is None and ops.peek("pay", "k") == "r:1:pay"
+
+
+def test_open_operations_follow_replayed_attempts() -> None:
+    """Replayed attempts (began, failed) rebuild what the interrupted execution held;
+    parallel identical operations are retried oldest first."""
+    ops = engine.OpenOperations()
+    ops.failed("pay", "k", "r:1:pay", retryable=True)
+    ops.failed("pay", "k", "r:2:pay", retryable=True)
+    ops.failed("pay", "k", "r:2:pay", retryable=True)  # the same operation, not a new one
+    ops.began("pay", "k", "r:1:pay")  # a recorded retry of the first one
+    assert ops.take("pay", "k") == "r:2:pay" and ops.take("pay", "k") is None
+    ops.began("pay", "k", "r:9:pay")  # nothing open: nothing to do

@@ -11,7 +11,7 @@ import pytest
 import redrive
 from redrive import JournalCorruptError
 from redrive.frames import GENESIS, Frame, Kind, PrefixRef, call_key, make_frame
-from redrive.replay import Cursor, ReplayPolicy, iter_steps
+from redrive.replay import Cursor, ReplayPolicy, StepReader, iter_steps
 from redrive.storage import MemoryJournal
 
 
@@ -171,3 +171,77 @@ def test_reading_a_long_run_takes_bounded_memory() -> None:
         small, large = _peak(make(100)), _peak(make(4_000))
         # holding every step of 4,000 turns would take megabytes more
         assert large < small + 100_000, (make.__name__, small, large)
+
+
+def _attempts(retryable: bool, *then: tuple[Kind, dict[str, Any]]) -> list[Frame]:
+    """run_start, a tool step (seq 1) that fails, then ``then`` (frames about step 1...)."""
+    b = _Frames()
+    error = {"type": "TimeoutError", "message": "slow", "retryable": retryable}
+    frames = [
+        b.add(Kind.RUN_START, payload={"input": None}),
+        b.add(Kind.TOOL_START, "pay", {"args": {}, "idempotency_key": "r:1:pay", "turn": 0}),
+        b.add(Kind.TOOL_ERROR, "pay", {"step": 1, "error": error}),
+    ]
+    frames.extend(b.add(kind, "pay", payload) for kind, payload in then)
+    return frames
+
+
+def test_a_step_s_outcome_is_its_last_attempt_s() -> None:
+    """A retryable error, a re-attempt, a result: one step, done, two attempts; a re-attempt
+    without an outcome is in flight again."""
+    attempt = (Kind.NOTE, {"event": "attempt", "step": 1, "attempt": 2})
+    done = (Kind.TOOL_DONE, {"step": 1, "result": 7})
+    [step] = iter_steps(_attempts(True, attempt, done), "r")
+    assert (step.status, step.attempts, step.last_seq) == ("done", 2, 3)
+    assert step.decode_outcome()["result"] == 7 and step.idempotency_key == "r:1:pay"
+    [step] = iter_steps(_attempts(True, attempt), "r")
+    assert step.status == "in_flight" and step.attempts == 2
+    [step] = iter_steps(_attempts(True), "r")
+    assert step.status == "error" and step.settled is False  # the frames ran out
+
+
+def test_a_forgotten_retryable_error_is_updated_in_place() -> None:
+    """A consumer that used a retryable error and forgot it sees the later attempt's outcome
+    on the same step; once a later turn opens, a late outcome is ignored, not corrupt."""
+    frames = _attempts(
+        True,
+        (Kind.NOTE, {"event": "attempt", "step": 1, "attempt": 2}),
+        (Kind.TOOL_DONE, {"step": 1, "result": 7}),
+    )
+    reader = StepReader("r")
+    step = None
+    for frame in frames[:3]:
+        step = reader.feed(frame) or step
+    assert step is not None and step.status == "error"
+    reader.forget(1)
+    for frame in frames[3:]:
+        reader.feed(frame)
+    assert step.status == "done" and step.settled
+    b = _Frames()
+    error = {"type": "TimeoutError", "message": "slow", "retryable": True}
+    late = [
+        b.add(Kind.RUN_START, payload={"input": None}),
+        b.add(Kind.TOOL_START, "pay", {"args": {}, "turn": 0}),
+        b.add(Kind.TOOL_ERROR, "pay", {"step": 1, "error": error}),
+        b.add(Kind.TOOL_START, "next", {"args": {}, "turn": 1}),
+        b.add(Kind.TOOL_DONE, "pay", {"step": 1, "result": 7}),
+    ]
+    reader = StepReader("r")
+    first = reader.feed(late[0]) or reader.feed(late[1])
+    reader.feed(late[2])
+    reader.forget(1)
+    for frame in late[3:]:
+        reader.feed(frame)
+    assert first is not None and first.status == "error" and first.settled
+
+
+def test_an_outcome_after_a_settled_forgotten_step_is_corrupt() -> None:
+    """Only a retryable error stays open: an outcome after a forgotten permanent error is not
+    an attempt of it."""
+    frames = _attempts(False, (Kind.TOOL_DONE, {"step": 1, "result": 7}))
+    reader = StepReader("r")
+    for frame in frames[:3]:
+        reader.feed(frame)
+    reader.forget(1)
+    with pytest.raises(JournalCorruptError, match="opened no step"):
+        reader.feed(frames[3])
