@@ -146,7 +146,8 @@ class ReplayError(Exception):
         return dict(self._fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.message, self.to_fields()))
+        # the instance dict too: notes (add_note) and attributes a subclass sets itself
+        return (_rebuild, (type(self), self.message, self.to_fields()), dict(self.__dict__))
 
     def to_fields(self) -> dict[str, Any]:
         """Return the structured fields (``run_id``, ``seq`` and the error's own)."""

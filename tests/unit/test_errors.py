@@ -224,3 +224,24 @@ def test_leased_run_refuses_a_second_worker() -> None:
     ):
         pass
     assert info.value.reason is RunBusyReason.LEASED and info.value.owner is not None
+
+
+class Tagged(redrive.ReplayError):
+    """A user's subclass that sets an attribute of its own."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message, run_id="r")
+        self.detail = detail
+
+
+def test_errors_pickle_with_notes_and_subclass_attributes() -> None:
+    """Notes (``add_note``) and attributes a user subclass sets cross a pickle boundary."""
+    import pickle
+
+    err = redrive.DivergenceError("m", run_id="r", seq=2)
+    err.add_note("seen in worker 3")
+    back = pickle.loads(pickle.dumps(err))
+    assert back.__notes__ == ["seen in worker 3"]
+    assert (back.run_id, back.seq, back.reason) == ("r", 2, err.reason)
+    tagged = pickle.loads(pickle.dumps(Tagged("m", "why")))
+    assert (tagged.detail, tagged.run_id, str(tagged)) == ("why", "r", "m")
