@@ -18,7 +18,7 @@ import attrs
 
 __all__ = ["SseEvent", "is_terminal_event", "parse_event", "split_events", "sse_data"]
 
-_EVENT_BREAK = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 #: Event names (or JSON ``type`` values) that end a stream (Anthropic, OpenAI Responses).
 TERMINAL_EVENTS = frozenset(
@@ -52,6 +52,11 @@ class SseEvent:
 def split_events(data: bytes) -> tuple[list[bytes], bytes]:
     """Split server-sent-event bytes into complete events (each with its blank line) and a rest.
 
+    An event ends at an empty line; a line ends at ``\\r\\n``, ``\\r`` or
+    ``\\n``, mixed freely (the SSE standard, WHATWG HTML "Parsing an event
+    stream"). A ``\\r`` that ends ``data`` stays in the rest: the ``\\n`` of
+    its CRLF may come in the next read.
+
     Args:
         data: bytes of a stream, from an event boundary on.
 
@@ -59,10 +64,14 @@ def split_events(data: bytes) -> tuple[list[bytes], bytes]:
         ``(events, rest)``: ``rest`` is the bytes after the last event boundary.
     """
     events = []
-    start = 0
-    for match in _EVENT_BREAK.finditer(data):
-        events.append(data[start : match.end()])
-        start = match.end()
+    start = line_start = 0
+    for match in _LINE_END.finditer(data):
+        if match.group() == b"\r" and match.end() == len(data):
+            break  # perhaps the first half of a CRLF cut between two reads
+        if match.start() == line_start:  # an empty line: the event is complete
+            events.append(data[start : match.end()])
+            start = match.end()
+        line_start = match.end()
     return events, data[start:]
 
 

@@ -122,7 +122,13 @@ class Tap:
         if self.done:
             return None
         self.done = True
-        complete = self.eof or self.terminal
+        # a rest cut after its event's last line end (a CR whose LF was not read) ends
+        # the event for the SDK's own parser too: a final event there completes the stream
+        complete = (
+            self.eof
+            or self.terminal
+            or (self.rest.endswith((b"\r", b"\n")) and is_terminal_event(self.rest))
+        )
         if not complete and (self.broken or _exception_in_flight(self.baseline)):
             return None  # cut off: not a finished step; requested again on resume
         chunks = self.events + ([self.rest] if self.rest else [])
