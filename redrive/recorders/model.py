@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ..replay import check_lost_context, current_run
+from ._provider import marks_retryable
 
 __all__ = ["model"]
 
@@ -72,6 +73,8 @@ def model(
             return dict(signature.bind(*args, **kwargs).arguments)
 
         if inspect.iscoroutinefunction(func):
+            # what the live call raises carries ``retryable`` (provider knowledge, as data)
+            acall = marks_retryable(func)
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -82,12 +85,14 @@ def model(
                 return await run.amodel_step(
                     step_name,
                     request(args, kwargs),
-                    lambda: func(*args, **kwargs),
+                    lambda: acall(*args, **kwargs),
                     encode=enc,
                     decode=dec,
                 )
 
             return async_wrapper  # type: ignore[return-value]
+
+        call = marks_retryable(func)
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -98,7 +103,7 @@ def model(
             return run.model_step(
                 step_name,
                 request(args, kwargs),
-                lambda: func(*args, **kwargs),
+                lambda: call(*args, **kwargs),
                 encode=enc,
                 decode=dec,
             )
