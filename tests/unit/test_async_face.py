@@ -223,3 +223,54 @@ def test_a_forked_child_runs_async_steps_with_its_own_threads() -> None:
         os.waitpid(pid, 0)
         raise AssertionError("the forked child hung waiting for its parent's I/O threads")
     assert os.waitstatus_to_exitcode(found[1]) == 0
+
+
+def test_lost_claim_waiters_hold_no_thread_and_do_not_stall_the_loop() -> None:
+    """Ten async workers waiting for another's claim (on_busy="wait", no lease) hold no I/O
+    thread and no loop time: another run on the loop makes progress; then all adopt the
+    winner's outcome and the body ran once."""
+    journal = MemoryJournal()
+    release = asyncio.Event()
+    claimed = asyncio.Event()
+    bodies: list[str] = []
+
+    @redrive.tool(restart_safe=False)
+    async def charge(amount: int) -> str:
+        bodies.append("charge")
+        claimed.set()
+        await release.wait()
+        return f"charged {amount}"
+
+    @redrive.tool(read_only=True)
+    async def look(i: int) -> int:
+        return i
+
+    options: dict[str, Any] = {"on_busy": "wait", "busy_timeout": 20.0}
+
+    async def worker() -> str:
+        async with redrive.run(journal, "shared", input="shared", **options):
+            return await charge(5)
+
+    async def other() -> int:
+        async with redrive.run(journal, "other", input="other") as run:
+            total = sum([await look(i) for i in range(40)])
+            run.finish(total)
+        return total
+
+    async def work() -> tuple[int, list[str]]:
+        winner = asyncio.create_task(worker())
+        await claimed.wait()
+        losers = [asyncio.create_task(worker()) for _ in range(10)]
+        await asyncio.sleep(0.3)  # the ten are waiting for the winner's outcome by now
+        assert not any(t.done() for t in losers)
+        total = await asyncio.wait_for(other(), timeout=15)  # 8 I/O threads serve it
+        assert not any(t.done() for t in losers)  # they still wait: the winner is busy
+        release.set()
+        return total, await asyncio.gather(winner, *losers)
+
+    worst, (total, outcomes) = asyncio.run(_worst_lag(work))
+    assert total == sum(range(40))
+    assert outcomes == ["charged 5"] * 11 and bodies == ["charge"]
+    record = journal.get_run("shared")
+    assert record is not None and record.status == "succeeded"
+    assert worst < STALL, f"the loop stalled {worst * 1e3:.1f} ms"
