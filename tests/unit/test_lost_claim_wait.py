@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 import redrive
 from redrive.storage import MemoryJournal
+from tests.unit.test_async_face import STALL, _worst_lag
 
 OPTIONS: dict[str, Any] = {"on_busy": "wait", "busy_timeout": 20.0}
 
@@ -64,11 +66,18 @@ def _sync_race(losers: int) -> tuple[list[Any], list[str]]:
     return outcomes, bodies
 
 
-def _async_race(losers: int) -> tuple[list[Any], list[str]]:
+def _async_race(
+    losers: int, meanwhile: Callable[[], Awaitable[Any]] | None = None
+) -> tuple[list[Any], list[str], Any, float]:
+    """The race on the async face; ``meanwhile()`` is awaited while the losers wait.
+
+    Returns:
+        ``(outcomes, bodies run, meanwhile's result, the loop's worst lag in s)``.
+    """
     journal = MemoryJournal()
     bodies: list[str] = []
 
-    async def main() -> list[Any]:
+    async def main() -> tuple[list[Any], Any]:
         claimed, release = asyncio.Event(), asyncio.Event()
 
         @redrive.tool(restart_safe=False)
@@ -85,17 +94,46 @@ def _async_race(losers: int) -> tuple[list[Any], list[str]]:
         winner = asyncio.create_task(worker())
         await claimed.wait()
         tasks = [asyncio.create_task(worker()) for _ in range(losers)]
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3 if meanwhile is not None else 0.05)
+        assert not any(t.done() for t in tasks)
+        result = await asyncio.wait_for(meanwhile(), timeout=15) if meanwhile else None
+        assert not any(t.done() for t in tasks)  # they still wait: the winner is busy
         release.set()
-        return await asyncio.gather(winner, *tasks, return_exceptions=True)
+        return await asyncio.gather(winner, *tasks, return_exceptions=True), result
 
-    return asyncio.run(main()), bodies
+    worst, (outcomes, result) = asyncio.run(_worst_lag(main))
+    record = journal.get_run("shared")
+    assert record is not None and record.status == "succeeded"
+    return outcomes, bodies, result, worst
 
 
 @settings(max_examples=6, deadline=None)
 @given(face=st.sampled_from(["sync", "async"]), losers=st.integers(1, 6))
 def test_losers_wait_for_the_winners_outcome_and_replay_it(face: str, losers: int) -> None:
     """Every worker gets the winner's outcome; the body ran once, on either face."""
-    outcomes, bodies = (_sync_race if face == "sync" else _async_race)(losers)
+    if face == "sync":
+        outcomes, bodies = _sync_race(losers)
+    else:
+        outcomes, bodies, _, _ = _async_race(losers)
     assert sorted(map(str, outcomes)) == ["charged 5"] * (losers + 1)
     assert bodies == ["charge"]
+
+
+def test_ten_async_waiters_hold_no_thread_and_do_not_stall_the_loop() -> None:
+    """Ten async workers waiting for another's claim hold no I/O thread (there are 8) and no
+    loop time: another run on the same loop makes its 40 steps while they wait."""
+
+    @redrive.tool(read_only=True)
+    async def look(i: int) -> int:
+        return i
+
+    async def other() -> int:
+        async with redrive.run(MemoryJournal(), "other", input="other") as run:
+            total = sum([await look(i) for i in range(40)])
+            run.finish(total)
+        return total
+
+    outcomes, bodies, total, worst = _async_race(10, other)
+    assert total == sum(range(40))
+    assert outcomes == ["charged 5"] * 11 and bodies == ["charge"]
+    assert worst < STALL, f"the loop stalled {worst * 1e3:.1f} ms"
