@@ -137,3 +137,49 @@ def test_ten_async_waiters_hold_no_thread_and_do_not_stall_the_loop() -> None:
     assert total == sum(range(40))
     assert outcomes == ["charged 5"] * 11 and bodies == ["charge"]
     assert worst < STALL, f"the loop stalled {worst * 1e3:.1f} ms"
+
+
+def test_a_presumed_holder_that_does_not_finish_is_given_up_alike_on_both_faces() -> None:
+    """A claim older than this execution whose holder stays silent past busy_timeout is
+    settled as interrupted, with the same outcome on the sync and the async face."""
+    journal = MemoryJournal()
+    claimed, release = threading.Event(), threading.Event()
+
+    @redrive.tool(restart_safe=False)
+    def hold(amount: int) -> str:
+        claimed.set()
+        release.wait(10)
+        return "held"
+
+    @redrive.tool(restart_safe=False, name="hold")
+    async def ahold(amount: int) -> str:
+        return "never"  # pragma: no cover - the step is claimed by the holder
+
+    def holder() -> None:
+        with redrive.run(journal, "held", input="held"):
+            hold(1)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert claimed.wait(10)
+    patient = {**OPTIONS, "busy_timeout": 0.3}
+    outcomes: list[str] = []
+    try:
+        try:
+            with redrive.run(journal, "held", input="held", **patient):
+                outcomes.append(repr(hold(1)))
+        except Exception as exc:
+            outcomes.append(type(exc).__name__)
+
+        async def aworker() -> None:
+            async with redrive.run(journal, "held", input="held", **patient):
+                outcomes.append(repr(await ahold(1)))
+
+        try:
+            asyncio.run(aworker())
+        except Exception as exc:
+            outcomes.append(type(exc).__name__)
+    finally:
+        release.set()
+        thread.join(10)
+    assert len(outcomes) == 2 and outcomes[0] == outcomes[1], outcomes
