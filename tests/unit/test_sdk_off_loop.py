@@ -18,6 +18,8 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import redrive
 from redrive.storage.memory import MemoryJournal
@@ -177,3 +179,44 @@ def test_a_wrapped_async_client_never_does_journal_io_on_the_loop(
     assert journal.on_loop == []
     assert journal.stalled == 0 and journal.gated >= 3  # the loop ticked while it appended
     assert worst >= 0.0  # kept for a look (-s): no timing assertion
+
+
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(take=st.integers(0, len(OPENAI_STREAM) - 1))
+def test_a_stream_closed_early_is_journaled_off_the_loop(server: ScriptServer, take: int) -> None:
+    """A stream the loop closes after ``take`` chunks is journaled (partial) off the event loop,
+    and its replay hands back the same chunks."""
+    journal = GatedJournal()
+    server.add(Reply(chunks=OPENAI_STREAM))
+    client = redrive.wrap(
+        openai.AsyncOpenAI(api_key="sk-test", base_url=server.url + "/v1", max_retries=0)
+    )
+
+    async def loop() -> list[Any]:
+        stream = await client.chat.completions.create(
+            model="gpt-4o",
+            messages=MESSAGES,  # type: ignore[arg-type]
+            stream=True,
+        )
+        seen = []
+        async for chunk in stream:
+            if len(seen) == take:
+                break
+            seen.append(chunk.model_dump())
+        await stream.close()
+        return seen
+
+    async def scenario() -> tuple[list[Any], list[Any]]:
+        async with watchdog(journal):
+            async with redrive.run(journal, "s", model_commit="each"):
+                live = await loop()
+            async with redrive.run(journal, "s", model_commit="each"):
+                replayed = await loop()
+        await client.close()
+        return live, replayed
+
+    live, replayed = asyncio.run(scenario())
+    assert replayed == live and len(live) == take
+    assert journal.on_loop == [] and journal.stalled == 0
