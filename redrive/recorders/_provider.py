@@ -52,7 +52,8 @@ RETRYABLE_EXTENSION = "redrive.retryable"
 
 #: Request keys whose values a model or a transport mints (tool call ids): a
 #: resumed conversation may carry other ids for the same calls, so they are no
-#: part of a match. (Today ``replay._policy.VOLATILE_KEYS`` holds the same names.)
+#: part of a match. (``replay._policy.VOLATILE_KEYS`` holds the same names: the engine
+#: keeps them as its generic fallback, so the match keys of existing journals stay.)
 MODEL_ID_KEYS = frozenset({"tool_call_id", "tool_use_id", "call_id"})
 #: Object ``type`` values whose ``id`` field the model mints (OpenAI tool calls
 #: and Responses function calls; Anthropic tool use blocks).
@@ -67,7 +68,9 @@ MODEL_ID_PATHS: dict[str, tuple[str, ...]] = {
         "$.body.messages[*].tool_call_id",  # chat: a tool result names its call
         "$.body.messages[*].tool_calls[*].id",  # chat: the assistant's calls
         "$.body.input[*].call_id",  # responses: function_call and its output
-        "$.body.input[*].id",  # responses: ids of items the model produced (all types)
+        # not "$.body.input[*].id": the ids of message and reasoning items were always
+        # matched, and a journal's match keys must not change (the generic rule in
+        # replay._policy still drops the ids of function_call items)
     ),
     "anthropic": (
         "$.body.messages[*].content[*].id",  # tool_use / server_tool_use blocks

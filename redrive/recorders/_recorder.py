@@ -9,7 +9,7 @@ import attrs
 
 from ..replay import Run
 from ._exchange import describe_request
-from ._provider import default_should_retry, is_transient
+from ._provider import MODEL_ID_PATHS, default_should_retry, is_transient
 from ._secrets import redact_body
 from ._step import ModelStep, abegin_model, begin_model, redaction
 
@@ -60,11 +60,16 @@ class HttpRecorder:
             DivergenceError, ReplayMissError: see :func:`redrive.recorders._step.begin_model`.
             TypeError: the recorded response was not recorded by an HTTP recorder.
         """
-        return self._checked(begin_model(run, *self.describe(request)))
+        return self._checked(begin_model(run, *self.describe(request), ignore=self.ignore))
 
     async def abegin(self, run: Run, request: Any) -> ModelStep:
         """The async form of :meth:`begin`."""
-        return self._checked(await abegin_model(run, *self.describe(request)))
+        return self._checked(await abegin_model(run, *self.describe(request), ignore=self.ignore))
+
+    @property
+    def ignore(self) -> tuple[str, ...]:
+        """Where this provider's requests carry model-minted ids (left out of a match)."""
+        return MODEL_ID_PATHS.get(self.provider, ())
 
     def _checked(self, step: ModelStep) -> ModelStep:
         if step.recorded and not isinstance(step.response, dict):
@@ -123,9 +128,9 @@ class HttpRecorder:
     def record(self, step: ModelStep, payload: dict[str, Any]) -> None:
         """Journal a finished exchange as the live ``step``."""
         payload, view = self.stored(step, payload)
-        step.record(payload, view=view)
+        step.record(payload, view=view, partial=bool(payload.get("partial")))
 
     async def arecord(self, step: ModelStep, payload: dict[str, Any]) -> None:
         """The async form of :meth:`record`."""
         payload, view = self.stored(step, payload)
-        await step.arecord(payload, view=view)
+        await step.arecord(payload, view=view, partial=bool(payload.get("partial")))

@@ -1,81 +1,92 @@
-"""The recorders' one seam to the run: a typed model-step handle.
+"""The recorders' one seam to the run: the run's typed model-step handle.
 
-Every call a recorder (the HTTP transport, the cassette importer) makes to
-the active :class:`~redrive.replay.Run` goes through this module, in the shape
-of the recorder handle the run is to offer (``run.begin_model(name, request)
--> ModelStep`` with ``.recorded``, ``.response``, ``.seq`` and
-``.record(response, view=...)``). When the run offers it, this module becomes
-a few lines that forward to it; nothing else in ``recorders/`` changes.
+Every call a recorder (the HTTP transport, its streams, the cassette importer)
+makes to the active :class:`~redrive.replay.Run` goes through this module. It
+forwards to the run's recorder handle (``run.begin_model(name, request,
+ignore=...)`` / ``await run.abegin_model(...)`` -> :class:`redrive.replay.ModelStep`,
+then ``step.record(...)`` / ``await step.arecord(...)``), so the async face
+never does journal I/O on the event loop. :class:`ModelStep` here only adds
+the run the step belongs to (recorders read its id and its redaction).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
-from ..replay import RecordedStep, Run
+from .. import replay
+from ..replay import Run
 
 __all__ = ["ModelStep", "abegin_model", "before_next_step", "begin_model", "redaction"]
 
 
-@attrs.define(kw_only=True)
+@attrs.frozen
 class ModelStep:
-    """One model step of a run, opened by :func:`begin_model`.
+    """One model step of a run, opened by :func:`begin_model` (the run's handle and the run).
 
     Attributes:
         run: the run the step belongs to.
-        name: the step name (``"openai:POST /chat/completions"``).
-        request: the stored request (canonical, redacted), as journaled.
-        recorded: True when the step replays: ``response`` is its recorded outcome.
-        response: the recorded response (plain data), or None for a live step.
-        seq: the seq of the step's recorded request, or None when it has none yet.
+        handle: the run's handle of the step (:class:`redrive.replay.ModelStep`).
     """
 
     run: Run
-    name: str
-    request: Any
-    recorded: bool
-    response: Any
-    seq: int | None
-    _key: str
-    _turn: int
-    _unfinished: RecordedStep | None
+    handle: replay.ModelStep
 
-    def record(self, response: Any, *, view: Any = None) -> None:
-        """Journal the live step's response (group commit by the run's ``model_commit``).
+    @property
+    def name(self) -> str:
+        """The step name (``"openai:POST /chat/completions"``)."""
+        return self.handle.name
+
+    @property
+    def request(self) -> Any:
+        """The stored request (canonical, redacted), as journaled."""
+        return self.handle.request
+
+    @property
+    def recorded(self) -> bool:
+        """True when the step replays: :attr:`response` is its recorded outcome."""
+        return self.handle.recorded
+
+    @property
+    def response(self) -> Any:
+        """The recorded response (plain data); None for a live step."""
+        return self.handle.response if self.handle.recorded else None
+
+    @property
+    def seq(self) -> int | None:
+        """The seq of the step's recorded request, or None when it has none yet."""
+        return self.handle.seq
+
+    def record(self, response: Any, *, view: Any = None, partial: bool = False) -> None:
+        """Journal the live step's response (written per the run's ``model_commit``).
 
         Args:
             response: the response payload (canonically encodable plain data).
             view: the semantic view journaled beside it (for ``redrive show``), or None.
+            partial: the response is incomplete (a stream the caller closed early).
 
         Raises:
             TypeError: the response cannot be encoded.
-            LeaseLostError: another worker took the run over.
+            LeaseLostError, RunBusyError, JournalWriteError: the write was refused.
         """
-        self.run.model_record(
-            self.name,
-            self.request,
-            self._key,
-            self._turn,
-            response,
-            view=view,
-            unfinished=self._unfinished,
-        )
+        self.handle.record(response, view=view, partial=partial)
 
-    async def arecord(self, response: Any, *, view: Any = None) -> None:
-        """The async form of :meth:`record`."""
-        self.record(response, view=view)
+    async def arecord(self, response: Any, *, view: Any = None, partial: bool = False) -> None:
+        """The async form of :meth:`record`: the journal write runs off the event loop."""
+        await self.handle.arecord(response, view=view, partial=partial)
 
 
-def begin_model(run: Run, name: str, request: Any) -> ModelStep:
+def begin_model(run: Run, name: str, request: Any, *, ignore: Sequence[str] = ()) -> ModelStep:
     """Open the model step the loop asks for: matched against the record, or live.
 
     Args:
         run: the active run.
         name: the step name.
         request: the request (canonically encodable plain data).
+        ignore: path patterns of ``request`` left out of the match (model-minted
+            ids: :data:`redrive.recorders._provider.MODEL_ID_PATHS`).
 
     Returns:
         The step: ``recorded`` with its ``response`` when it replays, else
@@ -86,27 +97,14 @@ def begin_model(run: Run, name: str, request: Any) -> ModelStep:
         ReplayMissError: the run may not go live and nothing recorded matches.
         LeaseLostError: another worker took the run over.
     """
-    step, stored, key, turn = run.model_begin(name, request)
-    recorded = step is not None and step.end is not None
-    response = None
-    if step is not None and step.end is not None:
-        response = step.end.data().get("response")
-    return ModelStep(
-        run=run,
-        name=name,
-        request=stored,
-        recorded=recorded,
-        response=response,
-        seq=step.seq if step is not None else None,
-        key=key,
-        turn=turn,
-        unfinished=step,
-    )
+    return ModelStep(run, run.begin_model(name, request, ignore=tuple(ignore)))
 
 
-async def abegin_model(run: Run, name: str, request: Any) -> ModelStep:
-    """The async form of :func:`begin_model`."""
-    return begin_model(run, name, request)
+async def abegin_model(
+    run: Run, name: str, request: Any, *, ignore: Sequence[str] = ()
+) -> ModelStep:
+    """The async form of :func:`begin_model`: the journal work runs off the event loop."""
+    return ModelStep(run, await run.abegin_model(name, request, ignore=tuple(ignore)))
 
 
 def before_next_step(run: Run, settle: Callable[[], None]) -> None:

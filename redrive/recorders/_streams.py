@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..errors import DivergenceError
+from ..errors import DivergenceError, DivergenceReason
 from ._exchange import response_payload
 from ._sse import is_terminal_event, split_events
 from ._step import ModelStep, before_next_step
@@ -228,6 +228,7 @@ class PartialEnd:
             seq=self.seq,
             kind="model",
             name=self.name,
+            reason=DivergenceReason.STREAM_OVERRUN,
         )
 
 

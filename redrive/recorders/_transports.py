@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from ..replay import Run, current_run
+from ..replay import Run, join_run
 from ._exchange import as_bytes, replay_headers, response_payload
 from ._provider import RETRYABLE_EXTENSION, is_transient
 from ._recorder import HttpRecorder
@@ -130,7 +130,7 @@ class RecordingTransport:
             Whatever the inner transport raises, a transport error marked
             ``retryable = True`` (nothing is recorded then).
         """
-        run = current_run()
+        run = join_run("wrapped client request", f"{request.method} {request.url}")
         if run is None:
             return self.inner.handle_request(request)
         flow = _Flow(self._exchange(run, request))
@@ -140,7 +140,7 @@ class RecordingTransport:
 
     async def handle_async_request(self, request: Any) -> Any:
         """The async form of :meth:`handle_request` (the I/O is awaited)."""
-        run = current_run()
+        run = join_run("wrapped client request", f"{request.method} {request.url}")
         if run is None:
             return await self.inner.handle_async_request(request)
         flow = _Flow(self._exchange(run, request))

@@ -308,5 +308,6 @@ def import_cassette(path: str | Path, journal: Journal, run_id: str | None = Non
         for name, request, payload in steps:
             provider = name.partition(":")[0]
             recorder = HttpRecorder(provider=provider, view=_VIEWS.get(provider))
-            recorder.record(begin_model(run, name, request), payload)  # as a live recording
+            step = begin_model(run, name, request, ignore=recorder.ignore)
+            recorder.record(step, payload)  # as a live recording
     return run_id

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ..replay import join_run
+from ._provider import marks_retryable
 
 __all__ = ["model"]
 
@@ -76,6 +77,8 @@ def model(
             return dict(signature.bind(*args, **kwargs).arguments)
 
         if inspect.iscoroutinefunction(func):
+            # what the live call raises carries ``retryable`` (provider knowledge, as data)
+            acall = marks_retryable(func)
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -85,12 +88,14 @@ def model(
                 return await run.amodel_step(
                     step_name,
                     request(args, kwargs),
-                    lambda: func(*args, **kwargs),
+                    lambda: acall(*args, **kwargs),
                     encode=enc,
                     decode=dec,
                 )
 
             return async_wrapper  # type: ignore[return-value]
+
+        call = marks_retryable(func)
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -100,7 +105,7 @@ def model(
             return run.model_step(
                 step_name,
                 request(args, kwargs),
-                lambda: func(*args, **kwargs),
+                lambda: call(*args, **kwargs),
                 encode=enc,
                 decode=dec,
             )

@@ -9,6 +9,7 @@ its frames (``on_busy="wait"``). Leases are kept by :mod:`._lease`.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 
@@ -17,9 +18,10 @@ from ..errors import (
     RunBusyError,
 )
 from ..frames import Frame, Kind
-from ..storage import RunStatus, RunUpdate
+from ..storage import RunRecord, RunStatus, RunUpdate
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
 from ._engine import StopBusy, WaitForWorker
+from ._faces import Wait, WaitThenRerun, in_section
 from ._opening import Opening
 from ._state import _take_until
 from ._writer import _Adopted
@@ -46,6 +48,8 @@ def _reopened_step(pending: list[Frame]) -> int | None:
 
 class Claims(Opening):
     """The claim, adoption and lease part of a Run."""
+
+    _gave_up_steps: set[int]
 
     def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
         """Append every queued frame in one transaction (group commit).
@@ -101,12 +105,66 @@ class Claims(Opening):
         over the journal as it stands, with the steps this loop already used
         consumed, so the caller's retry replays the winner's outcome.
 
+        The wait does not hold the run's lock while it sleeps. Inside a tool
+        step's section on the async face (:func:`~._faces.in_section`) it does
+        not hold an I/O thread either: it raises
+        :class:`~._faces.WaitThenRerun` with the wait, and the face sleeps with
+        ``asyncio.sleep`` and opens the step again once the winner's outcome
+        is adopted.
+
         Raises:
             RunBusyError: ``busy_timeout`` passed first, or the winner's frames
                 do not agree with what this worker already handed its loop.
+            WaitThenRerun: the async face is to wait (see above).
         """
         if reopen is None:
             reopen = _reopened_step(pending)
+        wait = self._adoption(list(pending), first, cause, reopen, deadline)
+        if in_section() and self._rerunnable(pending):
+            raise WaitThenRerun(wait)
+        self._sleep_unlocked(wait)
+
+    def _rerunnable(self, pending: list[Frame]) -> bool:
+        """True when the section that lost is a tool step opening (safe to open again)."""
+        if not pending:
+            return True  # _wait_for_worker: nothing of this worker's was queued
+        # a lost flush while opening a tool step (its claim, or an in-flight step it
+        # settles) ends with one of these; a model step's ends with its response, a
+        # run's with run_end: those sections are not run again (they wait inline)
+        return pending[-1].kind in (
+            Kind.TOOL_START.value,
+            Kind.TOOL_DONE.value,
+            Kind.TOOL_ERROR.value,
+            Kind.NOTE.value,
+        )
+
+    def _sleep_unlocked(self, wait: Wait[None]) -> None:
+        """Drive ``wait`` on this thread, with the run's lock released while it sleeps."""
+        idle = threading.Condition(self._lock)
+        with self._lock:
+            while True:
+                try:
+                    delay = next(wait)
+                except StopIteration:
+                    return
+                idle.wait(delay)  # releases the (reentrant) lock fully, then takes it again
+
+    def _adoption(
+        self,
+        pending: list[Frame],
+        first: int,
+        cause: BaseException | None,
+        reopen: int | None,
+        deadline: float | None,
+        *,
+        give_up: bool = False,
+    ) -> Wait[None]:
+        """The wait of :meth:`_adopt`: polls under the lock, yields the seconds to sleep.
+
+        With ``give_up`` (a presumed holder, on the async face) a timeout is no
+        error: the step ``reopen`` is marked given up and the cursor is rebuilt
+        with it unconsumed, so opening it again settles it as interrupted.
+        """
         own_outcomes: dict[int, Frame] = {}
         opened: list[Frame] = []
         for frame in pending:
@@ -119,8 +177,9 @@ class Claims(Opening):
         keep = {s.seq for s in self._cursor.remaining()} if self._cursor is not None else set()
         if deadline is None:
             deadline = time.monotonic() + self.busy_timeout
-        delay = 0.005
-        while True:
+        mine = {f.seq for f in pending}
+
+        def poll() -> tuple[Cursor, RunRecord, bool]:
             record = self.journal.get_run(self.run_id)
             assert record is not None
             cursor = Cursor(
@@ -130,23 +189,68 @@ class Claims(Opening):
                 source=self.journal.url,
             )
             ready = self._fast_forward(cursor, first, reopen, keep, opened, own_outcomes)
-            if ready or RunStatus(record.status).terminal:
-                break
-            if time.monotonic() > deadline:
-                raise RunBusyError(
-                    f"run {self.run_id!r}: another worker claimed seq "
-                    f"{first if reopen is None else reopen} and has not recorded its outcome "
-                    f"within busy_timeout={self.busy_timeout} s (it may have died mid-step). "
-                    "Resume the run later; a lease (lease=seconds) lets "
-                    "another worker take over a dead one's run.",
-                    run_id=self.run_id,
-                    seq=first,
-                    timed_out=True,
-                ) from cause
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
+            return cursor, record, ready or RunStatus(record.status).terminal
+
+        def waiting() -> Wait[None]:
+            delay = 0.005
+            while True:
+                with self._lock:
+                    cursor, record, done = poll()
+                    if done:
+                        self._install(cursor, record, mine)
+                        return
+                    if time.monotonic() > deadline:
+                        if give_up and reopen is not None:
+                            self._given_up().add(reopen)
+                            self._cursor = cursor
+                            return
+                        raise RunBusyError(
+                            f"run {self.run_id!r}: another worker claimed seq "
+                            f"{first if reopen is None else reopen} and has not recorded its "
+                            f"outcome within busy_timeout={self.busy_timeout} s (it may have "
+                            "died mid-step). Resume the run later; a lease (lease=seconds) "
+                            "lets another worker take over a dead one's run.",
+                            run_id=self.run_id,
+                            seq=first,
+                            timed_out=True,
+                        ) from cause
+                yield delay
+                delay = min(delay * 2, 0.1)
+
+        return waiting()
+
+    def _given_up(self) -> set[int]:
+        """The seqs of steps whose presumed holder this run waited out (async face)."""
+        found: set[int] | None = getattr(self, "_gave_up_steps", None)
+        if found is None:
+            found = self._gave_up_steps = set()
+        return found
+
+    def _install(self, cursor: Cursor, record: RunRecord, mine: set[int]) -> None:
+        """Continue from the winner's frames: its cursor, its chain, its status.
+
+        Notes other flows of this run queued while this one waited (the lock
+        is not held while it sleeps) are queued again after the winner's frames.
+
+        Raises:
+            RunBusyError: another flow of this run queued a step while this one
+                waited (it follows the lost frames and cannot be written).
+        """
+        others = [f for f in self._writer.pending if f.seq not in mine]
+        steps = [f for f in others if f.kind != Kind.NOTE.value]
+        if steps:
+            raise RunBusyError(
+                f"run {self.run_id!r}: another worker appended at seq {record.next_seq - 1} or "
+                f"before, and while this worker waited for its outcome, {steps[0].kind} "
+                f"{steps[0].name} of this run was queued here; this worker stops so no step "
+                "is written twice. Resume the run later.",
+                run_id=self.run_id,
+                seq=steps[0].seq,
+            )
         self._cursor = cursor
         self._writer.restart_at(record.next_seq, record.last_chain)
+        for note in others:
+            self._writer.queue(Kind.NOTE, note.name, note.data(), note.key)
         if RunStatus(record.status).terminal:
             self.status = record.status
             if record.status == RunStatus.SUCCEEDED.value:
@@ -162,6 +266,7 @@ class Claims(Opening):
 
         Raises:
             RunBusyError: ``StopBusy``, or the wait for a live worker timed out.
+            WaitThenRerun: on the async face, to wait without a thread (see :meth:`_adopt`).
         """
         step = decision.step
         if isinstance(decision, StopBusy):
@@ -172,15 +277,18 @@ class Claims(Opening):
                 run_id=self.run_id,
                 seq=step.seq,
             )
+        if step.seq in self._given_up():
+            return  # its presumed holder was waited out on the async face
+        deadline = None if decision.patience is None else time.monotonic() + decision.patience
+        if in_section():
+            raise WaitThenRerun(
+                self._adoption(
+                    [], self._writer.next_seq, None, step.seq, deadline, give_up=decision.presumed
+                )
+            )
         try:
-            self._adopt(
-                [],
-                self._writer.next_seq,
-                None,
-                reopen=step.seq,
-                deadline=None
-                if decision.patience is None
-                else time.monotonic() + decision.patience,
+            self._sleep_unlocked(
+                self._adoption([], self._writer.next_seq, None, step.seq, deadline)
             )
         except RunBusyError as exc:
             if decision.presumed and getattr(exc, "timed_out", False):

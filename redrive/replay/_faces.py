@@ -9,6 +9,12 @@ as generators that yield the seconds to wait before trying again:
 :func:`drive` sleeps them with ``time.sleep``, :func:`adrive` with
 ``asyncio.sleep``, advancing the generator off the loop between waits.
 
+A wait found deep inside a blocking section (a lost claim under
+``on_busy="wait"``) cannot yield through the section's frames. In the async
+face such a section raises :class:`WaitThenRerun` with its wait: the section
+unwinds (releasing the run's lock and its I/O thread), :func:`off_loop` runs
+the wait as :func:`adrive` does, then runs the section again.
+
 Whatever runs off the loop sees the caller's context (a copy, as
 ``asyncio.to_thread`` makes), including the caller's :func:`flow`, so a
 ``before_next_step`` callback settles the task that asked for it.
@@ -25,7 +31,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
-__all__ = ["Wait", "adrive", "drive", "flow", "off_loop"]
+__all__ = ["Wait", "WaitThenRerun", "adrive", "drive", "flow", "in_section", "off_loop"]
 
 T = TypeVar("T")
 
@@ -41,6 +47,34 @@ _carried: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVa
     "redrive_flow", default=None
 )
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
+_in_section: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "redrive_in_section", default=False
+)
+
+
+class WaitThenRerun(BaseException):
+    """Raised by a section run by :func:`off_loop` that must wait: wait off the thread, run again.
+
+    Only a section that is safe to run again from its start may raise it (it
+    must leave the run as it found it, apart from what ``wait`` applies). A
+    BaseException, so that no ``except Exception`` in between swallows it.
+
+    Args:
+        wait: the procedure to run before the section runs again (its blocking
+            parts off the loop, its waits as ``asyncio.sleep``); what it raises
+            ends the section with that error.
+    """
+
+    def __init__(self, wait: Wait[None]) -> None:
+        super().__init__("internal: a section waits off its thread, then runs again")
+        self.wait = wait
+
+
+def in_section() -> bool:
+    """True inside a section :func:`off_loop` runs (it may raise :class:`WaitThenRerun`)."""
+    return _in_section.get()
+
+
 _pool_lock = threading.Lock()
 
 
@@ -87,12 +121,23 @@ async def off_loop(fn: Callable[..., T], *args: Any) -> T:
     :func:`flow`. When the awaiting task is cancelled, the section still
     finishes (a journal write is never left half done, and the next section
     of the run does not overlap it) before ``CancelledError`` propagates.
+    When ``fn`` raises :class:`WaitThenRerun`, its wait runs (no thread held
+    while it sleeps), then ``fn(*args)`` runs again.
 
     Raises:
         Whatever ``fn`` raises; ``asyncio.CancelledError`` when cancelled.
     """
+    while True:
+        try:
+            return await _section(fn, *args)
+        except WaitThenRerun as wait:
+            await adrive(wait.wait)
+
+
+async def _section(fn: Callable[..., T], *args: Any) -> T:
     ctx = contextvars.copy_context()
     ctx.run(_carried.set, flow())
+    ctx.run(_in_section.set, True)
     future = asyncio.get_running_loop().run_in_executor(_executor(), ctx.run, fn, *args)
     try:
         return await asyncio.shield(future)

@@ -19,7 +19,7 @@ from ._cursor import RecordedStep
 from ._engine import GoLive, Replay, decide_model, decide_value
 from ._faces import flow, off_loop
 from ._handle import ModelStep, ToolStep, ValueStep
-from ._policy import match_view
+from ._policy import compile_paths, match_view
 from ._tools import ToolSpec, ToolSteps
 from ._writer import _Adopted
 
@@ -31,12 +31,15 @@ T = TypeVar("T")
 class RecorderSteps(ToolSteps):
     """The steps recorders open: model, tool and value steps, as handles or in one call."""
 
-    def begin_model(self, name: str, request: Any) -> ModelStep:
+    def begin_model(self, name: str, request: Any, *, ignore: tuple[str, ...] = ()) -> ModelStep:
         """Open a model step: match it against the journal, or prepare to record it live.
 
         Args:
             name: the step name (``"model:gpt-4o"``...).
             request: the request's arguments (canonically encodable).
+            ignore: path patterns of the stored request left out of its match key
+                (a recorder's provider knowledge: where the model mints ids), on
+                top of the generic rule of :func:`~._policy.match_view`.
 
         Returns:
             A :class:`ModelStep`: ``.recorded`` with ``.response``, or live:
@@ -44,13 +47,14 @@ class RecorderSteps(ToolSteps):
 
         Raises:
             TypeError: the request cannot be encoded canonically.
+            ValueError: an ``ignore`` pattern is malformed.
             DivergenceError: strict replay, and the journal's next step differs.
             ReplayMissError: no recorded step answers it and the run cannot go live.
             LeaseLostError: the run's lease was lost.
         """
         self._settle()
         stored = self._prepare(request, "request")
-        key = call_key(name, match_view(stored))
+        key = call_key(name, match_view(stored, compile_paths(ignore)))
         with self._lock:
             turn = self._turn
             step = self._match("model", name, stored, key)
@@ -79,9 +83,11 @@ class RecorderSteps(ToolSteps):
         _boundary("model_before", self.run_id, self._writer.next_seq, name)
         return handle
 
-    async def abegin_model(self, name: str, request: Any) -> ModelStep:
+    async def abegin_model(
+        self, name: str, request: Any, *, ignore: tuple[str, ...] = ()
+    ) -> ModelStep:
         """The async form of :meth:`begin_model`: the journal work runs off the event loop."""
-        return await off_loop(self.begin_model, name, request)
+        return await off_loop(lambda: self.begin_model(name, request, ignore=ignore))
 
     def _record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int:
         """Queue (and per ``model_commit`` write) a live model step; return its request's seq."""

@@ -185,6 +185,13 @@ class Run(RecorderSteps):
         self._lease.release()
 
     def _resumable(self, exc: BaseException) -> bool:
+        """Whether the run stays resumable after ``exc`` ended its block.
+
+        The engine knows no SDK: it honours the exception's ``retryable`` (or
+        ``is_retryable``) attribute, which the recorders set from provider
+        knowledge (see ``redrive.recorders._provider``), a tool's recorded
+        mark, and the run's ``retryable`` exception types.
+        """
         if isinstance(exc, ReplayError):
             return not isinstance(exc, TerminalRunError)
         retryable = tool_error_retryable(exc)
@@ -193,11 +200,8 @@ class Run(RecorderSteps):
         flag = getattr(exc, "retryable", None)
         if flag is True or getattr(exc, "is_retryable", None) is True:
             return True
-        if isinstance(exc, self.retryable):
-            return True
-        if flag is False:
-            return False  # a recorded error replayed: trying again gives the same answer
-        return transient_api_error(exc)
+        # False or unmarked: a recorded error replayed gives the same answer again
+        return isinstance(exc, self.retryable)
 
     def _end(self, status: RunStatus, *, output: Any = None, error: str | None = None) -> None:
         payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
@@ -267,26 +271,6 @@ class Run(RecorderSteps):
         """Yield the run's journaled frames (pending ones are flushed first)."""
         self._flush()
         return self.journal.frames(self.run_id)
-
-
-#: HTTP statuses a model API answers when trying again later may succeed.
-TRANSIENT_STATUSES = frozenset({408, 409, 429})
-_TRANSIENT_CLASSES = frozenset({"APIConnectionError", "APITimeoutError"})
-
-
-def transient_api_error(exc: BaseException) -> bool:
-    """True for a model SDK error that a later attempt may not meet (the run stays resumable).
-
-    That is an error carrying an HTTP ``status_code`` of 408, 409, 429 or 5xx
-    (OpenAI's and Anthropic's ``APIStatusError`` family), or a connection or
-    timeout error of those SDKs (``APIConnectionError``, ``APITimeoutError``),
-    matched by class name so that no SDK is imported. These are the statuses
-    both SDKs retry by default (their ``_should_retry``).
-    """
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and (status in TRANSIENT_STATUSES or status >= 500):
-        return True
-    return any(cls.__name__ in _TRANSIENT_CLASSES for cls in type(exc).__mro__)
 
 
 class _Suspended(BaseException):

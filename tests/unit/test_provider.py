@@ -213,8 +213,7 @@ ANTHROPIC = {
 
 
 @pytest.mark.parametrize(
-    ("provider", "request_"),
-    [("openai", OPENAI_CHAT), ("openai", OPENAI_RESPONSES), ("anthropic", ANTHROPIC)],
+    ("provider", "request_"), [("openai", OPENAI_CHAT), ("anthropic", ANTHROPIC)]
 )
 def test_model_id_paths_drop_what_the_engine_drops_by_key_name(
     provider: str, request_: dict[str, Any]
@@ -268,3 +267,33 @@ def test_a_marked_model_callable_leaves_its_run_resumable() -> None:
             complete("hi", status)
         assert getattr(info.value, "retryable", None) is (status == 503)
         assert journal.get_run(f"r{status}").status == expected  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("provider", "request_"),
+    [("openai", OPENAI_CHAT), ("openai", OPENAI_RESPONSES), ("anthropic", ANTHROPIC)],
+)
+def test_model_id_paths_keep_the_match_keys_of_existing_journals(
+    provider: str, request_: dict[str, Any]
+) -> None:
+    """The id paths a recorder passes never change a key the generic rule made.
+
+    A Responses ``function_call`` item's ``id`` has no path of its own (a path
+    cannot say "of function_call items only", and the ids of message and
+    reasoning items were always matched): the engine's generic rule, kept as
+    the fallback, drops it.
+    """
+    from redrive.frames import call_key
+    from redrive.recorders._provider import MODEL_ID_PATHS
+    from redrive.replay._policy import compile_paths, match_view
+
+    paths = compile_paths(MODEL_ID_PATHS[provider])
+    before = call_key("openai:POST /x", match_view(request_, kind="model"))
+    assert call_key("openai:POST /x", match_view(request_, paths, kind="model")) == before
+    with_reasoning = {
+        **request_,
+        "body": {**request_["body"], "input": [{"type": "reasoning", "id": "rs_1"}]},
+    }
+    assert match_view(with_reasoning, paths, kind="model") == match_view(
+        with_reasoning, kind="model"
+    )

@@ -9,7 +9,18 @@ import redrive
 
 RECORDERS = Path(redrive.__file__).parent / "recorders"
 #: The run's recorder interface; only the seam module (``_step.py``) calls it.
-RUN_CALLS = {"model_begin", "model_record", "before_next_step", "redact", "redacting"}
+RUN_CALLS = {
+    "abegin_model",
+    "abegin_tool",
+    "before_next_step",
+    "begin_model",
+    "begin_tool",
+    "begin_value",
+    "model_begin",
+    "model_record",
+    "redact",
+    "redacting",
+}
 #: Recorders of tools, values and model callables: they call the run's step methods directly.
 OTHER_RECORDERS = {"model.py", "tools.py", "values.py"}
 
@@ -52,3 +63,23 @@ def test_the_http_module_keeps_its_public_names() -> None:
     assert {"describe_request", "response_payload", "scrub_headers", "split_events"} <= set(
         http.__all__
     )
+
+
+def test_the_seam_opens_model_steps_through_the_runs_typed_handles() -> None:
+    """``_step.py`` uses ``run.begin_model`` / ``await run.abegin_model``, not the tuple form."""
+    tree = ast.parse((RECORDERS / "_step.py").read_text())
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    awaited = {
+        node.value.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Await)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute)
+    }
+    assert {"begin_model", "abegin_model", "record", "arecord"} <= called
+    assert {"abegin_model", "arecord"} <= awaited
+    assert not {"model_begin", "model_record"} & called

@@ -642,7 +642,8 @@ def test_a_worker_without_a_lease_cannot_write_to_a_leased_run(journal: Journal)
 
 
 def test_transient_model_api_errors_leave_the_run_resumable(journal: Journal) -> None:
-    """An SDK error with status 429/5xx, or a connection error, does not fail the run."""
+    """An SDK error with status 429/5xx, or a connection error, raised by a model step
+    (``redrive.model``, which marks it ``retryable``), does not fail the run."""
 
     class APIStatusError(Exception):
         def __init__(self, status_code: int) -> None:
@@ -660,8 +661,13 @@ def test_transient_model_api_errors_leave_the_run_resumable(journal: Journal) ->
             (APIStatusError(400), "failed"),
         ]
     ):
-        with pytest.raises(type(exc)), redrive.run(journal, f"api:{i}"):
+
+        @redrive.model
+        def ask(prompt: str, exc: Exception = exc) -> str:
             raise exc
+
+        with pytest.raises(type(exc)), redrive.run(journal, f"api:{i}"):
+            ask("hi")
         assert journal.get_run(f"api:{i}").status == status  # type: ignore[union-attr]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,7 +50,7 @@ def test_events_survive_any_line_ends_and_read_boundaries(
     events, data = stream
     bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
     rest, found = b"", []
-    for start, end in zip(bounds, bounds[1:], strict=False):
+    for start, end in itertools.pairwise(bounds):
         complete, rest = split_events(rest + data[start:end])
         found.extend(complete)
     if rest:  # the stream's end: what is left is its last event (a final CR)

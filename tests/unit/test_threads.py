@@ -512,18 +512,8 @@ def _http_client(sent: list[str]) -> Any:
 
 
 @pytest.mark.parametrize(("face", "method"), CASES)
-def test_a_wrapped_client_that_lost_the_context_joins_the_only_run(
-    face: str, method: str, request: pytest.FixtureRequest
-) -> None:
+def test_a_wrapped_client_that_lost_the_context_joins_the_only_run(face: str, method: str) -> None:
     """A wrapped client's request from a thread is a model step; replay sends nothing."""
-    if method not in ("redrive_executor", "to_thread", "run_in_redrive_executor"):  # with context
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="needs redrive/recorders/_transports.py (W1's) to resolve its run "
-                "with join_run, as tools and model callables do",
-            )
-        )
     journal = MemoryJournal()
     sent: list[str] = []
     client = _http_client(sent)

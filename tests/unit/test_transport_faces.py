@@ -131,10 +131,11 @@ def test_partial_stream_replays_to_the_same_point_on_either_face(
     with redrive.run(journal, "r", live=False):
         assert exchange(replay_face, _transport(replay_face, []), "/sse", take=1) == SSE[:1]
     with (
-        pytest.raises(redrive.DivergenceError, match="closed by the loop after 1 event"),
+        pytest.raises(redrive.DivergenceError, match="closed by the loop after 1 event") as info,
         redrive.run(journal, "r", live=False),
     ):
         exchange(replay_face, _transport(replay_face, []), "/sse")
+    assert info.value.reason is redrive.DivergenceReason.STREAM_OVERRUN
 
 
 @pytest.mark.parametrize("face", FACES)
