@@ -16,6 +16,7 @@ chain of parts, each built on the one before:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator
 from typing import Any, TypeVar, Unpack
 
@@ -154,6 +155,11 @@ class Run(RecorderSteps):
                 return
             if self._lease.lost is not None:
                 return
+            if self.status == RunStatus.CANCELLED.value:
+                return  # cancel() ended it: nothing more to write
+            if _cancelled_elsewhere(exc, self.run_id):
+                self.status = RunStatus.CANCELLED.value  # journal.cancel() ended it meanwhile
+                return
             if not self.live:  # a replay-only run never writes
                 if exc is None:
                     self._check_fully_replayed(None)
@@ -166,10 +172,10 @@ class Run(RecorderSteps):
                         self._end(RunStatus.SUCCEEDED, output=self._output)
                 except _Adopted:
                     self._ended_elsewhere()
-            elif isinstance(exc, SystemExit):
-                self._flush()  # a deploy's SIGTERM handler: like a crash, stay resumable
-            elif isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | GeneratorExit):
-                self._end(RunStatus.CANCELLED, error=f"cancelled: {type(exc).__name__}")
+            elif isinstance(exc, INTERRUPTIONS):
+                # nobody asked for it (a timeout, a job runner's cancel, SIGINT, a deploy's
+                # SIGTERM, a closed generator): like a crash, the run stays resumable
+                self._flush()
             elif isinstance(exc, _Suspended):
                 self._flush(update=RunUpdate(status=RunStatus.SUSPENDED.value))
                 self.status = RunStatus.SUSPENDED.value
@@ -199,8 +205,66 @@ class Run(RecorderSteps):
             return False  # a recorded error replayed: trying again gives the same answer
         return transient_api_error(exc)
 
-    def _end(self, status: RunStatus, *, output: Any = None, error: str | None = None) -> None:
+    def cancel(self, reason: str, *, by: str = "run.cancel") -> None:
+        """End the run ``cancelled`` at once, on purpose, naming who and why.
+
+        The cancel is committed before this returns (frames already made are
+        written first, then a ``run_end`` naming ``by`` and ``reason``): the
+        run is terminal, and a redelivery of it raises ``TerminalRunError``.
+        Every later step of this block is refused (a tool's claim raises
+        ``TerminalRunError`` before its body runs), and exiting the block
+        writes nothing more, whatever it raises. This is the only way a run
+        ends ``cancelled``: a timeout, a task cancelled by a job runner,
+        ``KeyboardInterrupt`` or ``SystemExit`` leave it resumable. From
+        outside the run, use ``journal.cancel(run_id, reason=..., by=...)``.
+
+        In async code use :meth:`acancel` (this one writes on the caller's thread).
+
+        Args:
+            reason: why (free text, non-empty), kept in the run's ``error``.
+            by: who cancels (free text, non-empty).
+
+        Raises:
+            ValueError: ``reason`` or ``by`` is empty.
+            RuntimeError: the run is not executing live (outside its block, or
+                replay-only with ``live=False``).
+            TerminalRunError: the run already ended (succeeded, failed, or
+                cancelled, here or from outside).
+            LeaseLostError, JournalWriteError: the write was refused.
+        """
+        if not reason or not by:
+            raise ValueError("run.cancel() needs a reason and who cancels (by): both non-empty")
+        if not self.live or self._token is None:
+            raise RuntimeError(
+                f"run {self.run_id!r}: cancel() works inside the run's block of a live run; "
+                f"from elsewhere use journal.cancel({self.run_id!r}, reason=..., by=...)"
+            )
+        if self._finished_record is not None or RunStatus(self.status).terminal:
+            raise TerminalRunError(
+                f"run {self.run_id!r} already ended with status {self.status}; there is "
+                "nothing to cancel",
+                run_id=self.run_id,
+                status=self.status,
+            )
+        from ..storage._base import cancel_text
+
+        text = cancel_text(reason, by)
+        self._end(RunStatus.CANCELLED, error=text, extra={"reason": reason, "by": by})
+
+    async def acancel(self, reason: str, *, by: str = "run.cancel") -> None:
+        """The async form of :meth:`cancel`: the journal write runs off the event loop."""
+        await off_loop(functools.partial(self.cancel, reason, by=by))
+
+    def _end(
+        self,
+        status: RunStatus,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
+        payload.update(extra or {})
         try:
             out_bytes = None if status is not RunStatus.SUCCEEDED else _encode(output, "output")
         except TypeError as exc:
@@ -287,6 +351,27 @@ def transient_api_error(exc: BaseException) -> bool:
     if isinstance(status, int) and (status in TRANSIENT_STATUSES or status >= 500):
         return True
     return any(cls.__name__ in _TRANSIENT_CLASSES for cls in type(exc).__mro__)
+
+
+#: What ends a block without anyone asking for the run to end: a timeout or a job
+#: runner's cancel (``asyncio.CancelledError``), SIGINT (``KeyboardInterrupt``), a
+#: SIGTERM handler or ``sys.exit`` (``SystemExit``), a generator closed early
+#: (``GeneratorExit``). The run stays resumable, as after a crash (DESIGN invariant 12).
+INTERRUPTIONS: tuple[type[BaseException], ...] = (
+    asyncio.CancelledError,
+    KeyboardInterrupt,
+    SystemExit,
+    GeneratorExit,
+)
+
+
+def _cancelled_elsewhere(exc: BaseException | None, run_id: str) -> bool:
+    """True when ``exc`` is the journal refusing a write because the run was cancelled."""
+    return (
+        isinstance(exc, TerminalRunError)
+        and exc.run_id == run_id
+        and exc.status == RunStatus.CANCELLED.value
+    )
 
 
 class _Suspended(BaseException):
