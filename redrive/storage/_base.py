@@ -312,8 +312,10 @@ def appended(
     if record is None:
         raise unknown_run(run_id)
     check_fence(record, epoch)
-    check_open(record)
+    if record.status == RunStatus.CANCELLED.value:
+        raise cancelled_error(record)  # before the seq check: a cancel is not a lost race
     check_append(record, frames, expected_seq)
+    check_open(record)  # a lost race to end the run is a conflict (above), not this
     return after_append(record, frames, update, time.time())
 
 
