@@ -24,7 +24,7 @@ Errors are one line on stderr, ``redrive COMMAND: ErrorName: message``; with
 on stdout instead.
 
 Modules: :mod:`._main` (the parser and :func:`main`), one module per group of
-commands (:mod:`._runs`: runs, show; :mod:`._transfer`: export, import,
+commands (:mod:`._runs`: runs, show; :mod:`._cancel`; :mod:`._transfer`: export, import,
 verify, import-cassette; :mod:`._diff`; :mod:`._sql`; :mod:`._check`;
 :mod:`._demo`), and what they share: :mod:`._common` (exit codes, one-line
 errors), :mod:`._journals` (opening journals), :mod:`._output` (``--json``,
