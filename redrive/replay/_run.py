@@ -26,7 +26,7 @@ from ..errors import (
     UnknownRunError,
 )
 from ..frames import Frame, Kind, canonical
-from ..storage import Journal, RunStatus, RunUpdate
+from ..storage import Journal, RunStatus, RunUpdate, cancel_text
 from ._context import (
     _current,
     _enter,
@@ -246,8 +246,6 @@ class Run(RecorderSteps):
                 run_id=self.run_id,
                 status=self.status,
             )
-        from ..storage._base import cancel_text
-
         text = cancel_text(reason, by)
         self._end(RunStatus.CANCELLED, error=text, extra={"reason": reason, "by": by})
 
