@@ -175,7 +175,7 @@ class Run(RecorderSteps):
             elif isinstance(exc, INTERRUPTIONS):
                 # nobody asked for it (a timeout, a job runner's cancel, SIGINT, a deploy's
                 # SIGTERM, a closed generator): like a crash, the run stays resumable
-                self._flush()
+                self._flush_interrupted(exc)
             elif isinstance(exc, _Suspended):
                 self._flush(update=RunUpdate(status=RunStatus.SUSPENDED.value))
                 self.status = RunStatus.SUSPENDED.value
@@ -185,6 +185,22 @@ class Run(RecorderSteps):
                 self._end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         finally:
             self._release()
+
+    def _flush_interrupted(self, exc: BaseException) -> None:
+        """Journal the frames made before an interruption; the interruption still propagates.
+
+        A write that fails here is noted on ``exc`` (as after a crash, the run
+        resumes from its last journaled step) rather than raised over it.
+        """
+        try:
+            self._flush()
+        except Exception as failed:
+            if _cancelled_elsewhere(failed, self.run_id):
+                self.status = RunStatus.CANCELLED.value
+            exc.add_note(
+                f"redrive: run {self.run_id!r}: the frames made before this interruption "
+                f"were not journaled ({type(failed).__name__}: {failed})"
+            )
 
     def _release(self) -> None:
         """Stop renewing the run's lease and release it (it lapses by itself if this fails)."""

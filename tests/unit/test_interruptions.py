@@ -414,3 +414,22 @@ def test_interruptions_never_end_a_run_only_cancel_does(drive: Drive, attempts: 
     if not cancelled:
         assert _status(journal, "prop") == "succeeded"
         assert len(provider.charges) == 2 and set(provider.charges.values()) == {1}
+
+
+def test_an_interruption_after_an_outside_cancel_still_propagates(journal: MemoryJournal) -> None:
+    """KeyboardInterrupt in a run cancelled from outside meanwhile: the interrupt propagates
+    (with a note that its pending frames were refused) and the run stays cancelled."""
+
+    @redrive.model
+    def ask(prompt: str) -> str:
+        return prompt
+
+    with (
+        pytest.raises(KeyboardInterrupt) as info,
+        redrive.run(journal, "job:9", model_commit="group") as run,
+    ):
+        ask("hello")  # held in memory until the next durable write
+        journal.cancel("job:9", reason="r", by="ops")
+        raise KeyboardInterrupt
+    assert any("not journaled" in note for note in info.value.__notes__)
+    assert run.status == "cancelled" and _status(journal, "job:9") == "cancelled"
