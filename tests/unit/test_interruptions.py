@@ -12,6 +12,9 @@ a redelivery resumes it. ``run.cancel()`` and ``journal.cancel()`` end it
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,7 +25,7 @@ from hypothesis import strategies as st
 
 import redrive
 from redrive.frames import Kind
-from redrive.storage import MemoryJournal
+from redrive.storage import Journal, MemoryJournal
 from tests.conftest import Drive, Loop, Step
 
 #: What stops a block without anyone asking for the run to end.
@@ -51,7 +54,7 @@ class Provider:
         self.charges[key] += 0 if key in self.charges else 1
 
 
-def _status(journal: MemoryJournal, run_id: str) -> str:
+def _status(journal: Journal, run_id: str) -> str:
     record = journal.get_run(run_id)
     assert record is not None
     return record.status
@@ -352,13 +355,37 @@ _ATTEMPT = st.one_of(
 )
 
 
+@contextlib.contextmanager
+def _fresh_journal(backend: str) -> Iterator[Journal]:
+    """A new, empty journal of ``backend`` (``memory`` or ``duckdb``), closed afterwards."""
+    if backend == "memory":
+        yield MemoryJournal()
+        return
+    from redrive.storage.duckdb import DuckDBJournal
+
+    with tempfile.TemporaryDirectory() as tmp:
+        journal = DuckDBJournal(os.path.join(tmp, "runs.duckdb"))
+        try:
+            yield journal
+        finally:
+            journal.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "duckdb"])
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=25)
 @given(attempts=st.lists(_ATTEMPT, min_size=1, max_size=5))
-def test_interruptions_never_end_a_run_only_cancel_does(drive: Drive, attempts: list[Any]) -> None:
+def test_interruptions_never_end_a_run_only_cancel_does(
+    drive: Drive, backend: str, attempts: list[Any]
+) -> None:
     """Random interruption kinds at random points of random attempts: after each one the run
     is running; it ends succeeded (each charge once) unless an attempt called cancel(), and
     then it is cancelled and every later attempt is refused."""
-    journal = MemoryJournal()
+    with _fresh_journal(backend) as journal:
+        _interrupted_attempts(drive, journal, attempts)
+
+
+def _interrupted_attempts(drive: Drive, journal: Journal, attempts: list[Any]) -> None:
+    """Run the property's attempts against ``journal`` (see the test above)."""
     provider = Provider()
     plan: dict[str, Any] = {"stop": None}
 
