@@ -8,7 +8,8 @@ Exit codes:
 
     0  success (a check passed, a verify found the chain intact, a diff found no difference)
     1  a negative result: a check failed, verify found corruption, diff found a difference,
-       or a replay error
+       or a replay error (e.g. ``cancel`` of a run that already ended: ``TerminalRunError``;
+       ``cancel`` in a read-only ``.rdj`` file: ``PermissionError``)
     2  usage error or bad input: bad arguments, a malformed cassette (not YAML, or not the
        shape of a VCR cassette; ``CassetteError``), a cassette run id that already exists,
        a SQL query DuckDB rejects (``QueryError``) or one that is not read-only
