@@ -8,7 +8,8 @@ Exit codes:
 
     0  success (a check passed, a verify found the chain intact, a diff found no difference)
     1  a negative result: a check failed, verify found corruption, diff found a difference,
-       or a replay error
+       or a replay error (e.g. ``cancel`` of a run that already ended: ``TerminalRunError``;
+       ``cancel`` in a read-only ``.rdj`` file: ``PermissionError``)
     2  usage error or bad input: bad arguments, a malformed cassette (not YAML, or not the
        shape of a VCR cassette; ``CassetteError``), a cassette run id that already exists,
        a SQL query DuckDB rejects (``QueryError``) or one that is not read-only
@@ -24,7 +25,7 @@ Errors are one line on stderr, ``redrive COMMAND: ErrorName: message``; with
 on stdout instead.
 
 Modules: :mod:`._main` (the parser and :func:`main`), one module per group of
-commands (:mod:`._runs`: runs, show; :mod:`._transfer`: export, import,
+commands (:mod:`._runs`: runs, show; :mod:`._cancel`; :mod:`._transfer`: export, import,
 verify, import-cassette; :mod:`._diff`; :mod:`._sql`; :mod:`._check`;
 :mod:`._demo`), and what they share: :mod:`._common` (exit codes, one-line
 errors), :mod:`._journals` (opening journals), :mod:`._output` (``--json``,

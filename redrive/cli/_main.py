@@ -14,7 +14,7 @@ from ..errors import (
     ReplayError,
     UnknownRunError,
 )
-from . import _check, _demo, _diff, _runs, _sql, _transfer
+from . import _cancel, _check, _demo, _diff, _runs, _sql, _transfer
 from ._common import (
     EXIT_FAILED,
     EXIT_JOURNAL,
@@ -34,7 +34,7 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="redrive",
-        description="Inspect, move, verify and check redrive journals.",
+        description="Inspect, move, verify and check redrive journals; cancel a run.",
         epilog="exit codes: 0 ok; 1 check/verify/diff negative or replay error; 2 usage "
         "(or a missing optional dependency); 3 not found; 4 journal unreadable (corrupt, "
         "newer format, locked, cannot connect)",
@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_runs, _transfer, _diff, _sql, _demo, _check):
+    for module in (_runs, _cancel, _transfer, _diff, _sql, _demo, _check):
         module.register(sub, common)
     return parser
 

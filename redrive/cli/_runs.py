@@ -6,6 +6,7 @@ import argparse
 import time
 from typing import Any
 
+from ..storage import RunRecord, RunStatus
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
 from ._output import Out, age, clip, run_row
@@ -40,11 +41,25 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
         f"runs in {args.journal}",
         ["run_id", "status", "steps", "frames", "age", "entrypoint"],
         [
-            [d["run_id"], d["status"], d["steps"], d["frames"], age(d["age_s"]), d["entrypoint"]]
-            for d in data
+            [
+                d["run_id"],
+                _status(record),
+                d["steps"],
+                d["frames"],
+                age(d["age_s"]),
+                d["entrypoint"],
+            ]
+            for d, record in zip(data, rows, strict=True)
         ],
     )
     return EXIT_OK
+
+
+def _status(record: RunRecord) -> str:
+    """A run's status for a table: a cancelled run's names who cancelled it and why."""
+    if record.status == RunStatus.CANCELLED.value and record.error:
+        return f"{record.status} ({record.error})"
+    return record.status
 
 
 def _show(args: argparse.Namespace, out: Out) -> int:
@@ -61,7 +76,7 @@ def _show(args: argparse.Namespace, out: Out) -> int:
             total["input"] += step["tokens"]["input"]
             total["output"] += step["tokens"]["output"]
     out.line(
-        f"run {run_id}  status {record.status}  frames {record.next_seq}  "
+        f"run {run_id}  status {_status(record)}  frames {record.next_seq}  "
         f"entrypoint {record.entrypoint or '-'}  tokens in/out {total['input']}/{total['output']}",
         style="bold",
     )

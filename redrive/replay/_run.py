@@ -16,6 +16,7 @@ chain of parts, each built on the one before:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator
 from typing import Any, TypeVar, Unpack
 
@@ -25,7 +26,7 @@ from ..errors import (
     UnknownRunError,
 )
 from ..frames import Frame, Kind, canonical
-from ..storage import Journal, RunStatus, RunUpdate
+from ..storage import Journal, RunStatus, RunUpdate, cancel_text
 from ._context import (
     _current,
     _enter,
@@ -154,6 +155,11 @@ class Run(RecorderSteps):
                 return
             if self._lease.lost is not None:
                 return
+            if self.status == RunStatus.CANCELLED.value:
+                return  # cancel() ended it: nothing more to write
+            if _cancelled_elsewhere(exc, self.run_id):
+                self.status = RunStatus.CANCELLED.value  # journal.cancel() ended it meanwhile
+                return
             if not self.live:  # a replay-only run never writes
                 if exc is None:
                     self._check_fully_replayed(None)
@@ -166,10 +172,10 @@ class Run(RecorderSteps):
                         self._end(RunStatus.SUCCEEDED, output=self._output)
                 except _Adopted:
                     self._ended_elsewhere()
-            elif isinstance(exc, SystemExit):
-                self._flush()  # a deploy's SIGTERM handler: like a crash, stay resumable
-            elif isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | GeneratorExit):
-                self._end(RunStatus.CANCELLED, error=f"cancelled: {type(exc).__name__}")
+            elif isinstance(exc, INTERRUPTIONS):
+                # nobody asked for it (a timeout, a job runner's cancel, SIGINT, a deploy's
+                # SIGTERM, a closed generator): like a crash, the run stays resumable
+                self._flush_interrupted(exc)
             elif isinstance(exc, _Suspended):
                 self._flush(update=RunUpdate(status=RunStatus.SUSPENDED.value))
                 self.status = RunStatus.SUSPENDED.value
@@ -179,6 +185,22 @@ class Run(RecorderSteps):
                 self._end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         finally:
             self._release()
+
+    def _flush_interrupted(self, exc: BaseException) -> None:
+        """Journal the frames made before an interruption; the interruption still propagates.
+
+        A write that fails here is noted on ``exc`` (as after a crash, the run
+        resumes from its last journaled step) rather than raised over it.
+        """
+        try:
+            self._flush()
+        except Exception as failed:
+            if _cancelled_elsewhere(failed, self.run_id):
+                self.status = RunStatus.CANCELLED.value
+            exc.add_note(
+                f"redrive: run {self.run_id!r}: the frames made before this interruption "
+                f"were not journaled ({type(failed).__name__}: {failed})"
+            )
 
     def _release(self) -> None:
         """Stop renewing the run's lease and release it (it lapses by itself if this fails)."""
@@ -203,8 +225,64 @@ class Run(RecorderSteps):
         # False or unmarked: a recorded error replayed gives the same answer again
         return isinstance(exc, self.retryable)
 
-    def _end(self, status: RunStatus, *, output: Any = None, error: str | None = None) -> None:
+    def cancel(self, reason: str, *, by: str = "run.cancel") -> None:
+        """End the run ``cancelled`` at once, on purpose, naming who and why.
+
+        The cancel is committed before this returns (frames already made are
+        written first, then a ``run_end`` naming ``by`` and ``reason``): the
+        run is terminal, and a redelivery of it raises ``TerminalRunError``.
+        Every later step of this block is refused (a tool's claim raises
+        ``TerminalRunError`` before its body runs), and exiting the block
+        writes nothing more, whatever it raises. This is the only way a run
+        ends ``cancelled``: a timeout, a task cancelled by a job runner,
+        ``KeyboardInterrupt`` or ``SystemExit`` leave it resumable. From
+        outside the run, use ``journal.cancel(run_id, reason=..., by=...)``.
+
+        In async code use :meth:`acancel` (this one writes on the caller's thread).
+
+        Args:
+            reason: why (free text, non-empty), kept in the run's ``error``.
+            by: who cancels (free text, non-empty).
+
+        Raises:
+            ValueError: ``reason`` or ``by`` is empty.
+            RuntimeError: the run is not executing live (outside its block, or
+                replay-only with ``live=False``).
+            TerminalRunError: the run already ended (succeeded, failed, or
+                cancelled, here or from outside).
+            LeaseLostError, JournalWriteError: the write was refused.
+        """
+        if not reason or not by:
+            raise ValueError("run.cancel() needs a reason and who cancels (by): both non-empty")
+        if not self.live or self._token is None:
+            raise RuntimeError(
+                f"run {self.run_id!r}: cancel() works inside the run's block of a live run; "
+                f"from elsewhere use journal.cancel({self.run_id!r}, reason=..., by=...)"
+            )
+        if self._finished_record is not None or RunStatus(self.status).terminal:
+            raise TerminalRunError(
+                f"run {self.run_id!r} already ended with status {self.status}; there is "
+                "nothing to cancel",
+                run_id=self.run_id,
+                status=self.status,
+            )
+        text = cancel_text(reason, by)
+        self._end(RunStatus.CANCELLED, error=text, extra={"reason": reason, "by": by})
+
+    async def acancel(self, reason: str, *, by: str = "run.cancel") -> None:
+        """The async form of :meth:`cancel`: the journal write runs off the event loop."""
+        await off_loop(functools.partial(self.cancel, reason, by=by))
+
+    def _end(
+        self,
+        status: RunStatus,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
+        payload.update(extra or {})
         try:
             out_bytes = None if status is not RunStatus.SUCCEEDED else _encode(output, "output")
         except TypeError as exc:
@@ -271,6 +349,27 @@ class Run(RecorderSteps):
         """Yield the run's journaled frames (pending ones are flushed first)."""
         self._flush()
         return self.journal.frames(self.run_id)
+
+
+#: What ends a block without anyone asking for the run to end: a timeout or a job
+#: runner's cancel (``asyncio.CancelledError``), SIGINT (``KeyboardInterrupt``), a
+#: SIGTERM handler or ``sys.exit`` (``SystemExit``), a generator closed early
+#: (``GeneratorExit``). The run stays resumable, as after a crash (DESIGN invariant 12).
+INTERRUPTIONS: tuple[type[BaseException], ...] = (
+    asyncio.CancelledError,
+    KeyboardInterrupt,
+    SystemExit,
+    GeneratorExit,
+)
+
+
+def _cancelled_elsewhere(exc: BaseException | None, run_id: str) -> bool:
+    """True when ``exc`` is the journal refusing a write because the run was cancelled."""
+    return (
+        isinstance(exc, TerminalRunError)
+        and exc.run_id == run_id
+        and exc.status == RunStatus.CANCELLED.value
+    )
 
 
 class _Suspended(BaseException):

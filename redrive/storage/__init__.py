@@ -23,6 +23,7 @@ from ._base import (
     RunRecord,
     RunStatus,
     RunUpdate,
+    cancel_text,
     held_by_other,
 )
 from ._copy import copy_run
@@ -38,6 +39,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "RunUpdate",
+    "cancel_text",
     "copy_run",
     "held_by_other",
     "open_journal",

@@ -6,12 +6,12 @@ import contextlib
 import enum
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import attrs
 
-from ..errors import AppendConflictError, LeaseLostError, UnknownRunError
-from ..frames import GENESIS, ChainCheck, Frame, decode
+from ..errors import AppendConflictError, LeaseLostError, TerminalRunError, UnknownRunError
+from ..frames import GENESIS, ChainCheck, Frame, Kind, decode, make_frame
 
 __all__ = [
     "Decision",
@@ -21,7 +21,12 @@ __all__ = [
     "RunStatus",
     "RunUpdate",
     "appended",
+    "cancel_frame",
+    "cancel_run",
+    "cancel_text",
+    "cancelled_error",
     "check_append",
+    "check_open",
     "check_fence",
     "held_by_other",
     "unknown_run",
@@ -211,6 +216,24 @@ class Journal(Protocol):
         """Give the lease up (no error when it was already lost)."""
         ...
 
+    def cancel(self, run_id: str, *, reason: str, by: str) -> RunRecord:
+        """End the run ``cancelled`` on purpose, naming who and why; return its row after.
+
+        Appends a ``run_end`` frame (status ``cancelled``, with ``reason`` and
+        ``by``) and sets the row's status and ``error`` (``"cancelled by BY:
+        REASON"``) in one transaction. A worker executing the run meanwhile has
+        its next append refused with ``TerminalRunError``: no step it has not
+        claimed yet runs after this returns.
+
+        Raises:
+            UnknownRunError: no such run.
+            TerminalRunError: the run already ended (succeeded, failed or
+                cancelled); nothing changes.
+            PermissionError: the journal is read-only (an ``.rdj`` file).
+            ValueError: ``reason`` or ``by`` is empty.
+        """
+        ...
+
     def decide(
         self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
     ) -> Decision:
@@ -291,8 +314,69 @@ def appended(
     if record is None:
         raise unknown_run(run_id)
     check_fence(record, epoch)
+    if record.status == RunStatus.CANCELLED.value:
+        raise cancelled_error(record)  # before the seq check: a cancel is not a lost race
     check_append(record, frames, expected_seq)
+    check_open(record)  # a lost race to end the run is a conflict (above), not this
     return after_append(record, frames, update, time.time())
+
+
+def check_open(record: RunRecord) -> None:
+    """Refuse a write to a run that has ended (succeeded, failed or cancelled).
+
+    Raises:
+        TerminalRunError: the run's status is terminal; for a cancelled run the
+            message names who cancelled it and why.
+    """
+    if RunStatus(record.status).terminal:
+        raise (
+            cancelled_error(record)
+            if record.status == RunStatus.CANCELLED.value
+            else TerminalRunError(
+                f"run {record.run_id!r} already ended with status {record.status}; nothing "
+                "more can be written to it. Replay it read-only (live=False), fork it, or "
+                "start a new run_id.",
+                run_id=record.run_id,
+                seq=record.next_seq,
+                status=record.status,
+            )
+        )
+
+
+def cancelled_error(record: RunRecord) -> TerminalRunError:
+    """Return the error for a write to (or a step of) a run that was cancelled."""
+    return TerminalRunError(
+        f"run {record.run_id!r} was cancelled ({record.error or 'cancelled'}); this worker "
+        "stops: no step runs after a cancel. Replay it read-only (live=False), fork it, or "
+        "start a new run_id.",
+        run_id=record.run_id,
+        seq=record.next_seq,
+        status=record.status,
+    )
+
+
+def cancel_text(reason: str, by: str) -> str:
+    """The ``error`` text of a run cancelled by ``by`` for ``reason``."""
+    return f"cancelled by {by}: {reason}"
+
+
+def cancel_frame(record: RunRecord, *, reason: str, by: str) -> Frame:
+    """The ``run_end`` frame that cancels the run ``record`` (next seq, chained after it)."""
+    return make_frame(
+        run_id=record.run_id,
+        seq=record.next_seq,
+        kind=Kind.RUN_END,
+        name="run",
+        payload={
+            "status": RunStatus.CANCELLED.value,
+            "output": None,
+            "error": cancel_text(reason, by),
+            "reason": reason,
+            "by": by,
+        },
+        prev_chain=record.last_chain,
+        epoch=record.lease_epoch,
+    )
 
 
 def held_by_other(record: RunRecord, owner: str | None) -> bool:
@@ -377,6 +461,54 @@ class RunIndexOps:
         """Give the lease up (no error when it was already lost or the run is gone)."""
         with contextlib.suppress(LookupError):
             self._change_run(run_id, lambda r: lease_released(r, owner, epoch))
+
+    def cancel(self, run_id: str, *, reason: str, by: str) -> RunRecord:
+        """See :meth:`redrive.storage.Journal.cancel` (and :func:`cancel_run`)."""
+        return cancel_run(cast(Journal, self), run_id, reason=reason, by=by)
+
+
+def cancel_run(journal: Journal, run_id: str, *, reason: str, by: str) -> RunRecord:
+    """End the run ``cancelled`` in ``journal``: a conditional append, retried on a race.
+
+    Every writable backend's :meth:`Journal.cancel`. The ``run_end`` frame is
+    written under the run's current lease epoch, so it overrides a worker
+    holding the lease; that worker's next append finds the run terminal.
+
+    Returns:
+        The run's row after the cancel.
+
+    Raises:
+        As :meth:`Journal.cancel`.
+    """
+    if not reason or not by:
+        raise ValueError("cancel needs a reason and who cancels (by): both non-empty")
+    while True:
+        record = journal.get_run(run_id)
+        if record is None:
+            raise unknown_run(run_id)
+        if RunStatus(record.status).terminal:
+            raise TerminalRunError(
+                f"run {run_id!r} already ended with status {record.status}"
+                + (f" ({record.error})" if record.error else "")
+                + "; there is nothing to cancel and nothing was changed.",
+                run_id=run_id,
+                seq=record.next_seq,
+                status=record.status,
+            )
+        frame = cancel_frame(record, reason=reason, by=by)
+        try:
+            journal.append(
+                run_id,
+                [frame],
+                expected_seq=record.next_seq,
+                update=RunUpdate(status=RunStatus.CANCELLED.value, error=cancel_text(reason, by)),
+                epoch=record.lease_epoch,
+            )
+        except (AppendConflictError, LeaseLostError):
+            continue  # a worker appended or took the lease meanwhile: read again
+        after = journal.get_run(run_id)
+        assert after is not None
+        return after
 
 
 def lease_taken(record: RunRecord, owner: str, ttl: float, now: float) -> RunRecord:

@@ -21,6 +21,7 @@ from redrive.errors import (
     JournalFormatError,
     LeaseLostError,
     RunBusyError,
+    TerminalRunError,
     UnknownRunError,
 )
 from redrive.frames import FORMAT_VERSION, GENESIS, Frame, Kind, make_frame
@@ -533,3 +534,92 @@ def test_copy_run_into_and_within_each_backend(journal: Journal) -> None:
     assert verify_frames(journal.frames("s2"), source="test") == 10
     with pytest.raises(AppendConflictError):
         copy_run(journal, "s", journal, upto=5, new_id="s2")
+
+
+# -- cancel: the only way a run ends cancelled ------------------------------------------------
+
+
+def test_cancel_ends_a_running_run_naming_who_and_why(journal: Journal) -> None:
+    """cancel() appends a chained run_end naming who and why, and sets the row's status."""
+    first = _start(journal, "c")
+    journal.append("c", _frames("c", 1, first.chain, 2), expected_seq=1)
+    record = journal.cancel("c", reason="customer asked", by="alice")
+    assert (record.status, record.error, record.next_seq) == (
+        "cancelled",
+        "cancelled by alice: customer asked",
+        4,
+    )
+    assert journal.get_run("c") == record
+    stored = list(journal.frames("c"))
+    assert verify_frames(iter(stored), source="test") == 4
+    end = stored[-1]
+    assert end.kind == Kind.RUN_END.value
+    assert end.data() == {
+        "status": "cancelled",
+        "output": None,
+        "error": "cancelled by alice: customer asked",
+        "reason": "customer asked",
+        "by": "alice",
+    }
+    assert [r.run_id for r in journal.runs(status="cancelled")] == ["c"]
+    assert journal.interrupted_runs() == []
+
+
+def test_cancel_refuses_the_executing_workers_next_append(journal: Journal) -> None:
+    """A worker holding the lease finds its next append refused: the run is terminal."""
+    first = _start(journal, "held")
+    epoch = journal.acquire_lease("held", "w1", 600)
+    journal.cancel("held", reason="stop", by="ops")
+    with pytest.raises(TerminalRunError) as info:
+        journal.append("held", _frames("held", 2, first.chain, 1), expected_seq=2, epoch=epoch)
+    assert info.value.status == "cancelled" and "ops" in str(info.value)
+    record = journal.get_run("held")
+    assert record is not None and record.next_seq == 2 and record.status == "cancelled"
+
+
+def test_cancel_of_an_ended_or_unknown_run_changes_nothing(journal: Journal) -> None:
+    """Cancelling a finished, failed or cancelled run raises TerminalRunError; an unknown one
+    UnknownRunError; empty reason or by ValueError. Nothing is written."""
+    for run_id, status in [("ok", "succeeded"), ("bad", "failed")]:
+        _start(journal, run_id)
+        journal.append(run_id, [], expected_seq=1, update=RunUpdate(status=status, error="e"))
+    _start(journal, "gone")
+    journal.cancel("gone", reason="first", by="a")
+    for run_id in ["ok", "bad", "gone"]:
+        before = journal.get_run(run_id)
+        with pytest.raises(TerminalRunError, match="nothing to cancel"):
+            journal.cancel(run_id, reason="again", by="b")
+        assert journal.get_run(run_id) == before
+    with pytest.raises(UnknownRunError):
+        journal.cancel("nope", reason="r", by="b")
+    _start(journal, "open")
+    with pytest.raises(ValueError):
+        journal.cancel("open", reason="", by="b")
+    with pytest.raises(ValueError):
+        journal.cancel("open", reason="r", by="")
+    assert (journal.get_run("open") or RunRecord(run_id="x")).status == "running"
+
+
+def test_cancel_racing_appends_lands_after_them(journal: Journal) -> None:
+    """A cancel racing a writer commits after the writer's frames (or refuses them)."""
+    first = _start(journal, "race")
+    barrier = threading.Barrier(2)
+    outcome: list[str] = []
+
+    def writer() -> None:
+        barrier.wait()
+        try:
+            journal.append("race", _frames("race", 1, first.chain, 1), expected_seq=1)
+            outcome.append("appended")
+        except (TerminalRunError, AppendConflictError):
+            outcome.append("refused")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    barrier.wait()
+    journal.cancel("race", reason="r", by="b")
+    thread.join()
+    stored = list(journal.frames("race"))
+    assert verify_frames(iter(stored), source="test") == len(stored)
+    assert stored[-1].kind == Kind.RUN_END.value
+    assert len(stored) == (3 if outcome == ["appended"] else 2)

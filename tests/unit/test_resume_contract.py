@@ -632,16 +632,16 @@ def test_non_retryable_error_marks_run_failed(drive: Drive, journal: MemoryJourn
         drive.run(journal, "r1", one(charge_card, 5), live=False)
 
 
-def test_keyboard_interrupt_marks_run_cancelled(journal: MemoryJournal) -> None:
-    """KeyboardInterrupt inside a run marks it cancelled (the sync face's cancel)."""
+def test_keyboard_interrupt_leaves_run_resumable(journal: MemoryJournal) -> None:
+    """KeyboardInterrupt inside a run leaves it running (resumable): nobody asked to cancel it."""
     with pytest.raises(KeyboardInterrupt), redrive.run(journal, "r1") as run:
         raise KeyboardInterrupt
-    assert run.status == "cancelled"
-    assert journal.get_run("r1").status == RunStatus.CANCELLED.value  # type: ignore[union-attr]
+    assert run.status == "running"
+    assert journal.get_run("r1").status == RunStatus.RUNNING.value  # type: ignore[union-attr]
 
 
-def test_cancelled_task_marks_run_cancelled(journal: MemoryJournal) -> None:
-    """An asyncio task cancelled inside a run marks the run cancelled (the async face's cancel)."""
+def test_cancelled_task_leaves_run_resumable(journal: MemoryJournal) -> None:
+    """An asyncio task cancelled inside a run leaves the run running (resumable)."""
     started = asyncio.Event()
 
     async def loop() -> None:
@@ -657,7 +657,7 @@ def test_cancelled_task_marks_run_cancelled(journal: MemoryJournal) -> None:
             await task
 
     asyncio.run(main())
-    assert journal.get_run("r1").status == "cancelled"  # type: ignore[union-attr]
+    assert journal.get_run("r1").status == "running"  # type: ignore[union-attr]
 
 
 def test_unknown_run_with_create_false(drive: Drive, journal: MemoryJournal) -> None:

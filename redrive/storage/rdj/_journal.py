@@ -157,6 +157,10 @@ class RdjJournal:
         """Refuse: raise ``PermissionError`` (the file is read-only)."""
         raise _read_only(self.path, f"lease run {run_id!r}")
 
+    def cancel(self, run_id: str, *, reason: str, by: str) -> RunRecord:
+        """Refuse: raise ``PermissionError`` (the file is read-only)."""
+        raise _read_only(self.path, f"cancel run {run_id!r}")
+
     def decide(
         self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
     ) -> Decision:
