@@ -41,9 +41,50 @@ same bytes on every machine and Python version:
   a map of their fields (decoded as ``dict``).
 * Anything else raises ``TypeError`` naming the path (``args.items[2].when``).
 
+* :class:`StoredValue`: ext 10, its bytes as they are (see below).
+* ``msgpack.ExtType`` of a known code (a tree already made canonical): itself.
+
 Nothing is ever pickled, and decoding never imports or calls user code.
 :func:`decode` takes untrusted bytes: whatever they hold, it returns a value
 or raises ``ValueError`` (nesting is bounded across ext levels too).
+
+Stored values (what a step hands back)
+--------------------------------------
+Keys are computed on the canonical form; the value a tool, a model callable,
+a recorded value, an approval or ``recover()`` hands the loop is stored by
+:func:`encode_value` instead, inside the frame as a :class:`StoredValue`
+(ext 10), and the loop gets ``rebuild(decode_value(encode_value(v)))`` live as
+well as on replay: the same type, an equal value, the same dict key order,
+the same ``repr`` and the same ``json.dumps``. The supported set (exact types;
+subclasses other than enums need a codec):
+
+=============================  ==========================================================
+value                          handed back as
+=============================  ==========================================================
+None, bool, str, bytes         itself (str must be valid Unicode)
+int (any size)                 int (beyond 64 bits: ext 7, decimal text)
+float                          float, bit for bit: -0.0, NaN, inf kept
+list / tuple                   list / tuple (ext 23)
+dict                           dict, same key order (keys: any supported hashable value)
+set / frozenset                set / frozenset (ext 24 / 25)
+bytearray                      bytearray (ext 28)
+decimal.Decimal                Decimal, exponent and sign kept (``10.50`` stays ``10.50``; ext 22)
+datetime.datetime              naive, or aware with its offset (ext 20: ISO text, zone, fold);
+                               ``timezone`` (named too) and ``zoneinfo.ZoneInfo`` kept as such
+datetime.date / time           date (ext 3) / time, naive or with a ``timezone`` (ext 21)
+datetime.timedelta             timedelta (ext 8)
+uuid.UUID                      UUID (ext 5)
+enum.Enum member               the member (ext 26: ``module:QualName`` and value), rebuilt
+                               when its class is imported or registered, else a TypeError
+a class with a codec           ``decode(encode(obj))`` (ext 27), see :func:`register_codec`
+attrs / dataclass / pydantic   a dict of its fields, in field order (``result_type=`` or a
+                               codec makes it the model again)
+=============================  ==========================================================
+
+Anything else (another tzinfo, a dict subclass, an object) is a ``TypeError``
+at record time naming the JSON path; a tool's step is then journaled as
+failed. Frames written before ext 10 existed hold results in the canonical
+form and are read and replayed as they always were.
 """
 
 from __future__ import annotations
@@ -188,6 +229,12 @@ def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
         return [canonical(item, f"{path}[{i}]", _depth + 1) for i, item in enumerate(value)]
     if _depth > MAX_DEPTH:
         raise TypeError(f"{path}: nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, msgpack.ExtType):  # a tree already made canonical: keep it so
+        try:
+            _ext(value.code, value.data, nested=False)
+        except ValueError:
+            raise TypeError(f"{path}: {value!r} is not a canonical ext value") from None
+        return value
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, enum.Enum):
@@ -582,12 +629,13 @@ def _value_tree(value: Any, path: str, depth: int) -> Any:
     if kind is list:
         return [_value_tree(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
     if kind is dict:
-        return {
-            _value_tree(k, f"{path}{{key}}", depth + 1): _value_tree(
-                v, _path_key(path, k), depth + 1
-            )
-            for k, v in value.items()
-        }
+        tree = {}
+        for k, v in value.items():
+            key = _value_tree(k, f"{path}{{key}}", depth + 1)
+            if isinstance(key, dict | list):
+                raise TypeError(f"{path}: map key {k!r} would not come back hashable")
+            tree[key] = _value_tree(v, _path_key(path, k), depth + 1)
+        return tree
     if kind is tuple:
         items = [_value_tree(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
         return msgpack.ExtType(_V_TUPLE, pack_tree(items))
@@ -732,7 +780,11 @@ def store(value: Any, path: str = "$") -> tuple[StoredValue, Any]:
         TypeError: as :func:`encode_value`, or as :func:`rebuild`.
     """
     data = encode_value(value, path)
-    return StoredValue(data), rebuild(decode_value(data), where=path)
+    try:
+        decoded = decode_value(data)
+    except ValueError as exc:  # e.g. a dict key that decodes unhashable (a model as a key)
+        raise TypeError(f"{path}: cannot be handed back as itself ({exc})") from None
+    return StoredValue(data), rebuild(decoded, where=path)
 
 
 def _resolve(tag: Tagged, where: str) -> Any:

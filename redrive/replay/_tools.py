@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 from ..errors import RecordedToolError, RetryLimitExceededError, SideEffectRetryBlockedError
-from ..frames import Kind, call_key, canonical, decode, pack_tree, rebuild, store
+from ..frames import Kind, call_key, canonical, decode, encode, rebuild, store
 from ._claims import Claims
 from ._context import _boundary
 from ._cursor import RecordedStep, decode_outcome
@@ -400,7 +400,7 @@ class ToolSteps(Claims):
         outcome = {
             "status": "not_safely_resumable",
             "tool": spec.name,
-            "arguments": decode(pack_tree(stored)),  # plain values, as a replay decodes them
+            "arguments": decode(encode(stored)),  # plain values, as a replay decodes them
             "idempotency_key": idem,
             "rerun": False,
             "reason": (
