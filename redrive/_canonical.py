@@ -64,9 +64,9 @@ value                          handed back as
 None, bool, str, bytes         itself (str must be valid Unicode)
 int (any size)                 int (beyond 64 bits: ext 7, decimal text)
 float                          float, bit for bit: -0.0, NaN, inf kept
-list / tuple                   list / tuple (ext 23)
+list / tuple                   list (an array) / tuple (an array led by an empty ext 23)
 dict                           dict, same key order (keys: any supported hashable value)
-set / frozenset                set / frozenset (ext 24 / 25)
+set / frozenset                set / frozenset (an array led by an empty ext 24 / 25)
 bytearray                      bytearray (ext 28)
 decimal.Decimal                Decimal, exponent and sign kept (``10.50`` stays ``10.50``; ext 22)
 datetime.datetime              naive, or aware with its offset (ext 20: ISO text, zone, fold);
@@ -74,17 +74,21 @@ datetime.datetime              naive, or aware with its offset (ext 20: ISO text
 datetime.date / time           date (ext 3) / time, naive or with a ``timezone`` (ext 21)
 datetime.timedelta             timedelta (ext 8)
 uuid.UUID                      UUID (ext 5)
-enum.Enum member               the member (ext 26: ``module:QualName`` and value), rebuilt
-                               when its class is imported or registered, else a TypeError
-a class with a codec           ``decode(encode(obj))`` (ext 27), see :func:`register_codec`
+enum.Enum member               the member (array: empty ext 26, ``module:QualName``, value),
+                               rebuilt when its class is imported or registered, else a
+                               TypeError
+a class with a codec           ``decode(encode(obj))`` (array: empty ext 27, name, data);
+                               see :func:`register_codec`
 attrs / dataclass / pydantic   a dict of its fields, in field order (``result_type=`` or a
                                codec makes it the model again)
 =============================  ==========================================================
 
 Anything else (another tzinfo, a dict subclass, an object) is a ``TypeError``
 at record time naming the JSON path; a tool's step is then journaled as
-failed. Frames written before ext 10 existed hold results in the canonical
-form and are read and replayed as they always were.
+failed. Containers are plain msgpack arrays and maps (only leaves are ext
+types holding text), so decoding is one msgpack call whatever the nesting.
+Frames written before ext 10 existed hold results in the canonical form and
+are read and replayed as they always were.
 """
 
 from __future__ import annotations
@@ -366,7 +370,7 @@ def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
             raise ValueError("timedelta parts are not ints")
         return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
     if code == _EXT_STORED:
-        return _unpack_value(data, 1)
+        return _unpack_value(data)
     if code == _EXT_PREFIX:
         if nested:
             raise ValueError("a prefix reference inside a prefix reference")
@@ -608,8 +612,20 @@ def _fields(value: Any) -> dict[str, Any] | None:
     return None
 
 
+def _marked(code: int, *items: Any) -> tuple[Any, ...]:
+    """An array whose first item marks what it holds (a tuple, set, enum member...)."""
+    return (msgpack.ExtType(code, b""), *items)
+
+
 def _value_tree(value: Any, path: str, depth: int) -> Any:
-    """Return ``value`` as a msgpack tree that :func:`decode_value` rebuilds exactly."""
+    """Return ``value`` as a msgpack tree that :func:`decode_value` rebuilds exactly.
+
+    Containers stay msgpack arrays and maps (a tuple, a set, an enum member or a
+    codec's value is an array whose first item is an empty ext of its kind), so
+    decoding is one msgpack call whatever the nesting; leaves (dates, decimals...)
+    are ext types holding text. Arrays are Python tuples here so that they can be
+    map keys.
+    """
     if depth > MAX_DEPTH:
         raise TypeError(f"{path}: nested deeper than {MAX_DEPTH} levels")
     kind = type(value)
@@ -627,35 +643,32 @@ def _value_tree(value: Any, path: str, depth: int) -> Any:
             return value
         return msgpack.ExtType(_EXT_BIGINT, str(value).encode())
     if kind is list:
-        return [_value_tree(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+        return tuple(_value_tree(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
     if kind is dict:
         tree = {}
         for k, v in value.items():
             key = _value_tree(k, f"{path}{{key}}", depth + 1)
-            if isinstance(key, dict | list):
-                raise TypeError(f"{path}: map key {k!r} would not come back hashable")
+            try:
+                hash(key)
+            except TypeError:
+                raise TypeError(f"{path}: map key {k!r} would not come back hashable") from None
             tree[key] = _value_tree(v, _path_key(path, k), depth + 1)
         return tree
     if kind is tuple:
         items = [_value_tree(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
-        return msgpack.ExtType(_V_TUPLE, pack_tree(items))
+        return _marked(_V_TUPLE, *items)
     codec = _CODECS_BY_TYPE.get(kind)
     if codec is not None:
-        data = _value_tree(codec.encode(value), path, depth + 1)
-        return msgpack.ExtType(_V_CODEC, pack_tree([codec.name, data]))
+        return _marked(_V_CODEC, codec.name, _value_tree(codec.encode(value), path, depth + 1))
     if isinstance(value, enum.Enum):
-        data = _value_tree(value.value, path, depth + 1)
-        return msgpack.ExtType(_V_ENUM, pack_tree([_class_name(kind), data]))
-    if kind is _dt.datetime:
+        return _marked(_V_ENUM, _class_name(kind), _value_tree(value.value, path, depth + 1))
+    if kind is _dt.datetime or kind is _dt.time:
         zone = _zone(value.tzinfo, path)
         text = (value.replace(tzinfo=None) if zone and zone[0] == "zoneinfo" else value).isoformat()
-        return msgpack.ExtType(_V_DATETIME, pack_tree([text, zone, value.fold]))
+        code = _V_DATETIME if kind is _dt.datetime else _V_TIME
+        return msgpack.ExtType(code, pack_tree([text, zone, value.fold]))
     if kind is _dt.date:
         return msgpack.ExtType(_EXT_DATE, value.isoformat().encode())
-    if kind is _dt.time:
-        zone = _zone(value.tzinfo, path)
-        text = (value.replace(tzinfo=None) if zone and zone[0] == "zoneinfo" else value).isoformat()
-        return msgpack.ExtType(_V_TIME, pack_tree([text, zone, value.fold]))
     if kind is _dt.timedelta:
         return canonical(value, path)
     if kind is uuid.UUID:
@@ -667,7 +680,7 @@ def _value_tree(value: Any, path: str, depth: int) -> Any:
         items = sorted(
             (_value_tree(item, f"{path}{{}}", depth + 1) for item in value), key=pack_tree
         )
-        return msgpack.ExtType(_V_SET if kind is set else _V_FROZENSET, pack_tree(items))
+        return _marked(_V_SET if kind is set else _V_FROZENSET, *items)
     if kind is bytearray:
         return msgpack.ExtType(_V_BYTEARRAY, bytes(value))
     fields = _fields(value)
@@ -704,7 +717,22 @@ def encode_value(value: Any, path: str = "$") -> bytes:
     return pack_tree(_value_tree(value, path, 0))
 
 
-def _value_ext(code: int, data: bytes, depth: int) -> Any:
+@attrs.frozen
+class _Mark:
+    """The decoded first item of a marked array (see :func:`_marked`)."""
+
+    code: int
+
+
+_MARKS = {code: _Mark(code) for code in (_V_TUPLE, _V_SET, _V_FROZENSET, _V_ENUM, _V_CODEC)}
+
+
+def _leaf(code: int, data: bytes) -> Any:
+    """Decode one leaf ext of a stored value (its data never holds another ext)."""
+    if code in _MARKS:
+        if data:
+            raise ValueError("a marker with data")
+        return _MARKS[code]
     if code in (_EXT_DATE, _EXT_UUID, _EXT_BIGINT, _EXT_TIMEDELTA):
         return _ext_value(code, data, nested=True)
     if code == _V_BYTEARRAY:
@@ -712,7 +740,7 @@ def _value_ext(code: int, data: bytes, depth: int) -> Any:
     if code == _V_DECIMAL:
         return decimal.Decimal(data.decode())
     if code in (_V_DATETIME, _V_TIME):
-        text, zone, fold = _unpack_value(data, depth)
+        text, zone, fold = msgpack.unpackb(data, raw=False)
         if not isinstance(text, str) or fold not in (0, 1):
             raise ValueError("malformed datetime")
         parsed: Any = (_dt.datetime if code == _V_DATETIME else _dt.time).fromisoformat(text)
@@ -727,34 +755,44 @@ def _value_ext(code: int, data: bytes, depth: int) -> Any:
                 raise ValueError("malformed time zone")
             parsed = parsed.replace(tzinfo=tz)
         return parsed.replace(fold=fold)
-    if code in (_V_TUPLE, _V_SET, _V_FROZENSET):
-        items = _unpack_value(data, depth)
-        if not isinstance(items, list):
-            raise ValueError("not an array")
-        return {_V_TUPLE: tuple, _V_SET: set, _V_FROZENSET: frozenset}[code](items)
-    if code in (_V_ENUM, _V_CODEC):
-        name, value = _unpack_value(data, depth)
-        if not isinstance(name, str):
-            raise ValueError("malformed name")
-        return Tagged("enum" if code == _V_ENUM else "codec", name, value)
     raise ValueError(f"unknown ext type {code}")
 
 
-def _unpack_value(data: bytes, depth: int) -> Any:
+def _leaf_hook(code: int, data: bytes) -> Any:
+    try:
+        return _leaf(code, data)
+    except Exception as exc:
+        raise _ExtError(f"bad ext type {code} value: {type(exc).__name__}: {exc}") from None
+
+
+def _revive(node: Any, depth: int) -> Any:
+    """Turn a decoded tree's arrays into lists, and marked arrays into what they mark."""
     if depth > MAX_DEPTH:
-        raise _ExtError(f"nested deeper than {MAX_DEPTH} levels")
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    kind = type(node)
+    if kind is tuple:
+        if node and type(node[0]) is _Mark:
+            code = node[0].code
+            if code in (_V_ENUM, _V_CODEC):
+                if len(node) != 3 or not isinstance(node[1], str):
+                    raise ValueError("malformed enum or codec value")
+                kind_name = "enum" if code == _V_ENUM else "codec"
+                return Tagged(kind_name, node[1], _revive(node[2], depth + 1))
+            items = [_revive(item, depth + 1) for item in node[1:]]
+            return {_V_TUPLE: tuple, _V_SET: set, _V_FROZENSET: frozenset}[code](items)
+        return [_revive(item, depth + 1) for item in node]
+    if kind is dict:
+        return {_revive(k, depth + 1): _revive(v, depth + 1) for k, v in node.items()}
+    if kind is _Mark:
+        raise ValueError("a marker outside its array")
+    return node
 
-    def hook(code: int, inner: bytes) -> Any:
-        try:
-            return _value_ext(code, inner, depth + 1)
-        except _ExtError:
-            raise
-        except Exception as exc:
-            raise _ExtError(f"bad ext type {code} value: {type(exc).__name__}: {exc}") from None
 
-    value = msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=hook, use_list=True)
-    _check_depth(value)
-    return value
+def _unpack_value(data: bytes) -> Any:
+    tree = msgpack.unpackb(
+        data, raw=False, strict_map_key=False, ext_hook=_leaf_hook, use_list=False
+    )
+    return _revive(tree, 0)
 
 
 def decode_value(data: bytes) -> Any:
@@ -766,7 +804,7 @@ def decode_value(data: bytes) -> Any:
     Raises:
         ValueError: the bytes are not one well-formed stored value.
     """
-    return _untrusted("stored", lambda: _unpack_value(data, 0))
+    return _untrusted("stored", lambda: _unpack_value(data))
 
 
 def store(value: Any, path: str = "$") -> tuple[StoredValue, Any]:

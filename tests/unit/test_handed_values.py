@@ -422,3 +422,20 @@ def test_decode_value_takes_untrusted_bytes(data: bytes) -> None:
         decode_value(data)
     with contextlib.suppress(ValueError):
         decode(b"\xc7" + bytes([len(data)]) + b"\x0a" + data)  # ext 10 holding those bytes
+
+
+@pytest.mark.parametrize("depth", [300, 5000])
+def test_a_deeply_nested_stored_value_is_refused_not_a_crash(depth: int) -> None:
+    """Tuples nested past the limit (as a hostile file may hold) give ValueError: decoding
+    is one msgpack call whatever the nesting, so it cannot exhaust the C stack."""
+    import msgpack
+
+    tree: list[Any] = []
+    for _ in range(min(depth, 400)):
+        tree = [msgpack.ExtType(23, b""), tree]
+    bombs = [msgpack.packb(tree), b"\x91" * depth + b"\x90"]
+    for data in bombs:
+        with pytest.raises(ValueError):
+            decode_value(data)
+        with pytest.raises(ValueError):
+            decode(msgpack.packb(msgpack.ExtType(10, data)))
