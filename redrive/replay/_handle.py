@@ -31,6 +31,9 @@ __all__ = ["ModelStep", "StepSource", "ToolStep", "ValueStep"]
 
 
 class _ModelWriter(Protocol):
+    @property
+    def run_id(self) -> str: ...
+
     def _record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int: ...
 
 
@@ -127,7 +130,14 @@ class ModelStep:
             LeaseLostError, RunBusyError, JournalWriteError: the write was refused.
         """
         _once("model", self.name, self.recorded, self._done)
-        packed, data = store(response, "response")
+        try:
+            packed, data = store(response, "response")
+        except TypeError as exc:
+            raise TypeError(
+                f"run {self._writer.run_id!r}: model step {self.name!r} answered, but its "
+                f"response cannot be journaled: {exc}. Return plain data, or give the recorder "
+                "an encode/decode pair or a codec (redrive.frames.register_codec)."
+            ) from None
         self.seq = self._writer._record_model(self, packed, view, partial)
         self._done = True
         return data

@@ -239,7 +239,13 @@ class RecorderSteps(ToolSteps):
         return ValueStep(name, label, False, None, self, args, key)
 
     def _record_value(self, step: ValueStep, value: Any) -> Any:
-        packed, value = store(value, "value")  # the loop gets what a replay hands back
+        try:
+            packed, value = store(value, "value")  # the loop gets what a replay hands back
+        except TypeError as exc:
+            raise TypeError(
+                f"run {self.run_id!r}: recorded value {step.name!r} ({step.label!r}) cannot be "
+                f"journaled: {exc}"
+            ) from None
         with self._lock:
             payload = {"args": step._args, "turn": self._turn, "value": packed}
             self._writer.queue(Kind.VALUE, step.name, payload, step._key)

@@ -381,6 +381,24 @@ def test_a_value_outside_the_set_fails_the_step_at_record_time(drive: Drive) -> 
     assert kinds[1:3] == ["tool_start", "tool_error"]
 
 
+def test_a_model_answering_outside_the_set_names_run_model_and_path(drive: Drive) -> None:
+    """A model response outside the set is a TypeError naming the run, model and path."""
+    journal = MemoryJournal()
+
+    @drive.model
+    def think(prompt: str) -> Any:
+        return {"choices": [{"at": Opaque()}]}
+
+    def loop(run: redrive.Run) -> Loop:
+        yield think("p")
+
+    with pytest.raises(TypeError) as info:
+        drive.run(journal, "r1", loop)
+    message = str(info.value)
+    assert "'r1'" in message and "think" in message
+    assert "response.choices[0].at" in message
+
+
 def test_an_enum_whose_class_is_not_imported_is_a_clear_error() -> None:
     """Replay never imports code: an enum from a module not imported names the fix."""
     stored, _ = store(Colour.RED)
