@@ -19,13 +19,20 @@ import attrs
 from ._canonical import (
     MAX_DEPTH,
     PrefixRef,
+    StoredValue,
+    Tagged,
     call_key,
     canonical,
     decode,
+    decode_value,
     encode,
+    encode_value,
     fingerprint,
     hash_hex,
     pack_tree,
+    rebuild,
+    register_codec,
+    store,
 )
 from .errors import JournalCorruptError
 
@@ -37,14 +44,22 @@ __all__ = [
     "Frame",
     "Kind",
     "PrefixRef",
+    "StoredValue",
+    "Tagged",
     "VERIFY_ADVICE",
     "call_key",
     "canonical",
     "chain_of",
     "decode",
+    "decode_value",
     "encode",
+    "encode_value",
     "fingerprint",
     "make_frame",
+    "pack_tree",
+    "rebuild",
+    "register_codec",
+    "store",
     "verify_chain",
 ]
 

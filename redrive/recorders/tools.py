@@ -185,8 +185,12 @@ def tool(
             resume what happened to an in-flight call.
         retryable: exception types after which the run stays resumable
             (others mark it failed when they end the run).
-        result_type: builds the returned value from the journaled plain data
-            (e.g. a pydantic model's ``model_validate``); default: plain data.
+        result_type: builds the returned value from the value handed back (e.g. a
+            pydantic model's ``model_validate``: a model without a codec is handed
+            back as a dict of its fields); default: the value itself. Results keep
+            their types and dict key order live and replayed (see
+            :func:`redrive.frames.encode_value` for the supported set and
+            :func:`redrive.frames.register_codec` for other classes).
 
     A parameter named ``idempotency_key`` receives the step's key
     ``"{run_id}:{seq}:{tool}"`` and is not part of the arguments matched.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from ..frames import rebuild, store
 from ._cursor import RecordedStep, decode_outcome
 from ._faces import off_loop
 
@@ -30,6 +31,9 @@ __all__ = ["ModelStep", "StepSource", "ToolStep", "ValueStep"]
 
 
 class _ModelWriter(Protocol):
+    @property
+    def run_id(self) -> str: ...
+
     def _record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int: ...
 
 
@@ -85,7 +89,7 @@ class ModelStep:
 
     @property
     def response(self) -> Any:
-        """The recorded response (canonical plain data, as it was journaled).
+        """The recorded response, as the live step handed it back (types and key order kept).
 
         Raises:
             RuntimeError: the step is not recorded (make the call and :meth:`record` it).
@@ -105,7 +109,8 @@ class ModelStep:
         if not self.recorded or self._step is None:
             raise RuntimeError(f"model step {self.name!r} is not recorded: it has no response")
         data = decode_outcome(self._step)
-        return data.get("response"), bool(data.get("partial", False))
+        where = f"seq {self._step.seq}: model {self.name!r} response"
+        return rebuild(data.get("response"), where=where), bool(data.get("partial", False))
 
     def record(self, response: Any, *, view: Any = None, partial: bool = False) -> Any:
         """Journal the live response of this step (per the run's ``model_commit``).
@@ -116,18 +121,24 @@ class ModelStep:
             partial: the response is incomplete (a stream the caller closed early).
 
         Returns:
-            ``response`` in its canonical form (what a replay hands back).
+            ``response`` as a replay hands it back: the same types, values and
+            dict key order (see :func:`redrive.frames.encode_value`).
 
         Raises:
             TypeError: ``response`` or ``view`` cannot be encoded canonically.
             RuntimeError: the step is recorded, or this handle already recorded it.
             LeaseLostError, RunBusyError, JournalWriteError: the write was refused.
         """
-        from ..frames import canonical
-
         _once("model", self.name, self.recorded, self._done)
-        data = canonical(response, "response")
-        self.seq = self._writer._record_model(self, data, view, partial)
+        try:
+            packed, data = store(response, "response")
+        except TypeError as exc:
+            raise TypeError(
+                f"run {self._writer.run_id!r}: model step {self.name!r} answered, but its "
+                f"response cannot be journaled: {exc}. Return plain data, or give the recorder "
+                "an encode/decode pair or a codec (redrive.frames.register_codec)."
+            ) from None
+        self.seq = self._writer._record_model(self, packed, view, partial)
         self._done = True
         return data
 
@@ -179,7 +190,7 @@ class ToolStep:
         """Journal the body's result (durable before this returns).
 
         Returns:
-            The result as journaled: canonical plain data (what a replay hands back).
+            The result as a replay hands it back (same types, values, dict key order).
 
         Raises:
             TypeError: the result cannot be encoded (the step is recorded as failed).

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from ..frames import Kind, call_key
+from ..frames import Kind, call_key, rebuild, store
 from ._context import _boundary, _current, _current_key
 from ._cursor import RecordedStep
 from ._engine import GoLive, Replay, decide_model, decide_value
@@ -238,14 +238,22 @@ class RecorderSteps(ToolSteps):
             decision = decide_value(step, can_write=self._can_write)
             if isinstance(decision, Replay):
                 self.replayed_steps += 1
-                value = decision.step.data.get("value")
+                where = f"run {self.run_id!r} seq {decision.step.seq}: value {name!r}"
+                value = rebuild(decision.step.data.get("value"), where=where)
                 return ValueStep(name, label, True, value, self, args, key)
             self._check_live("value", name, args, key)  # a Miss raises here
         return ValueStep(name, label, False, None, self, args, key)
 
     def _record_value(self, step: ValueStep, value: Any) -> Any:
+        try:
+            packed, value = store(value, "value")  # the loop gets what a replay hands back
+        except TypeError as exc:
+            raise TypeError(
+                f"run {self.run_id!r}: recorded value {step.name!r} ({step.label!r}) cannot be "
+                f"journaled: {exc}"
+            ) from None
         with self._lock:
-            payload = {"args": step._args, "turn": self._turn, "value": value}
+            payload = {"args": step._args, "turn": self._turn, "value": packed}
             self._writer.queue(Kind.VALUE, step.name, payload, step._key)
             self.live_steps += 1
         step.value = value

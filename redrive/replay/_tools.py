@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 from ..errors import RecordedToolError, RetryLimitExceededError, SideEffectRetryBlockedError
-from ..frames import Kind, call_key, canonical
+from ..frames import Kind, call_key, canonical, decode, encode, rebuild, store
 from ._claims import Claims
 from ._context import _boundary
 from ._cursor import RecordedStep, decode_outcome
@@ -280,7 +280,8 @@ class ToolSteps(Claims):
             if not (spec.restart_safe or spec.read_only):
                 self._failed_keys[(spec.name, key)] = step.seq
         else:
-            plan.value = outcome.get("result")
+            where = f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} result"
+            plan.value = rebuild(outcome.get("result"), where=where)
         return plan
 
     def _tool_in_flight(
@@ -340,20 +341,16 @@ class ToolSteps(Claims):
                 "redrive.Recovery.done(result), .not_done() or .unknown()"
             )
         if found.state == "done":
+            packed, value = self._result(found.result)
             self._writer.queue(
                 Kind.TOOL_DONE,
                 spec.name,
-                {"step": step.seq, "result": self._result(found.result), "recovered": True},
+                {"step": step.seq, "result": packed, "recovered": True},
             )
             self._flush()
             self.replayed_steps += 1
             return _Plan(
-                seq=step.seq,
-                key=idem,
-                name=spec.name,
-                turn=step.turn,
-                replayed=True,
-                value=canonical(found.result, "result"),
+                seq=step.seq, key=idem, name=spec.name, turn=step.turn, replayed=True, value=value
             )
         if found.state == "unknown":
             return self._blocked(
@@ -430,7 +427,7 @@ class ToolSteps(Claims):
         outcome = {
             "status": "not_safely_resumable",
             "tool": spec.name,
-            "arguments": stored,
+            "arguments": decode(encode(stored)),  # plain values, as a replay decodes them
             "idempotency_key": idem,
             "rerun": False,
             "reason": (
@@ -447,6 +444,7 @@ class ToolSteps(Claims):
         }
         if cause:
             outcome["cause"] = cause
+        packed, value = self._result(outcome)
         if retry:
             new_seq = self._writer.next_seq
             self._writer.queue(
@@ -462,21 +460,25 @@ class ToolSteps(Claims):
                 },
                 key,
             )
-            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": outcome})
+            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": packed})
             seq = new_seq
         else:
-            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": seq, "result": outcome})
+            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": seq, "result": packed})
         self._flush()
-        return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, replayed=True, value=outcome)
+        return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, replayed=True, value=value)
 
-    def _result(self, value: Any) -> Any:
-        return canonical(value, "result")
+    def _result(self, value: Any) -> tuple[Any, Any]:
+        """Return (the result as journaled, what the loop gets): a replay hands back the same."""
+        packed, handed = store(value, "result")
+        if self._redact:  # redact= covers results too; the live loop still gets the real value
+            packed = store(redact_paths(handed, self._redact), "result")[0]
+        return packed, handed
 
     def _tool_done(self, spec: ToolSpec, plan: _Plan, value: Any) -> Any:
         _boundary("tool_body_done", self.run_id, plan.seq, spec.name)
         try:
-            result = self._result(value)
-        except TypeError as exc:
+            packed, result = self._result(value)
+        except Exception as exc:  # a codec may raise anything: the step is failed, not in flight
             error = TypeError(
                 f"run {self.run_id!r} seq {plan.seq}: tool {spec.name!r} ran, but its result "
                 f"cannot be journaled: {exc}. Return plain data, or give the tool a "
@@ -485,8 +487,7 @@ class ToolSteps(Claims):
             self._tool_failed(spec, plan, error)
             raise error from None
         with self._lock:
-            stored = redact_paths(result, self._redact)  # redact= covers results too
-            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": stored})
+            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": packed})
             self._flush()
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
         return result
