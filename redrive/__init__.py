@@ -32,7 +32,7 @@ from .errors import (
     TerminalRunError,
     UnknownRunError,
 )
-from .frames import Frame, Kind
+from .frames import Frame, Kind, register_codec
 from .recorders import model, now, random, tool, uuid4, wrap
 from .replay import (
     Recovery,
@@ -103,6 +103,7 @@ __all__ = [
     "open_journal",
     "outside_run",
     "random",
+    "register_codec",
     "run",
     "tool",
     "uuid4",

@@ -64,7 +64,9 @@ __all__ = [
 ]
 
 #: Version of the canonical encoding and frame layout. Stored in every journal.
-FORMAT_VERSION: Final = 1
+#: 2: payloads may hold stored values (ext 10, handed back with type and order
+#: kept); journals of version 1 read unchanged and are marked 2 when opened to write.
+FORMAT_VERSION: Final = 2
 
 #: The chain value "before" seq 0 of every run.
 GENESIS: Final = "0" * 32

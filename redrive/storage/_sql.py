@@ -209,6 +209,11 @@ class SqlJournal(RunIndexOps):
             meta = self._read_meta(cur)
             if "format" in meta:
                 self._check_format(meta["format"])
+                if int(meta["format"]) < FORMAT_VERSION:  # older frames read as they are
+                    cur.execute(
+                        self._sql("UPDATE redrive_meta SET value = ? WHERE key = ?"),
+                        [str(FORMAT_VERSION), "format"],
+                    )
             current = _schema_of(meta)
             self._check_schema(current, writable=True)
             steps = migrations(self.blob_type, self.double_type)
@@ -275,10 +280,10 @@ class SqlJournal(RunIndexOps):
             found = int(value)
         except ValueError:
             found = -1
-        if found != FORMAT_VERSION:
+        if not 1 <= found <= FORMAT_VERSION:
             raise JournalFormatError(
-                f"journal {self.url} has format version {value}; this redrive reads version "
-                f"{FORMAT_VERSION}. "
+                f"journal {self.url} has format version {value}; this redrive reads versions "
+                f"1 to {FORMAT_VERSION}. "
                 + (
                     "Upgrade redrive to read it."
                     if found > FORMAT_VERSION

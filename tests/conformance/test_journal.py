@@ -459,8 +459,25 @@ def test_schema_too_new_or_too_old_is_reported(sql_backend: Callable[..., Any]) 
     assert older.value.fields["too"] == "old"
 
 
-def _set_schema(factory: Callable[..., Any], value: str) -> None:
-    """Rewrite the stored schema version without the open-time check (test helper)."""
+def test_older_frame_format_reads_and_is_marked_current(
+    sql_backend: Callable[..., Any],
+) -> None:
+    """A format-1 journal opens and replays; opening it to write marks it format 2; 3 is refused."""
+    j = sql_backend()
+    _start(j, "old")
+    j.close()
+    _set_schema(sql_backend, "1", key="format")
+    reopened = sql_backend()
+    assert reopened.format_version() == FORMAT_VERSION == 2
+    assert [f.seq for f in reopened.frames("old")] == [0]
+    reopened.close()
+    _set_schema(sql_backend, str(FORMAT_VERSION + 1), key="format")
+    with pytest.raises(JournalFormatError, match="Upgrade redrive"):
+        sql_backend()
+
+
+def _set_schema(factory: Callable[..., Any], value: str, *, key: str = "schema") -> None:
+    """Rewrite the stored schema (or format) version without the open-time check (test helper)."""
     import contextlib
 
     from redrive.storage._sql import SqlJournal
@@ -473,7 +490,7 @@ def _set_schema(factory: Callable[..., Any], value: str) -> None:
         SqlJournal._migrate = opener  # type: ignore[method-assign]
     sql = getattr(j, "_store", j)  # the DuckDB journal keeps its tables in a store
     with contextlib.closing(j), sql._transaction() as cur:
-        cur.execute(sql._sql("UPDATE redrive_meta SET value = ? WHERE key = ?"), [value, "schema"])
+        cur.execute(sql._sql("UPDATE redrive_meta SET value = ? WHERE key = ?"), [value, key])
 
 
 def _checked(factory: Callable[..., Any]) -> None:

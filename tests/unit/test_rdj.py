@@ -293,11 +293,14 @@ def test_deep_nesting_written_by_hand_is_refused(tmp_path: Path) -> None:
 def test_newer_format_is_refused_clearly(rdj_path: Path) -> None:
     """A file of a newer format version raises JournalFormatError naming both versions."""
     data = rdj_path.read_bytes()
-    rdj_path.write_bytes(rdjmod.preamble_bytes(2) + data[16:])
-    with pytest.raises(JournalFormatError, match=r"format version 2.*reads versions 1 to 1"):
+    newer = rdjmod.RDJ_VERSION + 1
+    rdj_path.write_bytes(rdjmod.preamble_bytes(newer) + data[16:])
+    with pytest.raises(
+        JournalFormatError, match=rf"format version {newer}.*reads versions 1 to {newer - 1}"
+    ):
         RdjJournal(rdj_path)
     bad = bytearray(data)
-    bad[9] = 2  # version changed without its checksum: corruption, not a newer file
+    bad[9] = newer  # version changed without its checksum: corruption, not a newer file
     rdj_path.write_bytes(bytes(bad))
     with pytest.raises(JournalCorruptError, match="preamble"):
         RdjJournal(rdj_path)
@@ -368,3 +371,11 @@ def test_hypothesis_arbitrary_bytes_after_the_magic(
     """Arbitrary bytes behind a valid preamble give only JournalCorruptError."""
     path = tmp_path_factory.mktemp("fuzz") / "f.rdj"
     _only_corrupt(path, b"", rdjmod.preamble_bytes(1) + tail)
+
+
+def test_a_version_1_file_still_reads(rdj_path: Path) -> None:
+    """A file written as layout version 1 (before stored values) imports and replays."""
+    data = rdj_path.read_bytes()
+    rdj_path.write_bytes(rdjmod.preamble_bytes(1) + data[16:])
+    journal = RdjJournal(rdj_path)
+    assert list(journal.frames(journal.run_id))

@@ -2,7 +2,7 @@
 
 An ``.rdj`` file holds one run, exported to a single self-checking file.
 
-Layout (format version 1, all integers big-endian)::
+Layout (format versions 1 and 2, all integers big-endian)::
 
     preamble   magic  b"\\x89RDJ\\r\\n\\x1a\\n"  (8 bytes)
                format version                  u16
@@ -62,8 +62,9 @@ __all__ = [
 
 #: First 8 bytes of every ``.rdj`` file.
 MAGIC: Final = b"\x89RDJ\r\n\x1a\n"
-#: The ``.rdj`` layout version this redrive writes (and the newest it reads).
-RDJ_VERSION: Final = 1
+#: The ``.rdj`` layout version this redrive writes (and the newest it reads). 2: the
+#: layout of 1, with frame payloads that may hold stored values (frame format 2).
+RDJ_VERSION: Final = 2
 #: Largest record body accepted by default, in bytes (64 MiB).
 MAX_RECORD: Final = 64 * 1024 * 1024
 
