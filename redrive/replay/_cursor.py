@@ -75,6 +75,7 @@ class Cursor:
         #: True once a model request recorded where it was issued (causal turns: a later
         #: frame may belong to an earlier turn, so a miss looks through the whole record)
         self._causal = False
+        self._saw_model = False
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         if "lenient" in (policy.tool, policy.model, policy.value):
             self._load_all()
@@ -102,8 +103,9 @@ class Cursor:
             self._turn_others.setdefault(step.turn, collections.deque()).append(step)
         self._by_key.setdefault((step.kind, step.name, step.key), collections.deque()).append(step)
         self._max_loaded_turn = max(self._max_loaded_turn, step.turn)
-        if step.kind == "model" and "issue" in step.data:
-            self._causal = True
+        if step.kind == "model":
+            self._saw_model = True
+            self._causal = self._causal or "issue" in step.data
         return True
 
     @property
@@ -201,22 +203,26 @@ class Cursor:
             return min(siblings, key=lambda s: (_position(s) or (0, 0))[1])
         return first
 
-    def frontier(self, issue: Issue | None) -> bool:
-        """True when nothing is recorded at the issue position of a model step that missed.
+    def frontier(self, name: str, issue: Issue | None) -> bool:
+        """True when model step ``name``, asked at ``issue``, is past its flow's record.
 
-        In a run recorded with issue positions, each flow's record ends where
-        that flow was when the worker stopped, while other flows' steps may be
-        recorded after it: a flow past its own record goes live even though
-        steps of other flows are still to be replayed.
+        A worker that stopped mid-run leaves each flow's record ending where
+        that flow was, and steps of other flows may be recorded after it: a
+        flow past its own record goes live although other flows' steps are
+        still to be replayed. That is so when the run did not end (no
+        ``run_end``), every unconsumed model step was recorded with its issue
+        position (journals recorded before positions keep the strict rule),
+        and none was recorded at this one.
         """
-        if issue is None or not self._causal:
+        if issue is None:
             return False
         self._load_all()
-        return not any(
-            s.kind == "model" and _position(s) == (issue.parent, issue.occ)
-            for s in self._order
-            if s.seq in self._steps
-        )
+        if self.run_end is not None or (self._saw_model and not self._causal):
+            return False
+        models = [s for s in self._order if s.seq in self._steps and s.kind == "model"]
+        if any(_position(s) is None for s in models):
+            return False
+        return not any(s.name == name and _position(s) == (issue.parent, issue.occ) for s in models)
 
     @property
     def exhausted(self) -> bool:
@@ -295,6 +301,8 @@ class Cursor:
         if match is not None:
             self._check_turn_order(match, Found(kind, name, key, args))
             return self.consume(match)
+        if kind == "model" and self.frontier(name, issue):
+            return None  # this flow's record ends here, other flows' goes on: go live
         window = self._window(turn)
         same_name = [s for s in window if s.kind == kind and s.name == name]
         if rule == "warn" and kind == "tool" and same_name:

@@ -338,8 +338,8 @@ class RunState:
         turn = issue.turn if issue is not None else self._turn
         step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
         if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
-            if kind == "model" and cursor.frontier(issue):
-                return None  # this flow's record ends here (the others' goes on): go live
+            if kind == "model" and cursor.frontier(name, issue):
+                return None  # this flow's record ends here, other flows' goes on: go live
             raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
         return step
 
