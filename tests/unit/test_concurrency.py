@@ -27,7 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import redrive
+from redrive.errors import DivergenceError
 from redrive.storage import Journal, copy_run
+from tests.conftest import Drive, Loop
 
 Face = Literal["async", "threads"]
 #: One call of a flow: ("model", prompt) or ("tool", query), and its live latency in ms.
@@ -312,6 +314,7 @@ def test_model_and_tools_in_flight_together(journal: Journal, face: Face) -> Non
 
         @redrive.model
         async def summarize(text: str) -> str:
+            await asyncio.sleep(0.03)  # answered after both tools started and finished
             return f"summary of {text}"
 
         async def aloop() -> list[str]:
@@ -321,7 +324,12 @@ def test_model_and_tools_in_flight_together(journal: Journal, face: Face) -> Non
     else:
         stool_a = redrive.tool(read_only=True)(tool_a_body)
         ssend = redrive.tool(restart_safe=False)(send_email_body)
-        ssummarize = redrive.model(name="model:summarize")(lambda text: f"summary of {text}")
+
+        def summarize_body(text: str) -> str:
+            time.sleep(0.03)  # answered after both tools started and finished
+            return f"summary of {text}"
+
+        ssummarize = redrive.model(name="model:summarize")(summarize_body)
 
         def sloop() -> list[str]:
             with concurrent.futures.ThreadPoolExecutor(3) as pool:
@@ -336,3 +344,63 @@ def test_model_and_tools_in_flight_together(journal: Journal, face: Face) -> Non
     live = _run(face, journal, "g", main)
     assert _run(face, journal, "g", main, live=False) == live
     assert effects == ["bo"]
+
+
+# -- turns: the order a flow's own steps keep -------------------------------------------------
+
+
+def test_a_model_step_still_follows_the_tools_its_flow_completed(drive: Drive) -> None:
+    """Strict replay diverges when the loop now asks the model before a tool it called first."""
+    journal = redrive.open_journal(":memory:")
+    lookup = drive.tool(lambda q: f"found {q}", read_only=True)
+    think = drive.model(lambda prompt: f"thought about {prompt}")
+
+    def before(run: redrive.Run) -> Loop:
+        found = yield lookup("a")
+        return (yield think(found))
+
+    def after(run: redrive.Run) -> Loop:
+        thought = yield think("found a")
+        return thought, (yield lookup("a"))
+
+    drive.run(journal, "t", before)
+    with pytest.raises(DivergenceError) as info:
+        drive.run(journal, "t", after)
+    error = info.value
+    assert (error.kind, error.name, error.found_kind) == ("tool", "<lambda>", "model")
+
+
+def test_sibling_tasks_issue_in_the_turn_they_were_started_in(journal: Journal) -> None:
+    """A task's turn counts the model steps on its own causal path, not its siblings'."""
+
+    @redrive.model
+    async def plan(goal: str) -> str:
+        return f"plan for {goal}"
+
+    @redrive.tool(read_only=True)
+    async def fetch(page: int) -> str:
+        return f"page {page}"
+
+    async def planner() -> str:
+        return await fetch(await plan("x") and 1)
+
+    async def late() -> str:
+        await asyncio.sleep(0.02)  # live: the sibling's model call completed by now
+        return await fetch(2)
+
+    async def loop() -> list[str]:
+        return list(await asyncio.gather(planner(), late()))
+
+    async def main() -> None:
+        async with redrive.run(journal, "s") as run:
+            run.finish(await loop())
+        async with redrive.run(journal, "s", live=False):
+            assert await loop() == ["page 1", "page 2"]
+
+    asyncio.run(main())
+    turns = {
+        (frame.name, frame.data()["args"].get("page")): frame.data()["turn"]
+        for frame in journal.frames("s")
+        if frame.kind in ("tool_start", "model_request")
+    }
+    assert turns == {("model:plan", None): 0, ("fetch", 1): 1, ("fetch", 2): 0}
