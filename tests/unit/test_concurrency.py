@@ -382,7 +382,8 @@ def test_sibling_tasks_issue_in_the_turn_they_were_started_in(journal: Journal) 
         return f"page {page}"
 
     async def planner() -> str:
-        return await fetch(await plan("x") and 1)
+        await plan("x")
+        return await fetch(1)
 
     async def late() -> str:
         await asyncio.sleep(0.02)  # live: the sibling's model call completed by now
