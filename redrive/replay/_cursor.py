@@ -210,9 +210,12 @@ class Cursor:
         that flow was, and steps of other flows may be recorded after it: a
         flow past its own record goes live although other flows' steps are
         still to be replayed. That is so when the run did not end (no
-        ``run_end``), every unconsumed model step was recorded with its issue
-        position (journals recorded before positions keep the strict rule),
-        and none was recorded at this one.
+        ``run_end``), its model steps were recorded with issue positions
+        (journals recorded before them keep the strict rule), and none is
+        recorded at this one (one there with other arguments is a divergence).
+        Threads that race to issue from one point take their positions in the
+        order they reach it, so for them a position names the flow only when
+        the loop orders their first calls.
         """
         if issue is None:
             return False

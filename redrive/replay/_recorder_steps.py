@@ -49,6 +49,7 @@ class RecorderSteps(ToolSteps):
             ReplayMissError: no recorded step answers it and the run cannot go live.
             LeaseLostError: the run's lease was lost.
         """
+        self._settle()  # a step the flow left open ends before this one is issued
         handle = self._open_model(name, request, self._issue(name))
         self._model_done(handle)
         return handle
@@ -95,7 +96,13 @@ class RecorderSteps(ToolSteps):
         return handle
 
     async def abegin_model(self, name: str, request: Any) -> ModelStep:
-        """The async form of :meth:`begin_model`: the journal work runs off the event loop."""
+        """The async form of :meth:`begin_model`: the journal work runs off the event loop.
+
+        A step the task left open (a stream it stopped reading) is settled
+        first, on the loop: it moves the task past that step before this one
+        is issued, as on replay.
+        """
+        self._settle()
         handle = await off_loop(self._open_model, name, request, self._issue(name))
         self._model_done(handle)
         return handle

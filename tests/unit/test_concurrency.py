@@ -77,8 +77,15 @@ def _request(flow: int, call: Call, *, distinct: bool) -> str:
     return f"{kind}{which}" + (f"@{flow}" if distinct else "")
 
 
-def _loop(face: Face, world: World, program: Program, *, distinct: bool) -> Callable[[], Any]:
-    """The loop of ``program`` for ``face``: returns each flow's answers, in flow order."""
+def _loop(
+    face: Face, world: World, program: Program, *, distinct: bool, staggered: bool = False
+) -> Callable[[], Any]:
+    """The loop of ``program`` for ``face``: returns each flow's answers, in flow order.
+
+    ``staggered`` (threads): a thread makes its first call once the thread
+    before it has its first answer, so threads issue from the run's start in
+    a known order (their later calls run at once, in any order).
+    """
     if face == "async":
 
         @redrive.model
@@ -113,18 +120,25 @@ def _loop(face: Face, world: World, program: Program, *, distinct: bool) -> Call
         time.sleep(latency / 1000)
         return world.answer(query)
 
-    def sflow(i: int) -> list[str]:
-        return [
-            (schat if call[0] == "model" else slookup)(
-                _request(i, call, distinct=distinct), call[2]
-            )
-            for call in program[i]
-        ]
+    def sflow(i: int, started: list[threading.Event]) -> list[str]:
+        got = []
+        try:
+            for n, call in enumerate(program[i]):
+                if staggered and n == 0 and i > 0:
+                    started[i - 1].wait(timeout=30)
+                step = schat if call[0] == "model" else slookup
+                got.append(step(_request(i, call, distinct=distinct), call[2]))
+                started[i].set()
+        finally:
+            started[i].set()  # a failing thread never holds the next one back
+        return got
 
     def smain() -> list[list[str]]:
+        started = [threading.Event() for _ in program]
         with concurrent.futures.ThreadPoolExecutor(len(program)) as pool:
             futures = [
-                pool.submit(contextvars.copy_context().run, sflow, i) for i in range(len(program))
+                pool.submit(contextvars.copy_context().run, sflow, i, started)
+                for i in range(len(program))
             ]
             return [f.result() for f in futures]
 
@@ -159,7 +173,7 @@ def _record_and_replay(face: Face, journal: Journal, program: Program, *, distin
 def _resume_after_kill(face: Face, journal: Journal, program: Program, cut: int) -> None:
     """Kill the recorded run at frame ``cut``, resume it, replay it: callers keep their outcomes."""
     world = World()
-    main = _loop(face, world, program, distinct=True)
+    main = _loop(face, world, program, distinct=True, staggered=True)
     run_id = f"c-{uuid.uuid4().hex}"
     killed = f"killed-{run_id}"
     live = _run(face, journal, run_id, main)
@@ -238,6 +252,9 @@ def test_concurrent_calls_resume_after_a_kill(
     Model calls only: a tool step's claim does not record where it was issued
     yet, so a flow past its record cannot tell its new tool call from a drifted
     one while other flows' steps are still to be replayed (it diverges).
+    Threads start their first calls in order: threads racing to issue from one
+    point are told apart by the order they issue in, which a resumed run's
+    threads may not repeat.
     """
     for journal in _journals(backend):
         _resume_after_kill(face, journal, program, cut)
