@@ -286,6 +286,16 @@ class Cursor:
         rule = self.policy.rule(kind)
         if rule == "lenient":
             found = self._first_alive(self._by_key, (kind, name, key))
+            if found is not None and issue is not None and _position(found) is not None:
+                # identical requests in flight together: the one its caller issued
+                found = next(
+                    (
+                        s
+                        for s in self._by_key[(kind, name, key)]
+                        if s.seq in self._steps and _position(s) == (issue.parent, issue.occ)
+                    ),
+                    found,
+                )
             if found is None and kind == "tool":
                 # no recorded call has these arguments; but a call of this tool whose
                 # outcome is unknown must not be silently followed by another one

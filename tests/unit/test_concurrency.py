@@ -299,8 +299,9 @@ def test_identical_requests_answered_out_of_order(journal: Journal) -> None:
     async def main() -> None:
         async with redrive.run(journal, "r") as run:
             assert run.finish(await loop()) == {"task1": "A-slow", "task2": "B-fast"}
-        async with redrive.run(journal, "r", live=False):
-            assert await loop() == {"task1": "A-slow", "task2": "B-fast"}
+        for rule in ("strict", "lenient"):
+            async with redrive.run(journal, "r", live=False, replay=rule):
+                assert await loop() == {"task1": "A-slow", "task2": "B-fast"}
 
     asyncio.run(main())
 
