@@ -11,7 +11,7 @@ import collections
 import shlex
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -22,6 +22,9 @@ from ._delta import Expander
 from ._diff import diff_values, format_diff, short
 from ._policy import ReplayPolicy, match_view
 from ._steps import STEP_KINDS, RecordedStep, StepReader
+
+if TYPE_CHECKING:
+    from ._state import Issue
 
 __all__ = ["Cursor", "RecordedStep", "ReplayDriftWarning", "STEP_KINDS"]
 
@@ -69,6 +72,10 @@ class Cursor:
         self._turn_others: dict[int, collections.deque[RecordedStep]] = {}
         self._by_key: dict[tuple[str, str, str], collections.deque[RecordedStep]] = {}
         self._max_loaded_turn = -1
+        #: True once a model request recorded where it was issued (causal turns: a later
+        #: frame may belong to an earlier turn, so a miss looks through the whole record)
+        self._causal = False
+        self._saw_model = False
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         if "lenient" in (policy.tool, policy.model, policy.value):
             self._load_all()
@@ -96,6 +103,9 @@ class Cursor:
             self._turn_others.setdefault(step.turn, collections.deque()).append(step)
         self._by_key.setdefault((step.kind, step.name, step.key), collections.deque()).append(step)
         self._max_loaded_turn = max(self._max_loaded_turn, step.turn)
+        if step.kind == "model":
+            self._saw_model = True
+            self._causal = self._causal or "issue" in step.data
         return True
 
     @property
@@ -131,11 +141,11 @@ class Cursor:
             if not self._load_one():
                 return None
 
-    def _window(self, head: RecordedStep) -> list[RecordedStep]:
-        """Every unconsumed step of head's turn (loads the whole turn; the slow path)."""
-        while self._frames is not None and self._max_loaded_turn <= head.turn:
+    def _window(self, turn: int) -> list[RecordedStep]:
+        """Every unconsumed step of ``turn`` (loads the whole turn; the slow path)."""
+        while self._frames is not None and (self._causal or self._max_loaded_turn <= turn):
             self._load_one()
-        return [s for s in self._by_turn.get(head.turn, ()) if s.seq in self._steps]
+        return [s for s in self._by_turn.get(turn, ()) if s.seq in self._steps]
 
     def _first_alive(
         self, index: dict[Any, collections.deque[RecordedStep]], key: Any
@@ -159,6 +169,63 @@ class Cursor:
             if step is not None or self._frames is None or self._max_loaded_turn > turn:
                 return step
             self._load_one()
+
+    def _find_issued(
+        self, turn: int, kind: str, name: str, key: str, issue: Issue | None
+    ) -> RecordedStep | None:
+        """The step of ``turn`` equal to (kind, name, key) that answers the caller at ``issue``.
+
+        Among identical recorded requests, the one recorded at the caller's
+        issue position (same parent step, same occurrence) answers it, so each
+        concurrent caller gets the outcome it got live, whatever the order the
+        calls completed in. Without a recorded position (journals recorded
+        before it, tool steps), or when none is recorded at the caller's
+        position (a retried request), the earliest one issued from the
+        caller's parent step answers, else the first one recorded.
+        """
+        first = self._find(turn, kind, name, key)
+        if first is None and self._causal and self._frames is not None:
+            self._load_all()  # causal turns: a later frame may hold an earlier turn's step
+            first = self._find(turn, kind, name, key)
+        if first is None or issue is None or _position(first) is None:
+            return first
+        if _position(first) == (issue.parent, issue.occ):
+            return first
+        self._load_all()  # concurrent identical requests: look at every one recorded
+        alive = [
+            s for s in self._by_turn_key.get((turn, kind, name, key), ()) if s.seq in self._steps
+        ]
+        for step in alive:
+            if _position(step) == (issue.parent, issue.occ):
+                return step
+        siblings = [s for s in alive if (_position(s) or (None, 0))[0] == issue.parent]
+        if siblings:
+            return min(siblings, key=lambda s: (_position(s) or (0, 0))[1])
+        return first
+
+    def frontier(self, name: str, issue: Issue | None) -> bool:
+        """True when model step ``name``, asked at ``issue``, is past its flow's record.
+
+        A worker that stopped mid-run leaves each flow's record ending where
+        that flow was, and steps of other flows may be recorded after it: a
+        flow past its own record goes live although other flows' steps are
+        still to be replayed. That is so when the run did not end (no
+        ``run_end``), its model steps were recorded with issue positions
+        (journals recorded before them keep the strict rule), and none is
+        recorded at this one (one there with other arguments is a divergence).
+        Threads that race to issue from one point take their positions in the
+        order they reach it, so for them a position names the flow only when
+        the loop orders their first calls.
+        """
+        if issue is None:
+            return False
+        self._load_all()
+        if self.run_end is not None or (self._saw_model and not self._causal):
+            return False
+        models = [s for s in self._order if s.seq in self._steps and s.kind == "model"]
+        if any(_position(s) is None for s in models):
+            return False
+        return not any(s.name == name and _position(s) == (issue.parent, issue.occ) for s in models)
 
     @property
     def exhausted(self) -> bool:
@@ -189,7 +256,16 @@ class Cursor:
         self._recent.append(step.describe())
         return step
 
-    def match(self, kind: str, name: str, args: Any, key: str) -> RecordedStep | None:
+    def match(
+        self,
+        kind: str,
+        name: str,
+        args: Any,
+        key: str,
+        *,
+        turn: int | None = None,
+        issue: Issue | None = None,
+    ) -> RecordedStep | None:
         """Return the recorded step that answers this call, or None to go live.
 
         Args:
@@ -197,6 +273,9 @@ class Cursor:
             name: the step name.
             args: the canonical (redacted) arguments.
             key: :func:`~redrive.frames.call_key` of the match view of ``args``.
+            turn: the caller's turn (None: the turn of the first unconsumed step).
+            issue: where the caller issued a model step (matches identical
+                requests to the caller that made them), or None.
 
         Raises:
             DivergenceError: a strict or warn rule found no matching step where
@@ -207,6 +286,16 @@ class Cursor:
         rule = self.policy.rule(kind)
         if rule == "lenient":
             found = self._first_alive(self._by_key, (kind, name, key))
+            if found is not None and issue is not None and _position(found) is not None:
+                # identical requests in flight together: the one its caller issued
+                found = next(
+                    (
+                        s
+                        for s in self._by_key[(kind, name, key)]
+                        if s.seq in self._steps and _position(s) == (issue.parent, issue.occ)
+                    ),
+                    found,
+                )
             if found is None and kind == "tool":
                 # no recorded call has these arguments; but a call of this tool whose
                 # outcome is unknown must not be silently followed by another one
@@ -215,11 +304,19 @@ class Cursor:
         head = self._head()
         if head is None:
             return None
-        match = self._find(head.turn, kind, name, key)
+        if turn is None:
+            turn = head.turn
+        match = self._find_issued(turn, kind, name, key, issue)
+        if match is None and head.turn != turn:
+            # journals recorded before turns were causal number turns by completion
+            turn = head.turn
+            match = self._find_issued(turn, kind, name, key, issue)
         if match is not None:
             self._check_turn_order(match, Found(kind, name, key, args))
             return self.consume(match)
-        window = self._window(head)
+        if kind == "model" and self.frontier(name, issue):
+            return None  # this flow's record ends here, other flows' goes on: go live
+        window = self._window(turn)
         same_name = [s for s in window if s.kind == kind and s.name == name]
         if rule == "warn" and kind == "tool" and same_name:
             # a side-effecting tool never gets another call's outcome: for it drift is
@@ -275,6 +372,15 @@ class Cursor:
         """
         if step.kind != "model":
             return
+        issue = step.data.get("issue")
+        if isinstance(issue, dict):
+            # recorded with its issue position: it follows exactly the tool steps its
+            # flow completed before issuing it (concurrent ones commute with it)
+            for seq in issue.get("after") or ():
+                earlier = self._steps.get(seq) if isinstance(seq, int) else None
+                if earlier is not None:
+                    raise self.divergence(earlier, found)
+            return
         before = self._first_alive(self._turn_others, step.turn)
         if before is not None and before.seq < step.seq:
             raise self.divergence(before, found)
@@ -324,6 +430,17 @@ class Cursor:
             diff=diff,
             context=list(self._recent),
         )
+
+
+def _position(step: RecordedStep) -> tuple[int, int] | None:
+    """A model step's recorded issue position ``(parent seq, occurrence)``, or None."""
+    issue = step.data.get("issue")
+    if not isinstance(issue, dict):
+        return None
+    parent, occ = issue.get("parent"), issue.get("occ")
+    if not isinstance(parent, int) or not isinstance(occ, int):
+        return None
+    return parent, occ
 
 
 def _harmless(step: RecordedStep) -> bool:

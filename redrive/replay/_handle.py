@@ -25,6 +25,7 @@ from ._cursor import RecordedStep, decode_outcome
 from ._faces import off_loop
 
 if TYPE_CHECKING:
+    from ._state import Issue
     from ._tools import ToolSpec, _Plan
 
 __all__ = ["ModelStep", "StepSource", "ToolStep", "ValueStep"]
@@ -81,6 +82,8 @@ class ModelStep:
     _step: RecordedStep | None = attrs.field(repr=False)
     _started: float | None = attrs.field(default=None, repr=False)
     _done: bool = attrs.field(default=False, repr=False)
+    #: where the loop issued a live step (journaled with its request), or None
+    _issue: Issue | None = attrs.field(default=None, repr=False)
 
     @property
     def key(self) -> str:

@@ -20,6 +20,7 @@ from ._engine import GoLive, Replay, decide_model, decide_value
 from ._faces import flow, off_loop
 from ._handle import ModelStep, ToolStep, ValueStep
 from ._policy import compile_paths, match_view
+from ._state import Issue
 from ._tools import ToolSpec, ToolSteps
 from ._writer import _Adopted
 
@@ -52,18 +53,34 @@ class RecorderSteps(ToolSteps):
             ReplayMissError: no recorded step answers it and the run cannot go live.
             LeaseLostError: the run's lease was lost.
         """
+        self._settle()  # a step the flow left open ends before this one is issued
+        handle = self._open_model(name, request, self._issue(name), ignore)
+        self._model_done(handle)
+        return handle
+
+    def _open_model(
+        self, name: str, request: Any, issue: Issue, ignore: tuple[str, ...] = ()
+    ) -> ModelStep:
+        """:meth:`begin_model`'s work, for a step issued at ``issue`` (may run off the loop)."""
         self._settle()
         stored = self._prepare(request, "request")
         key = call_key(name, match_view(stored, compile_paths(ignore)))
         with self._lock:
-            turn = self._turn
-            step = self._match("model", name, stored, key)
+            turn = issue.turn
+            step = self._match("model", name, stored, key, issue)
             decision = decide_model(step, can_write=self._can_write)
             if isinstance(decision, Replay):
                 self.replayed_steps += 1
-                self._turn += 1
                 return ModelStep(
-                    name, stored, True, False, decision.step.seq, turn, self, key, step
+                    name,
+                    stored,
+                    True,
+                    False,
+                    decision.step.seq,
+                    max(turn, decision.step.turn),
+                    self,
+                    key,
+                    step,
                 )
             self._check_live("model", name, stored, key)  # a Miss raises here
             assert isinstance(decision, GoLive)
@@ -79,6 +96,7 @@ class RecorderSteps(ToolSteps):
                 key,
                 unfinished,
                 started=time.time(),
+                issue=issue,
             )
         _boundary("model_before", self.run_id, self._writer.next_seq, name)
         return handle
@@ -86,8 +104,21 @@ class RecorderSteps(ToolSteps):
     async def abegin_model(
         self, name: str, request: Any, *, ignore: tuple[str, ...] = ()
     ) -> ModelStep:
-        """The async form of :meth:`begin_model`: the journal work runs off the event loop."""
-        return await off_loop(lambda: self.begin_model(name, request, ignore=ignore))
+        """The async form of :meth:`begin_model`: the journal work runs off the event loop.
+
+        A step the task left open (a stream it stopped reading) is settled
+        first, on the loop: it moves the task past that step before this one
+        is issued, as on replay.
+        """
+        self._settle()
+        handle = await off_loop(self._open_model, name, request, self._issue(name), ignore)
+        self._model_done(handle)
+        return handle
+
+    def _model_done(self, handle: ModelStep) -> None:
+        """Move the calling flow past ``handle`` once it has its response (else: no-op)."""
+        if handle.recorded or handle._done:
+            self._completed(handle.seq, model=True, turn=handle.turn)
 
     def _record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int:
         """Queue (and per ``model_commit`` write) a live model step; return its request's seq."""
@@ -101,6 +132,8 @@ class RecorderSteps(ToolSteps):
                 request: dict[str, Any] = {"args": step.request, "turn": step.turn, "view": view}
                 if step._started is not None:
                     request["started_at"] = step._started  # for durations in `redrive show`
+                if step._issue is not None:
+                    request["issue"] = step._issue.payload()  # who asked: see Cursor.match
                 payload = self._requests.stored(name, request)
                 self._writer.queue(Kind.MODEL_REQUEST, name, payload, step.key)
             else:
@@ -110,7 +143,8 @@ class RecorderSteps(ToolSteps):
                 outcome["partial"] = True
             self._writer.queue(Kind.MODEL_RESPONSE, name, outcome)
             self.live_steps += 1
-            self._turn += 1
+            # the caller's flow moves on here (sync) and again in its own task (async face)
+            self._completed(seq, model=True, turn=step.turn)
             if self.model_commit != "group":
                 # "write": in the journal at once (a killed worker does not pay for this
                 # call again), made fully durable by the next synced write; "each": fsynced
@@ -131,8 +165,12 @@ class RecorderSteps(ToolSteps):
         """
         handle = self.begin_model(name, request)
         if not handle.recorded:
+            assert handle._issue is not None  # a live handle carries where it was issued
             with self._lock:
-                self._model_started[(flow(), name)] = handle._started or time.time()
+                self._model_started[(flow(), name)] = (
+                    handle._started or time.time(),
+                    handle._issue,
+                )
         return handle._step, handle.request, handle.key, handle.turn
 
     def model_record(
@@ -157,7 +195,7 @@ class RecorderSteps(ToolSteps):
             unfinished: the recorded request this response completes, if any.
         """
         with self._lock:
-            started = self._model_started.pop((flow(), name), None)
+            opened = self._model_started.pop((flow(), name), None)
         handle = ModelStep(
             name,
             stored_request,
@@ -168,7 +206,8 @@ class RecorderSteps(ToolSteps):
             self,
             key,
             unfinished,
-            started=started,
+            started=opened[0] if opened is not None else None,
+            issue=opened[1] if opened is not None else None,
         )
         handle.record(response, view=view)
 
@@ -211,7 +250,9 @@ class RecorderSteps(ToolSteps):
         step = await self.abegin_model(name, request)
         if step.recorded:
             return decode(step.response)
-        return decode(await step.arecord(encode(await call())))
+        response = await step.arecord(encode(await call()))
+        self._model_done(step)  # in the caller's task (arecord wrote off the loop)
+        return decode(response)
 
     def begin_value(self, name: str, label: str, *, extra: Any = None) -> ValueStep:
         """Open a recorded value (``now``, ``uuid4``, ``random``, an approval...).
@@ -311,15 +352,18 @@ class RecorderSteps(ToolSteps):
             Any exception the tool raised (or its recorded twin on replay).
         """
         step = self.begin_tool(spec, arguments)
-        if step.recorded:
-            return step.outcome()
-        with _body_context(step.idempotency_key):
-            try:
-                value = body(step.idempotency_key)
-            except BaseException as exc:
-                step.fail(exc)
-                raise
-        return step.record(value)
+        try:
+            if step.recorded:
+                return step.outcome()
+            with _body_context(step.idempotency_key):
+                try:
+                    value = body(step.idempotency_key)
+                except BaseException as exc:
+                    step.fail(exc)
+                    raise
+            return step.record(value)
+        finally:
+            self._completed(step.seq, model=False, turn=self._turn)
 
     async def atool_step(
         self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], Awaitable[T]]
@@ -329,15 +373,18 @@ class RecorderSteps(ToolSteps):
         The journal work runs off the event loop; the body runs on it.
         """
         step = await self.abegin_tool(spec, arguments)
-        if step.recorded:
-            return step.outcome()
-        with _body_context(step.idempotency_key):
-            try:
-                value = await body(step.idempotency_key)
-            except BaseException as exc:
-                await step.afail(exc)
-                raise
-        return await step.arecord(value)
+        try:
+            if step.recorded:
+                return step.outcome()
+            with _body_context(step.idempotency_key):
+                try:
+                    value = await body(step.idempotency_key)
+                except BaseException as exc:
+                    await step.afail(exc)
+                    raise
+            return await step.arecord(value)
+        finally:
+            self._completed(step.seq, model=False, turn=self._turn)
 
 
 @contextlib.contextmanager

@@ -8,6 +8,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypedDict
 
+import attrs
+
 from ..errors import DivergenceError, ReplayMissError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
@@ -19,10 +21,68 @@ from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, redact_paths
 from ._writer import JournalWriter
 
-__all__ = ["RunOptions", "RunState"]
+__all__ = ["Flow", "RunOptions", "RunState"]
 
 _UNSET: Any = object()
 _DEFAULT_RETRYABLE: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
+
+
+#: At most this many completed steps of a turn are named in a model request's ``after``.
+_AFTER_LIMIT = 32
+
+
+@attrs.frozen
+class Flow:
+    """Where one flow (a thread or asyncio task) of a run stands, as its context carries it.
+
+    A flow's turn is causal: the number of model steps completed in this flow
+    or in the flow that started it (a task or a thread with a copied context
+    inherits its starter's position), never by concurrent siblings. So the
+    turn a step is issued in depends on the loop's code, not on which
+    concurrent call happened to finish first, and is the same on replay.
+
+    Attributes:
+        run: the run's identity token.
+        turn: the flow's turn (model steps completed along its causal path).
+        parent: seq of the last step the flow completed (-1: none yet), which
+            names the flow's position in the record, live and on replay.
+        after: opening seqs of the tool steps the flow completed in this turn
+            (the last :data:`_AFTER_LIMIT`), which a model step must follow.
+    """
+
+    run: object
+    turn: int = 0
+    parent: int = -1
+    after: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class Issue:
+    """Where a model step was issued: what replay matches identical requests by.
+
+    Attributes:
+        turn: the issuing flow's turn.
+        parent: seq of the last step the issuing flow completed (-1: none).
+        occ: how many steps of the same name the run issued from ``parent``
+            before this one (0 first): siblings started from one point issue
+            in the order the loop starts them.
+        after: opening seqs of the tool steps of this turn the flow completed
+            before issuing it.
+    """
+
+    turn: int
+    parent: int
+    occ: int
+    after: tuple[int, ...]
+
+    def payload(self) -> dict[str, Any]:
+        """The ``issue`` field of a ``model_request`` payload."""
+        return {"parent": self.parent, "occ": self.occ, "after": list(self.after)}
+
+
+_flow_var: contextvars.ContextVar[Flow | None] = contextvars.ContextVar(
+    "redrive_flow_turn", default=None
+)
 
 
 def _version() -> str:
@@ -150,7 +210,8 @@ class RunState:
         self._input = input
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()
-        self._turn = 0
+        self._flow_id = object()
+        self._issued: dict[tuple[int, str], int] = {}
         self._cursor: Cursor | None = None
         self._requests = Expander()
         self._token: contextvars.Token[Any] | None = None
@@ -159,7 +220,7 @@ class RunState:
         self._output_set = False
         self._short_circuited = False
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
-        self._model_started: dict[tuple[tuple[int, int], str], float] = {}
+        self._model_started: dict[tuple[tuple[int, int], str], tuple[float, Issue]] = {}
         self._lease = LeaseKeeper(journal, run_id, lease, on_busy, busy_timeout)
         self._writer = JournalWriter(journal, run_id, self._lease)
         self._adoptable = False
@@ -229,15 +290,57 @@ class RunState:
                 closest=closest,
             )
 
-    def _match(self, kind: str, name: str, args: Any, key: str) -> RecordedStep | None:
+    # -- flows and turns -------------------------------------------------------------
+
+    def _flow(self) -> Flow:
+        """This flow's position in the run (a flow the run never saw starts at turn 0)."""
+        found = _flow_var.get()
+        return found if found is not None and found.run is self._flow_id else Flow(self._flow_id)
+
+    @property
+    def _turn(self) -> int:
+        """The calling flow's turn (see :class:`Flow`)."""
+        return self._flow().turn
+
+    def _issue(self, name: str) -> Issue:
+        """Take the issue position of a model step the calling flow opens now.
+
+        Called in the caller's own thread or task, before any work goes off
+        the event loop, so siblings started in order take positions in order.
+        """
+        here = self._flow()
+        with self._lock:
+            occ = self._issued.get((here.parent, name), 0)
+            self._issued[(here.parent, name)] = occ + 1
+        return Issue(turn=here.turn, parent=here.parent, occ=occ, after=here.after)
+
+    def _completed(self, seq: int | None, *, model: bool, turn: int) -> None:
+        """Move the calling flow past a step it completed (``seq``: its opening frame).
+
+        A model step ends the flow's turn ``turn``; a tool step joins the
+        steps the flow's next model step follows. Sets the caller's context:
+        call it in the caller's thread or task, not off the event loop.
+        """
+        here = self._flow()
+        parent = here.parent if seq is None else seq
+        if model:
+            _flow_var.set(Flow(self._flow_id, max(here.turn, turn + 1), parent))
+        elif seq is not None:
+            after = (*here.after, seq)[-_AFTER_LIMIT:]
+            _flow_var.set(Flow(self._flow_id, here.turn, parent, after))
+
+    def _match(
+        self, kind: str, name: str, args: Any, key: str, issue: Issue | None = None
+    ) -> RecordedStep | None:
         cursor = self._cursor
         if cursor is None:
             return None
-        step = cursor.match(kind, name, args, key)
+        turn = issue.turn if issue is not None else self._turn
+        step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
         if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
+            if kind == "model" and cursor.frontier(name, issue):
+                return None  # this flow's record ends here, other flows' goes on: go live
             raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
-        if step is not None and step.kind == "model":
-            self._turn = max(self._turn, step.turn)
         return step
 
     @property
