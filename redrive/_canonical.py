@@ -151,8 +151,10 @@ _UINT_MAX = 2**64 - 1
 
 @attrs.frozen
 class PrefixRef:
-    """A list stored as "the first ``count`` items of the same list in the previous
-    request of this step name, then ``tail``" (ext type 9).
+    """A list stored as a prefix of the previous request's list plus a tail (ext type 9).
+
+    That is: "the first ``count`` items of the same list in the previous
+    request of this step name, then ``tail``".
 
     Model requests re-send the whole conversation, so without this a journal
     grows quadratically with the number of steps. Only the replay cursor and

@@ -70,8 +70,10 @@ _COMMON = frozenset({"message", "run_id", "seq"})
 
 
 def _field(*, default: Any = None, kw_only: bool = True) -> Any:
-    """Declare a field that is positional (``kw_only=False``: the message) or whose default
-    is not of its type (a reason derived when not given); mypy reads these arguments.
+    """Declare a field that is positional, or whose default is not of its type.
+
+    ``kw_only=False``: the message; a default not of the field's type: a
+    reason derived when not given. mypy reads these arguments.
 
     Returns:
         ``default``, the class attribute.
@@ -444,8 +446,10 @@ class JournalLockedError(ReplayError):
 
 @_fields
 class JournalWriteError(ReplayError):
-    """A journal write failed for a reason outside redrive (disk full, I/O error,
-    lost database connection). The underlying error is its ``__cause__``.
+    """A journal write failed for a reason outside redrive.
+
+    Disk full, I/O error, lost database connection: the underlying error is
+    its ``__cause__``.
 
     The run stays resumable: nothing from ``seq`` (the first seq of the write)
     on was acknowledged, so a tool whose claim failed did not run. (With a
@@ -478,8 +482,9 @@ class RecordedToolError(ReplayError):
 
 @_fields
 class LostRunContextError(ReplayError, RuntimeError):
-    """A step was called from a thread or task that lost its run's context, and
-    several runs are active in the process, so which one it belongs to is ambiguous.
+    """A step was called from a thread that lost its run's context, with several runs active.
+
+    Which run it belongs to is ambiguous, so it joins none.
 
     Nothing ran: the call fails closed rather than execute unrecorded. Fields:
     ``run_ids`` (the active runs, sorted), ``thread`` (the calling thread's

@@ -60,6 +60,7 @@ class CrashPoint:
     seen: int = 0
 
     def __call__(self, point: str, info: dict[str, Any]) -> None:
+        """Count ``point`` (for ``name``); at the ``nth`` time, crash the process (or raise)."""
         if point != self.point or (self.name is not None and info.get("name") != self.name):
             return
         self.seen += 1

@@ -1,3 +1,5 @@
+"""``python -m redrive.demo``: run the demo."""
+
 import sys
 
 from . import main

@@ -76,7 +76,11 @@ def describe_request(
     Args:
         provider: ``"openai"``, ``"anthropic"``...
         base_path: the path of the client's base URL (``"/v1"``); stripped from ``path``.
-        method, path, query, content, content_type: the HTTP request.
+        method: the HTTP method.
+        path: the request path (with ``base_path``).
+        query: the query parameters, in order.
+        content: the request body.
+        content_type: the body's ``content-type`` header.
 
     Returns:
         ``("openai:POST /chat/completions", {"method", "path", "query", "body"})``;
@@ -138,8 +142,11 @@ def response_payload(
 
 
 def replay_headers(payload: dict[str, Any]) -> list[tuple[str, str]]:
-    """The headers a replayed response carries: the stored ones, and for an error
-    ``x-should-retry: false`` (the SDK raises a recorded error at once, without retrying)."""
+    """Return the headers a replayed response carries.
+
+    The stored ones, and for an error ``x-should-retry: false`` (the SDK
+    raises a recorded error at once, without retrying).
+    """
     headers = [(str(k), str(v)) for k, v in payload.get("headers") or []]
     if int(payload["status"]) >= 400:
         headers = [(k, v) for k, v in headers if k != "x-should-retry"]

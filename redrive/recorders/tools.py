@@ -174,6 +174,7 @@ def tool(
     the one run active in the process (see :func:`redrive.replay.join_run`).
 
     Args:
+        fn: the function, when used bare (``@redrive.tool``); omitted with options.
         name: the step name (default: the function's ``__name__``).
         restart_safe: True if re-running a call that was in flight at a crash
             is harmless (the body dedupes on its idempotency key, or has no

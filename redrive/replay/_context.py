@@ -1,6 +1,9 @@
-"""The run active in this context, the idempotency key of the tool running now,
-the step-boundary hook used by crash tests, and the registry of the runs active
-in this process (so a call that lost its run's context joins it or fails closed)."""
+"""The run active in this context, and the process-wide state around it.
+
+That is: the idempotency key of the tool running now, the step-boundary hook
+used by crash tests, and the registry of the runs active in this process (so a
+call that lost its run's context joins it or fails closed).
+"""
 
 from __future__ import annotations
 

@@ -226,10 +226,12 @@ def diff_runs(
     compared in full (prefix deltas resolved).
 
     Args:
-        a, b: the run ids.
+        a: the first run's id.
+        b: the second run's id.
         journal: where both runs live (or run ``a`` when ``journal_b`` is given).
         journal_b: where run ``b`` lives, when in another journal (an ``.rdj`` export).
-        frames_a, frames_b: the runs' frames directly, instead of a journal.
+        frames_a: run ``a``'s frames directly, instead of a journal.
+        frames_b: run ``b``'s frames directly, instead of a journal.
 
     Returns:
         A :class:`RunDiff` (``str()`` renders it with path-level differences), or None.

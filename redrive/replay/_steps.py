@@ -106,7 +106,7 @@ class RecordedStep:
 
     @property
     def last_seq(self) -> int:
-        """seq of the frame that began the step's last attempt (its opening or ``attempt`` note)."""
+        """The seq of the frame that began the step's last attempt (opening or ``attempt`` note)."""
         return self.seq if self.last_attempt_seq is None else self.last_attempt_seq
 
     @property
