@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -26,6 +27,15 @@ from .server import ScriptedModelServer
 from .tools import read_log
 
 __all__ = ["DemoError", "main"]
+
+
+def _has_openai() -> bool:
+    """True when the OpenAI SDK can be imported (the ``openai`` extra is installed)."""
+    try:
+        return importlib.util.find_spec("openai") is not None
+    except (ImportError, ValueError):
+        return False
+
 
 #: Where the first worker is stopped: ``open_ticket``'s tool_done is durable, send_email not run.
 CRASH_POINT = "tool_recorded:open_ticket"
@@ -360,11 +370,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(list(argv) if argv is not None else None)
     console = Console(highlight=False, file=io.StringIO() if args.json else None)
-    if importlib.util.find_spec("openai") is None:
-        Console(stderr=True).print(
-            "[bold red]demo error:[/] the demo drives the OpenAI Python SDK, which is not "
-            "installed: pip install 'redrive[openai]'"
+    if not _has_openai():
+        message = (
+            "the demo drives the OpenAI Python SDK, which is not installed: "
+            "pip install 'redrive[openai]'"
         )
+        if args.json:
+            print(json.dumps({"error": message, "exit_code": 2}, indent=2))
+        else:
+            Console(stderr=True, soft_wrap=True).print(
+                "[bold red]demo error:[/] " + escape(message)
+            )
         return 2
     temp = args.dir is None
     workdir = Path(tempfile.mkdtemp(prefix="redrive-demo-")) if temp else Path(args.dir)
@@ -374,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = story(console, workdir, run_id, kept=not temp or args.keep, report=report)
     except DemoError as exc:
-        console.print(f"[bold red]demo error:[/] {exc}")
+        console.print(f"[bold red]demo error:[/] {escape(str(exc))}")
         report["error"] = str(exc)
         code = 2
     finally:

@@ -96,3 +96,13 @@ def test_commands_work_without_extras(tmp_path: Path, argv: list[str]) -> None:
     done = _cli("--json", *(a.format(**names) for a in argv), cwd=ROOT)
     assert done.returncode == cli.EXIT_OK, done.stdout + done.stderr
     json.loads(done.stdout)
+
+
+def test_demo_without_openai_names_the_extra(tmp_path: Path) -> None:
+    """``redrive demo`` without the openai extra says what to install (text and JSON), exit 2."""
+    done = _cli("demo", cwd=tmp_path)
+    assert done.returncode == cli.EXIT_USAGE, done.stderr
+    assert "pip install 'redrive[openai]'" in done.stderr, done.stderr
+    done = _cli("demo", "--json", cwd=tmp_path)
+    assert done.returncode == cli.EXIT_USAGE
+    assert "redrive[openai]" in json.loads(done.stdout)["error"]
