@@ -49,8 +49,6 @@ def _reopened_step(pending: list[Frame]) -> int | None:
 class Claims(Opening):
     """The claim, adoption and lease part of a Run."""
 
-    _gave_up_steps: set[int]
-
     def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
         """Append every queued frame in one transaction (group commit).
 
@@ -201,7 +199,7 @@ class Claims(Opening):
                         return
                     if time.monotonic() > deadline:
                         if give_up and reopen is not None:
-                            self._given_up().add(reopen)
+                            self._gave_up_steps.add(reopen)
                             self._cursor = cursor
                             return
                         raise RunBusyError(
@@ -218,13 +216,6 @@ class Claims(Opening):
                 delay = min(delay * 2, 0.1)
 
         return waiting()
-
-    def _given_up(self) -> set[int]:
-        """The seqs of steps whose presumed holder this run waited out (async face)."""
-        found: set[int] | None = getattr(self, "_gave_up_steps", None)
-        if found is None:
-            found = self._gave_up_steps = set()
-        return found
 
     def _install(self, cursor: Cursor, record: RunRecord, mine: set[int]) -> None:
         """Continue from the winner's frames: its cursor, its chain, its status.
@@ -277,7 +268,7 @@ class Claims(Opening):
                 run_id=self.run_id,
                 seq=step.seq,
             )
-        if step.seq in self._given_up():
+        if step.seq in self._gave_up_steps:
             return  # its presumed holder was waited out on the async face
         deadline = None if decision.patience is None else time.monotonic() + decision.patience
         if in_section():

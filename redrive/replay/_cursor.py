@@ -243,7 +243,7 @@ class Cursor:
         """Mark ``step`` used; make sure its outcome is known if it looks in flight."""
         # its outcome usually follows within a few frames; a step truly in flight
         # (the crash point) reads to the end once
-        while step.end is None and step.kind != "value" and self._load_one():
+        while not step.settled and step.kind != "value" and self._load_one():
             pass
         self._reader.forget(step.seq)
         for index, key in (

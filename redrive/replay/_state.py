@@ -16,6 +16,7 @@ from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
+from ._engine import OpenOperations
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, redact_paths
@@ -226,6 +227,10 @@ class RunState:
         self._adoptable = False
         self._known_seq = 0
         self._failed_keys: dict[tuple[str, str], int] = {}
+        #: the run's open logical operations: what a same-arguments retry continues
+        self._open_operations = OpenOperations()
+        #: seqs of steps whose presumed holder this run waited out (async face)
+        self._gave_up_steps: set[int] = set()
         self.status = RunStatus.RUNNING.value
         self.replayed_steps = 0
         self.live_steps = 0

@@ -36,7 +36,6 @@ from ._engine import (
     Block,
     Claim,
     Miss,
-    OpenOperations,
     Replay,
     Rerun,
     RetryLimit,
@@ -176,15 +175,6 @@ def tool_error_retryable(exc: BaseException) -> bool | None:
 class ToolSteps(Claims):
     """The tool-step part of a Run."""
 
-    @property
-    def _operations(self) -> OpenOperations:
-        """The run's open logical operations (made on first use)."""
-        found = self.__dict__.get("_open_operations")
-        if found is None:
-            found = self.__dict__["_open_operations"] = OpenOperations()
-        assert isinstance(found, OpenOperations)
-        return found
-
     def _step_key(self, step: RecordedStep, name: str) -> str:
         """The idempotency key a recorded tool step's body received (as its ``tool_start`` says)."""
         return step.idempotency_key or f"{self.run_id}:{step.seq}:{name}"
@@ -234,7 +224,7 @@ class ToolSteps(Claims):
                 decision = decide_in_flight(ask)
             if isinstance(decision, Block) and decision.retry:
                 # the block names the key of the operation the call would have retried
-                idem = self._operations.peek(spec.name, key) or (
+                idem = self._open_operations.peek(spec.name, key) or (
                     f"{self.run_id}:{decision.seq}:{spec.name}"
                 )
                 if not decision.write:
@@ -246,7 +236,7 @@ class ToolSteps(Claims):
             self._check_live("tool", spec.name, stored, key)
             seq = self._writer.next_seq
             # a retry of an operation whose last attempt failed retryably keeps its key
-            idem = self._operations.take(spec.name, key) or f"{self.run_id}:{seq}:{spec.name}"
+            idem = self._open_operations.take(spec.name, key) or f"{self.run_id}:{seq}:{spec.name}"
             with self._writer.unqueue_on_failure():
                 self._writer.queue(
                     Kind.TOOL_START,
@@ -271,12 +261,14 @@ class ToolSteps(Claims):
         plan = _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, replayed=True)
         assert step.end is not None
         if not step.data.get("blocked"):  # a blocked retry was no attempt of its operation
-            self._operations.began(spec.name, key, idem)
+            self._open_operations.began(spec.name, key, idem)
         if step.end.kind == Kind.TOOL_ERROR.value:
             error = outcome.get("error") or {}
             plan.error = rebuild_error(self.run_id, step.seq, spec.name, error)
             _mark_retryable(plan.error, bool(error.get("retryable")))
-            self._operations.failed(spec.name, key, idem, retryable=error.get("retryable") is True)
+            self._open_operations.failed(
+                spec.name, key, idem, retryable=error.get("retryable") is True
+            )
             if not (spec.restart_safe or spec.read_only):
                 self._failed_keys[(spec.name, key)] = step.seq
         else:
@@ -294,7 +286,7 @@ class ToolSteps(Claims):
     ) -> _Plan:
         idem = self._step_key(step, spec.name)  # every attempt of the step keeps its key
         self._check_live("tool", spec.name, stored, key)  # a Miss raises here
-        self._operations.began(spec.name, key, idem)
+        self._open_operations.began(spec.name, key, idem)
         if step.args is not None:
             stored = step.args  # errors and recover() speak of the call that was in flight
         if isinstance(decision, RetryLimit):
@@ -515,6 +507,8 @@ class ToolSteps(Claims):
             if not (spec.restart_safe or spec.read_only) and plan.match_key:
                 self._failed_keys[(spec.name, plan.match_key)] = plan.seq
             if plan.match_key:  # a retryable error leaves the operation open for a retry
-                self._operations.failed(spec.name, plan.match_key, plan.key, retryable=retryable)
+                self._open_operations.failed(
+                    spec.name, plan.match_key, plan.key, retryable=retryable
+                )
         _mark_retryable(exc, retryable)
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
