@@ -1,9 +1,8 @@
 """The steps recorders open: each as a typed handle, replayed or recorded live.
 
 ``begin_model`` / ``begin_tool`` / ``begin_value`` return the handles of
-:mod:`._handle`; the older tuple protocol (``model_begin`` / ``model_record``)
-and the one-call forms (``model_step``, ``amodel_step``, ``tool_step``,
-``atool_step``, ``value_step``) are thin uses of them.
+:mod:`._handle`; the one-call forms (``model_step``, ``amodel_step``,
+``tool_step``, ``atool_step``, ``value_step``) are thin uses of them.
 """
 
 from __future__ import annotations
@@ -15,9 +14,8 @@ from typing import Any, TypeVar
 
 from ..frames import Kind, call_key, rebuild, store
 from ._context import _boundary, _current, _current_key
-from ._cursor import RecordedStep
 from ._engine import GoLive, Replay, decide_model, decide_value
-from ._faces import flow, off_loop
+from ._faces import off_loop
 from ._handle import ModelStep, ToolStep, ValueStep
 from ._policy import compile_paths, match_view
 from ._state import Issue
@@ -152,64 +150,6 @@ class RecorderSteps(ToolSteps):
                     self._flush(sync=self.model_commit == "each")
         _boundary("model_recorded", self.run_id, seq, name)
         return seq
-
-    def model_begin(self, name: str, request: Any) -> tuple[RecordedStep | None, Any, str, int]:
-        """Match a model step; return ``(recorded step or None, stored request, key, turn)``.
-
-        The tuple form of :meth:`begin_model`, for recorders not yet on the
-        handle: they then decode the recorded response or call the model and
-        :meth:`model_record` its response.
-
-        Raises:
-            As :meth:`begin_model`.
-        """
-        handle = self.begin_model(name, request)
-        if not handle.recorded:
-            assert handle._issue is not None  # a live handle carries where it was issued
-            with self._lock:
-                self._model_started[(flow(), name)] = (
-                    handle._started or time.time(),
-                    handle._issue,
-                )
-        return handle._step, handle.request, handle.key, handle.turn
-
-    def model_record(
-        self,
-        name: str,
-        stored_request: Any,
-        key: str,
-        turn: int,
-        response: Any,
-        *,
-        view: Any = None,
-        unfinished: RecordedStep | None = None,
-    ) -> None:
-        """Journal a live model step's request and response (group commit by default).
-
-        The tuple form of :meth:`ModelStep.record`.
-
-        Args:
-            name, stored_request, key, turn: as returned by :meth:`model_begin`.
-            response: the response payload (canonically encodable).
-            view: the decoded semantic view (provider, model, messages, tool calls, usage).
-            unfinished: the recorded request this response completes, if any.
-        """
-        with self._lock:
-            opened = self._model_started.pop((flow(), name), None)
-        handle = ModelStep(
-            name,
-            stored_request,
-            False,
-            unfinished is not None,
-            None,
-            turn,
-            self,
-            key,
-            unfinished,
-            started=opened[0] if opened is not None else None,
-            issue=opened[1] if opened is not None else None,
-        )
-        handle.record(response, view=view)
 
     def model_step(
         self,

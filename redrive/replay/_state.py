@@ -221,7 +221,6 @@ class RunState:
         self._output_set = False
         self._short_circuited = False
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
-        self._model_started: dict[tuple[tuple[int, int], str], tuple[float, Issue]] = {}
         self._lease = LeaseKeeper(journal, run_id, lease, on_busy, busy_timeout)
         self._writer = JournalWriter(journal, run_id, self._lease)
         self._adoptable = False
