@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from ..errors import (
     AppendConflictError,
     RunBusyError,
+    TerminalRunError,
 )
 from ..frames import Frame, Kind
 from ..storage import RunRecord, RunStatus, RunUpdate
@@ -74,6 +75,22 @@ class Claims(Opening):
                     run_id=self.run_id,
                     seq=first,
                 ) from exc
+            except TerminalRunError as exc:
+                if exc.run_id == self.run_id and exc.status == RunStatus.CANCELLED.value:
+                    self._cancelled_outside()
+                raise
+
+    def _cancelled_outside(self) -> None:
+        """The journal refused a write: the run was cancelled from outside. No step starts now.
+
+        Reads who cancelled it and why (one read, on this refusal only).
+        """
+        self.status = RunStatus.CANCELLED.value
+        self._ended_why = "cancelled"
+        with contextlib.suppress(Exception):  # the refusal itself is what propagates
+            record = self.journal.get_run(self.run_id)
+            if record is not None and record.error:
+                self._ended_why = record.error
 
     @contextlib.contextmanager
     def _adopting(self) -> Iterator[None]:

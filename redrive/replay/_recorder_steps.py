@@ -50,7 +50,9 @@ class RecorderSteps(ToolSteps):
             DivergenceError: strict replay, and the journal's next step differs.
             ReplayMissError: no recorded step answers it and the run cannot go live.
             LeaseLostError: the run's lease was lost.
+            TerminalRunError: the run was cancelled during this execution (no call goes out).
         """
+        self._refuse_if_ended("model", name)
         self._settle()  # a step the flow left open ends before this one is issued
         handle = self._open_model(name, request, self._issue(name), ignore)
         self._model_done(handle)
@@ -108,6 +110,7 @@ class RecorderSteps(ToolSteps):
         first, on the loop: it moves the task past that step before this one
         is issued, as on replay.
         """
+        self._refuse_if_ended("model", name)
         self._settle()
         handle = await off_loop(self._open_model, name, request, self._issue(name), ignore)
         self._model_done(handle)
@@ -207,8 +210,10 @@ class RecorderSteps(ToolSteps):
             make the value and ``.record(value)``.
 
         Raises:
-            DivergenceError, ReplayMissError, LeaseLostError: as :meth:`begin_model`.
+            DivergenceError, ReplayMissError, LeaseLostError, TerminalRunError: as
+                :meth:`begin_model`.
         """
+        self._refuse_if_ended("value", name)
         args: dict[str, Any] = {"label": label}
         if extra is not None:
             args["extra"] = self._prepare(extra, "extra")
@@ -264,7 +269,10 @@ class RecorderSteps(ToolSteps):
         Raises:
             DivergenceError, SideEffectRetryBlockedError, RetryLimitExceededError,
             ReplayMissError, RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+            TerminalRunError: the run was cancelled during this execution (the body
+                does not run).
         """
+        self._refuse_if_ended("tool", spec.name)
         plan = self._tool_begin(spec, arguments)
         return ToolStep(
             spec.name, plan.seq, plan.key, plan.replayed, plan.value, plan.error, self, spec, plan
@@ -272,6 +280,7 @@ class RecorderSteps(ToolSteps):
 
     async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
         """The async form of :meth:`begin_tool`: the journal work runs off the event loop."""
+        self._refuse_if_ended("tool", spec.name)
         return await off_loop(self.begin_tool, spec, arguments)
 
     def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:

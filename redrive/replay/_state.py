@@ -10,7 +10,7 @@ from typing import Any, Literal, TypedDict
 
 import attrs
 
-from ..errors import DivergenceError, ReplayMissError
+from ..errors import DivergenceError, ReplayMissError, TerminalRunError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
@@ -231,6 +231,10 @@ class RunState:
         #: seqs of steps whose presumed holder this run waited out (async face)
         self._gave_up_steps: set[int] = set()
         self.status = RunStatus.RUNNING.value
+        #: None while this execution may start steps; once the run was cancelled during it
+        #: (by :meth:`cancel`, or from outside, learned at a refused write): who and why
+        #: (``"cancelled by BY: REASON"``)
+        self._ended_why: str | None = None
         self.replayed_steps = 0
         self.live_steps = 0
         self.resumed = False
@@ -293,6 +297,34 @@ class RunState:
                 found=args,
                 closest=closest,
             )
+
+    def _refuse_if_ended(self, kind: str, name: str) -> None:
+        """Refuse a step of a run that ended during this execution, before any call goes out.
+
+        An attribute check, no I/O: :meth:`cancel` ends the run at once; a
+        cancel from outside (``journal.cancel``) is learned at this execution's
+        next write (a tool's claim, a model step's record under
+        ``model_commit="write"``), so the one model call between an outside
+        cancel and that write still goes out (its record is refused).
+
+        Args:
+            kind: ``"model"``, ``"tool"`` or ``"value"``: the step asked for.
+            name: its step name.
+
+        Raises:
+            TerminalRunError: the run was cancelled during this execution (the
+                message names who cancelled it and why).
+        """
+        if self._ended_why is None:
+            return
+        raise TerminalRunError(
+            f"run {self.run_id!r} was {self._ended_why} during this execution; "
+            f"{kind} {name!r} was not started: no call goes out after a cancel. Replay it "
+            "read-only (live=False), fork it, or start a new run_id.",
+            run_id=self.run_id,
+            seq=self._writer.next_seq,
+            status=self.status,
+        )
 
     # -- flows and turns -------------------------------------------------------------
 
