@@ -273,15 +273,26 @@ class RecorderSteps(ToolSteps):
                 does not run).
         """
         self._refuse_if_ended("tool", spec.name)
-        plan = self._tool_begin(spec, arguments)
+        self._settle()  # a step the flow left open ends before this one is issued
+        return self._open_tool(spec, arguments, self._issue(spec.name))
+
+    async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """The async form of :meth:`begin_tool`: the journal work runs off the event loop.
+
+        Where the step is issued is taken in the caller's task, before the
+        work moves off the loop, so sibling tasks take positions in the order
+        the loop starts them.
+        """
+        self._refuse_if_ended("tool", spec.name)
+        self._settle()
+        return await off_loop(self._open_tool, spec, arguments, self._issue(spec.name))
+
+    def _open_tool(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> ToolStep:
+        """:meth:`begin_tool`'s work, for a step issued at ``issue`` (may run off the loop)."""
+        plan = self._tool_begin(spec, arguments, issue)
         return ToolStep(
             spec.name, plan.seq, plan.key, plan.replayed, plan.value, plan.error, self, spec, plan
         )
-
-    async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
-        """The async form of :meth:`begin_tool`: the journal work runs off the event loop."""
-        self._refuse_if_ended("tool", spec.name)
-        return await off_loop(self.begin_tool, spec, arguments)
 
     def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
         """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``.

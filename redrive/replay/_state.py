@@ -59,7 +59,7 @@ class Flow:
 
 @attrs.frozen
 class Issue:
-    """Where a model step was issued: what replay matches identical requests by.
+    """Where a model or tool step was issued: what replay matches identical requests by.
 
     Attributes:
         turn: the issuing flow's turn.
@@ -77,7 +77,7 @@ class Issue:
     after: tuple[int, ...]
 
     def payload(self) -> dict[str, Any]:
-        """The ``issue`` field of a ``model_request`` payload."""
+        """The ``issue`` field of a ``model_request`` or ``tool_start`` payload."""
         return {"parent": self.parent, "occ": self.occ, "after": list(self.after)}
 
 
@@ -339,7 +339,7 @@ class RunState:
         return self._flow().turn
 
     def _issue(self, name: str) -> Issue:
-        """Take the issue position of a model step the calling flow opens now.
+        """Take the issue position of a model or tool step the calling flow opens now.
 
         Called in the caller's own thread or task, before any work goes off
         the event loop, so siblings started in order take positions in order.
@@ -374,7 +374,7 @@ class RunState:
         turn = issue.turn if issue is not None else self._turn
         step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
         if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
-            if kind == "model" and cursor.frontier(name, issue):
+            if cursor.frontier(kind, name, issue):
                 return None  # this flow's record ends here, other flows' goes on: go live
             raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
         return step

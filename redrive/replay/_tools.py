@@ -46,6 +46,7 @@ from ._engine import (
     decide_tool,
 )
 from ._policy import match_view, redact_paths
+from ._state import Issue
 from ._writer import _Adopted
 
 __all__ = ["Recovery", "ToolSpec", "ToolSteps", "rebuild_error"]
@@ -179,14 +180,14 @@ class ToolSteps(Claims):
         """The idempotency key a recorded tool step's body received (as its ``tool_start`` says)."""
         return step.idempotency_key or f"{self.run_id}:{step.seq}:{name}"
 
-    def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
+    def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> _Plan:
         # A lost claim under on_busy="wait" adopts the winner's frames (_adopt) and
         # matches the step again: now it replays the winner's outcome.
         self._settle()
         while True:
             with self._adopting():
                 try:
-                    return self._tool_begin_once(spec, arguments)
+                    return self._tool_begin_once(spec, arguments, issue)
                 except _Adopted:
                     continue
 
@@ -208,12 +209,12 @@ class ToolSteps(Claims):
             busy_timeout=self.busy_timeout,
         )
 
-    def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
+    def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> _Plan:
         stored = self._prepare(arguments, "args")
         key = call_key(spec.name, match_view(stored, kind="tool"))
         with self._lock:
-            turn = self._turn
-            step = self._match("tool", spec.name, stored, key)
+            turn = issue.turn
+            step = self._match("tool", spec.name, stored, key, issue)
             ask = self._tool_ask(spec, step, key)
             decision = decide_tool(ask)
             if isinstance(decision, Replay):
@@ -229,7 +230,9 @@ class ToolSteps(Claims):
                 )
                 if not decision.write:
                     raise self._blocked_error(spec, decision.seq, stored, idem, 1, retry=True)
-                return self._blocked(spec, decision.seq, stored, key, turn, 1, idem, retry=True)
+                return self._blocked(
+                    spec, decision.seq, stored, key, turn, 1, idem, retry=True, issue=issue
+                )
             if step is not None:
                 assert not isinstance(decision, Claim | Replay | StopBusy | WaitForWorker)
                 return self._tool_in_flight(spec, step, stored, key, decision)
@@ -247,6 +250,7 @@ class ToolSteps(Claims):
                         "restart_safe": spec.restart_safe,
                         "read_only": spec.read_only,
                         "idempotency_key": idem,
+                        "issue": issue.payload(),  # who asked: see Cursor.match
                     },
                     key,
                 )
@@ -412,6 +416,7 @@ class ToolSteps(Claims):
         idem: str,
         cause: str = "",
         retry: bool = False,
+        issue: Issue | None = None,
     ) -> _Plan:
         error = self._blocked_error(spec, seq, stored, idem, attempts, cause, retry)
         if self.on_in_flight == "raise":
@@ -439,19 +444,17 @@ class ToolSteps(Claims):
         packed, value = self._result(outcome)
         if retry:
             new_seq = self._writer.next_seq
-            self._writer.queue(
-                Kind.TOOL_START,
-                spec.name,
-                {
-                    "args": stored,
-                    "turn": turn,
-                    "restart_safe": False,
-                    "read_only": False,
-                    "idempotency_key": idem,
-                    "blocked": True,
-                },
-                key,
-            )
+            start: dict[str, Any] = {
+                "args": stored,
+                "turn": turn,
+                "restart_safe": False,
+                "read_only": False,
+                "idempotency_key": idem,
+                "blocked": True,
+            }
+            if issue is not None:
+                start["issue"] = issue.payload()
+            self._writer.queue(Kind.TOOL_START, spec.name, start, key)
             self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": packed})
             seq = new_seq
         else:
