@@ -26,7 +26,14 @@ from ._steps import STEP_KINDS, RecordedStep, StepReader
 if TYPE_CHECKING:
     from ._state import Issue
 
-__all__ = ["Cursor", "RecordedStep", "ReplayDriftWarning", "STEP_KINDS"]
+__all__ = [
+    "CAUSAL_TURNS",
+    "Cursor",
+    "ISSUED_KINDS",
+    "RecordedStep",
+    "ReplayDriftWarning",
+    "STEP_KINDS",
+]
 
 
 #: The ``turns`` run flag of runs whose model and tool steps record where they were issued.
