@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from .. import replay
-from ..replay import Run
+from ..replay import StepSource
 
 __all__ = ["ModelStep", "abegin_model", "before_next_step", "begin_model", "redaction"]
 
@@ -31,7 +31,7 @@ class ModelStep:
         handle: the run's handle of the step (:class:`redrive.replay.ModelStep`).
     """
 
-    run: Run
+    run: StepSource
     handle: replay.ModelStep
 
     @property
@@ -78,7 +78,9 @@ class ModelStep:
         await self.handle.arecord(response, view=view, partial=partial)
 
 
-def begin_model(run: Run, name: str, request: Any, *, ignore: Sequence[str] = ()) -> ModelStep:
+def begin_model(
+    run: StepSource, name: str, request: Any, *, ignore: Sequence[str] = ()
+) -> ModelStep:
     """Open the model step the loop asks for: matched against the record, or live.
 
     Args:
@@ -101,13 +103,13 @@ def begin_model(run: Run, name: str, request: Any, *, ignore: Sequence[str] = ()
 
 
 async def abegin_model(
-    run: Run, name: str, request: Any, *, ignore: Sequence[str] = ()
+    run: StepSource, name: str, request: Any, *, ignore: Sequence[str] = ()
 ) -> ModelStep:
     """The async form of :func:`begin_model`: the journal work runs off the event loop."""
     return ModelStep(run, await run.abegin_model(name, request, ignore=tuple(ignore)))
 
 
-def before_next_step(run: Run, settle: Callable[[], None]) -> None:
+def before_next_step(run: StepSource, settle: Callable[[], None]) -> None:
     """Have ``settle()`` called before the loop's next step in this flow, or at a clean end.
 
     For a step the loop can leave open (a stream it stops reading without
@@ -116,6 +118,6 @@ def before_next_step(run: Run, settle: Callable[[], None]) -> None:
     run.before_next_step(settle)
 
 
-def redaction(run: Run) -> Callable[[Any], Any] | None:
+def redaction(run: StepSource) -> Callable[[Any], Any] | None:
     """The run's ``redact`` path patterns as ``value -> value``, or None when it has none."""
     return run.redact if run.redacting else None

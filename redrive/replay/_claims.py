@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from ..errors import (
     AppendConflictError,
     RunBusyError,
+    TerminalRunError,
 )
 from ..frames import Frame, Kind
 from ..storage import RunRecord, RunStatus, RunUpdate
@@ -49,8 +50,6 @@ def _reopened_step(pending: list[Frame]) -> int | None:
 class Claims(Opening):
     """The claim, adoption and lease part of a Run."""
 
-    _gave_up_steps: set[int]
-
     def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
         """Append every queued frame in one transaction (group commit).
 
@@ -76,6 +75,22 @@ class Claims(Opening):
                     run_id=self.run_id,
                     seq=first,
                 ) from exc
+            except TerminalRunError as exc:
+                if exc.run_id == self.run_id and exc.status == RunStatus.CANCELLED.value:
+                    self._cancelled_outside()
+                raise
+
+    def _cancelled_outside(self) -> None:
+        """The journal refused a write: the run was cancelled from outside. No step starts now.
+
+        Reads who cancelled it and why (one read, on this refusal only).
+        """
+        self.status = RunStatus.CANCELLED.value
+        self._ended_why = "cancelled"
+        with contextlib.suppress(Exception):  # the refusal itself is what propagates
+            record = self.journal.get_run(self.run_id)
+            if record is not None and record.error:
+                self._ended_why = record.error
 
     @contextlib.contextmanager
     def _adopting(self) -> Iterator[None]:
@@ -201,7 +216,7 @@ class Claims(Opening):
                         return
                     if time.monotonic() > deadline:
                         if give_up and reopen is not None:
-                            self._given_up().add(reopen)
+                            self._gave_up_steps.add(reopen)
                             self._cursor = cursor
                             return
                         raise RunBusyError(
@@ -218,13 +233,6 @@ class Claims(Opening):
                 delay = min(delay * 2, 0.1)
 
         return waiting()
-
-    def _given_up(self) -> set[int]:
-        """The seqs of steps whose presumed holder this run waited out (async face)."""
-        found: set[int] | None = getattr(self, "_gave_up_steps", None)
-        if found is None:
-            found = self._gave_up_steps = set()
-        return found
 
     def _install(self, cursor: Cursor, record: RunRecord, mine: set[int]) -> None:
         """Continue from the winner's frames: its cursor, its chain, its status.
@@ -277,7 +285,7 @@ class Claims(Opening):
                 run_id=self.run_id,
                 seq=step.seq,
             )
-        if step.seq in self._given_up():
+        if step.seq in self._gave_up_steps:
             return  # its presumed holder was waited out on the async face
         deadline = None if decision.patience is None else time.monotonic() + decision.patience
         if in_section():

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import DivergenceError
-from ..frames import Frame, call_key
+from ..frames import Frame, Kind, call_key
 from ..storage import parse_journal_url
 from ._delta import Expander
 from ._diff import diff_values, format_diff, short
@@ -26,7 +26,20 @@ from ._steps import STEP_KINDS, RecordedStep, StepReader
 if TYPE_CHECKING:
     from ._state import Issue
 
-__all__ = ["Cursor", "RecordedStep", "ReplayDriftWarning", "STEP_KINDS"]
+__all__ = [
+    "CAUSAL_TURNS",
+    "Cursor",
+    "ISSUED_KINDS",
+    "RecordedStep",
+    "ReplayDriftWarning",
+    "STEP_KINDS",
+]
+
+
+#: The ``turns`` run flag of runs whose model and tool steps record where they were issued.
+CAUSAL_TURNS = "causal"
+#: The step kinds that record where they were issued (their ``issue`` field).
+ISSUED_KINDS = frozenset({"model", "tool"})
 
 
 class ReplayDriftWarning(UserWarning):
@@ -72,9 +85,10 @@ class Cursor:
         self._turn_others: dict[int, collections.deque[RecordedStep]] = {}
         self._by_key: dict[tuple[str, str, str], collections.deque[RecordedStep]] = {}
         self._max_loaded_turn = -1
-        #: True once a model request recorded where it was issued (causal turns: a later
-        #: frame may belong to an earlier turn, so a miss looks through the whole record)
-        self._causal = False
+        #: the step kinds whose opening frames record where they were issued: both for a
+        #: run flagged ``turns: causal``; for runs recorded before the flag, the kinds seen
+        #: with an ``issue`` field (model requests only, in journals of 2026-11)
+        self._positioned: set[str] = set()
         self._saw_model = False
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         if "lenient" in (policy.tool, policy.model, policy.value):
@@ -91,6 +105,8 @@ class Cursor:
             return False
         step = self._reader.feed(frame)
         if step is None:
+            if frame.kind == Kind.RUN_START.value:
+                self._read_flags()
             return True
         if self._ignore:
             step.key = call_key(step.name, match_view(step.args, self._ignore, kind=step.kind))
@@ -105,8 +121,21 @@ class Cursor:
         self._max_loaded_turn = max(self._max_loaded_turn, step.turn)
         if step.kind == "model":
             self._saw_model = True
-            self._causal = self._causal or "issue" in step.data
+        if step.kind in ISSUED_KINDS and "issue" in step.data:
+            self._positioned.add(step.kind)
         return True
+
+    def _read_flags(self) -> None:
+        """Know the run's turn rule up front from its ``run_start`` flags."""
+        flags = (self.run_start or {}).get("flags")
+        if isinstance(flags, dict) and flags.get("turns") == CAUSAL_TURNS:
+            self._positioned.update(ISSUED_KINDS)
+
+    @property
+    def _causal(self) -> bool:
+        """True when steps record where they were issued: turns are causal (a later frame
+        may belong to an earlier turn, so a miss looks through the whole record)."""
+        return bool(self._positioned)
 
     @property
     def run_start(self) -> dict[str, Any] | None:
@@ -179,9 +208,10 @@ class Cursor:
         issue position (same parent step, same occurrence) answers it, so each
         concurrent caller gets the outcome it got live, whatever the order the
         calls completed in. Without a recorded position (journals recorded
-        before it, tool steps), or when none is recorded at the caller's
-        position (a retried request), the earliest one issued from the
-        caller's parent step answers, else the first one recorded.
+        before it; tool steps before the ``causal`` run flag), or when none is
+        recorded at the caller's position (a retried request), the earliest
+        one issued from the caller's parent step answers, else the first one
+        recorded.
         """
         first = self._find(turn, kind, name, key)
         if first is None and self._causal and self._frames is not None:
@@ -203,29 +233,34 @@ class Cursor:
             return min(siblings, key=lambda s: (_position(s) or (0, 0))[1])
         return first
 
-    def frontier(self, name: str, issue: Issue | None) -> bool:
-        """True when model step ``name``, asked at ``issue``, is past its flow's record.
+    def frontier(self, kind: str, name: str, issue: Issue | None) -> bool:
+        """True when model or tool step ``name``, asked at ``issue``, is past its flow's record.
 
         A worker that stopped mid-run leaves each flow's record ending where
         that flow was, and steps of other flows may be recorded after it: a
         flow past its own record goes live although other flows' steps are
         still to be replayed. That is so when the run did not end (no
-        ``run_end``), its model steps were recorded with issue positions
-        (journals recorded before them keep the strict rule), and none is
-        recorded at this one (one there with other arguments is a divergence).
-        Threads that race to issue from one point take their positions in the
-        order they reach it, so for them a position names the flow only when
-        the loop orders their first calls.
+        ``run_end``), its steps were recorded with issue positions (journals
+        recorded before them keep the strict rule: before the ``causal`` run
+        flag, only model steps had positions, so only they may go live here),
+        and none is recorded at this one (one there with other arguments is a
+        divergence). Threads that race to issue from one point take their
+        positions in the order they reach it, so for them a position names
+        the flow only when the loop orders their first calls.
         """
-        if issue is None:
+        if issue is None or kind not in ISSUED_KINDS:
             return False
         self._load_all()
-        if self.run_end is not None or (self._saw_model and not self._causal):
+        if self.run_end is not None or (self._saw_model and "model" not in self._positioned):
             return False
-        models = [s for s in self._order if s.seq in self._steps and s.kind == "model"]
-        if any(_position(s) is None for s in models):
+        if kind != "model" and kind not in self._positioned:
             return False
-        return not any(s.name == name and _position(s) == (issue.parent, issue.occ) for s in models)
+        kinds = self._positioned | {"model"}
+        steps = [s for s in self._order if s.seq in self._steps and s.kind in kinds]
+        if any(_position(s) is None for s in steps):
+            return False
+        here = (issue.parent, issue.occ)
+        return not any(s.kind == kind and s.name == name and _position(s) == here for s in steps)
 
     @property
     def exhausted(self) -> bool:
@@ -243,7 +278,7 @@ class Cursor:
         """Mark ``step`` used; make sure its outcome is known if it looks in flight."""
         # its outcome usually follows within a few frames; a step truly in flight
         # (the crash point) reads to the end once
-        while step.end is None and step.kind != "value" and self._load_one():
+        while not step.settled and step.kind != "value" and self._load_one():
             pass
         self._reader.forget(step.seq)
         for index, key in (
@@ -274,8 +309,8 @@ class Cursor:
             args: the canonical (redacted) arguments.
             key: :func:`~redrive.frames.call_key` of the match view of ``args``.
             turn: the caller's turn (None: the turn of the first unconsumed step).
-            issue: where the caller issued a model step (matches identical
-                requests to the caller that made them), or None.
+            issue: where the caller issued a model or tool step (matches
+                identical requests to the caller that made them), or None.
 
         Raises:
             DivergenceError: a strict or warn rule found no matching step where
@@ -314,7 +349,7 @@ class Cursor:
         if match is not None:
             self._check_turn_order(match, Found(kind, name, key, args))
             return self.consume(match)
-        if kind == "model" and self.frontier(name, issue):
+        if self.frontier(kind, name, issue):
             return None  # this flow's record ends here, other flows' goes on: go live
         window = self._window(turn)
         same_name = [s for s in window if s.kind == kind and s.name == name]
@@ -433,7 +468,7 @@ class Cursor:
 
 
 def _position(step: RecordedStep) -> tuple[int, int] | None:
-    """A model step's recorded issue position ``(parent seq, occurrence)``, or None."""
+    """A model or tool step's recorded issue position ``(parent seq, occurrence)``, or None."""
     issue = step.data.get("issue")
     if not isinstance(issue, dict):
         return None

@@ -275,11 +275,13 @@ class StepSource(Protocol):
         """True when the run was given ``redact`` path patterns."""
         ...
 
-    def begin_model(self, name: str, request: Any) -> ModelStep:
-        """Open a model step (see :meth:`Run.begin_model`)."""
+    def begin_model(self, name: str, request: Any, *, ignore: tuple[str, ...] = ()) -> ModelStep:
+        """Open a model step (see :meth:`Run.begin_model`; ``ignore``: paths out of its key)."""
         ...
 
-    async def abegin_model(self, name: str, request: Any) -> ModelStep:
+    async def abegin_model(
+        self, name: str, request: Any, *, ignore: tuple[str, ...] = ()
+    ) -> ModelStep:
         """Open a model step off the event loop."""
         ...
 

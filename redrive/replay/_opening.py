@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import AppendConflictError, RunInputMismatchError, TerminalRunError
 from ..frames import FORMAT_VERSION, Kind, fingerprint, make_frame
 from ..storage import RunRecord, RunStatus, RunUpdate
-from ._cursor import Cursor
+from ._cursor import CAUSAL_TURNS, Cursor
 from ._faces import Wait
 from ._state import _UNSET, RunState, _take_until, _version
 
@@ -45,7 +45,8 @@ class Opening(RunState):
                 "format": FORMAT_VERSION,
                 "redrive": _version(),
                 "model_commit": self.model_commit,
-                "turns": "model-response",
+                # model and tool steps record where they were issued (Cursor.frontier)
+                "turns": CAUSAL_TURNS,
             },
         }
         try:

@@ -1,9 +1,8 @@
 """The steps recorders open: each as a typed handle, replayed or recorded live.
 
 ``begin_model`` / ``begin_tool`` / ``begin_value`` return the handles of
-:mod:`._handle`; the older tuple protocol (``model_begin`` / ``model_record``)
-and the one-call forms (``model_step``, ``amodel_step``, ``tool_step``,
-``atool_step``, ``value_step``) are thin uses of them.
+:mod:`._handle`; the one-call forms (``model_step``, ``amodel_step``,
+``tool_step``, ``atool_step``, ``value_step``) are thin uses of them.
 """
 
 from __future__ import annotations
@@ -15,9 +14,8 @@ from typing import Any, TypeVar
 
 from ..frames import Kind, call_key, rebuild, store
 from ._context import _boundary, _current, _current_key
-from ._cursor import RecordedStep
 from ._engine import GoLive, Replay, decide_model, decide_value
-from ._faces import flow, off_loop
+from ._faces import off_loop
 from ._handle import ModelStep, ToolStep, ValueStep
 from ._policy import compile_paths, match_view
 from ._state import Issue
@@ -52,7 +50,9 @@ class RecorderSteps(ToolSteps):
             DivergenceError: strict replay, and the journal's next step differs.
             ReplayMissError: no recorded step answers it and the run cannot go live.
             LeaseLostError: the run's lease was lost.
+            TerminalRunError: the run was cancelled during this execution (no call goes out).
         """
+        self._refuse_if_ended("model", name)
         self._settle()  # a step the flow left open ends before this one is issued
         handle = self._open_model(name, request, self._issue(name), ignore)
         self._model_done(handle)
@@ -110,6 +110,7 @@ class RecorderSteps(ToolSteps):
         first, on the loop: it moves the task past that step before this one
         is issued, as on replay.
         """
+        self._refuse_if_ended("model", name)
         self._settle()
         handle = await off_loop(self._open_model, name, request, self._issue(name), ignore)
         self._model_done(handle)
@@ -152,64 +153,6 @@ class RecorderSteps(ToolSteps):
                     self._flush(sync=self.model_commit == "each")
         _boundary("model_recorded", self.run_id, seq, name)
         return seq
-
-    def model_begin(self, name: str, request: Any) -> tuple[RecordedStep | None, Any, str, int]:
-        """Match a model step; return ``(recorded step or None, stored request, key, turn)``.
-
-        The tuple form of :meth:`begin_model`, for recorders not yet on the
-        handle: they then decode the recorded response or call the model and
-        :meth:`model_record` its response.
-
-        Raises:
-            As :meth:`begin_model`.
-        """
-        handle = self.begin_model(name, request)
-        if not handle.recorded:
-            assert handle._issue is not None  # a live handle carries where it was issued
-            with self._lock:
-                self._model_started[(flow(), name)] = (
-                    handle._started or time.time(),
-                    handle._issue,
-                )
-        return handle._step, handle.request, handle.key, handle.turn
-
-    def model_record(
-        self,
-        name: str,
-        stored_request: Any,
-        key: str,
-        turn: int,
-        response: Any,
-        *,
-        view: Any = None,
-        unfinished: RecordedStep | None = None,
-    ) -> None:
-        """Journal a live model step's request and response (group commit by default).
-
-        The tuple form of :meth:`ModelStep.record`.
-
-        Args:
-            name, stored_request, key, turn: as returned by :meth:`model_begin`.
-            response: the response payload (canonically encodable).
-            view: the decoded semantic view (provider, model, messages, tool calls, usage).
-            unfinished: the recorded request this response completes, if any.
-        """
-        with self._lock:
-            opened = self._model_started.pop((flow(), name), None)
-        handle = ModelStep(
-            name,
-            stored_request,
-            False,
-            unfinished is not None,
-            None,
-            turn,
-            self,
-            key,
-            unfinished,
-            started=opened[0] if opened is not None else None,
-            issue=opened[1] if opened is not None else None,
-        )
-        handle.record(response, view=view)
 
     def model_step(
         self,
@@ -267,8 +210,10 @@ class RecorderSteps(ToolSteps):
             make the value and ``.record(value)``.
 
         Raises:
-            DivergenceError, ReplayMissError, LeaseLostError: as :meth:`begin_model`.
+            DivergenceError, ReplayMissError, LeaseLostError, TerminalRunError: as
+                :meth:`begin_model`.
         """
+        self._refuse_if_ended("value", name)
         args: dict[str, Any] = {"label": label}
         if extra is not None:
             args["extra"] = self._prepare(extra, "extra")
@@ -324,15 +269,30 @@ class RecorderSteps(ToolSteps):
         Raises:
             DivergenceError, SideEffectRetryBlockedError, RetryLimitExceededError,
             ReplayMissError, RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+            TerminalRunError: the run was cancelled during this execution (the body
+                does not run).
         """
-        plan = self._tool_begin(spec, arguments)
+        self._refuse_if_ended("tool", spec.name)
+        self._settle()  # a step the flow left open ends before this one is issued
+        return self._open_tool(spec, arguments, self._issue(spec.name))
+
+    async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """The async form of :meth:`begin_tool`: the journal work runs off the event loop.
+
+        Where the step is issued is taken in the caller's task, before the
+        work moves off the loop, so sibling tasks take positions in the order
+        the loop starts them.
+        """
+        self._refuse_if_ended("tool", spec.name)
+        self._settle()
+        return await off_loop(self._open_tool, spec, arguments, self._issue(spec.name))
+
+    def _open_tool(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> ToolStep:
+        """:meth:`begin_tool`'s work, for a step issued at ``issue`` (may run off the loop)."""
+        plan = self._tool_begin(spec, arguments, issue)
         return ToolStep(
             spec.name, plan.seq, plan.key, plan.replayed, plan.value, plan.error, self, spec, plan
         )
-
-    async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
-        """The async form of :meth:`begin_tool`: the journal work runs off the event loop."""
-        return await off_loop(self.begin_tool, spec, arguments)
 
     def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
         """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``.

@@ -231,8 +231,9 @@ class Run(RecorderSteps):
         The cancel is committed before this returns (frames already made are
         written first, then a ``run_end`` naming ``by`` and ``reason``): the
         run is terminal, and a redelivery of it raises ``TerminalRunError``.
-        Every later step of this block is refused (a tool's claim raises
-        ``TerminalRunError`` before its body runs), and exiting the block
+        Every later step of this block is refused (a model, tool or value
+        step raises ``TerminalRunError`` before its call goes out, whatever
+        ``model_commit``), and exiting the block
         writes nothing more, whatever it raises. This is the only way a run
         ends ``cancelled``: a timeout, a task cancelled by a job runner,
         ``KeyboardInterrupt`` or ``SystemExit`` leave it resumable. From
@@ -268,6 +269,7 @@ class Run(RecorderSteps):
             )
         text = cancel_text(reason, by)
         self._end(RunStatus.CANCELLED, error=text, extra={"reason": reason, "by": by})
+        self._ended_why = text
 
     async def acancel(self, reason: str, *, by: str = "run.cancel") -> None:
         """The async form of :meth:`cancel`: the journal write runs off the event loop."""

@@ -10,12 +10,13 @@ from typing import Any, Literal, TypedDict
 
 import attrs
 
-from ..errors import DivergenceError, ReplayMissError
+from ..errors import DivergenceError, ReplayMissError, TerminalRunError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
+from ._engine import OpenOperations
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, redact_paths
@@ -58,7 +59,7 @@ class Flow:
 
 @attrs.frozen
 class Issue:
-    """Where a model step was issued: what replay matches identical requests by.
+    """Where a model or tool step was issued: what replay matches identical requests by.
 
     Attributes:
         turn: the issuing flow's turn.
@@ -76,7 +77,7 @@ class Issue:
     after: tuple[int, ...]
 
     def payload(self) -> dict[str, Any]:
-        """The ``issue`` field of a ``model_request`` payload."""
+        """The ``issue`` field of a ``model_request`` or ``tool_start`` payload."""
         return {"parent": self.parent, "occ": self.occ, "after": list(self.after)}
 
 
@@ -220,13 +221,20 @@ class RunState:
         self._output_set = False
         self._short_circuited = False
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
-        self._model_started: dict[tuple[tuple[int, int], str], tuple[float, Issue]] = {}
         self._lease = LeaseKeeper(journal, run_id, lease, on_busy, busy_timeout)
         self._writer = JournalWriter(journal, run_id, self._lease)
         self._adoptable = False
         self._known_seq = 0
         self._failed_keys: dict[tuple[str, str], int] = {}
+        #: the run's open logical operations: what a same-arguments retry continues
+        self._open_operations = OpenOperations()
+        #: seqs of steps whose presumed holder this run waited out (async face)
+        self._gave_up_steps: set[int] = set()
         self.status = RunStatus.RUNNING.value
+        #: None while this execution may start steps; once the run was cancelled during it
+        #: (by :meth:`cancel`, or from outside, learned at a refused write): who and why
+        #: (``"cancelled by BY: REASON"``)
+        self._ended_why: str | None = None
         self.replayed_steps = 0
         self.live_steps = 0
         self.resumed = False
@@ -290,6 +298,34 @@ class RunState:
                 closest=closest,
             )
 
+    def _refuse_if_ended(self, kind: str, name: str) -> None:
+        """Refuse a step of a run that ended during this execution, before any call goes out.
+
+        An attribute check, no I/O: :meth:`cancel` ends the run at once; a
+        cancel from outside (``journal.cancel``) is learned at this execution's
+        next write (a tool's claim, a model step's record under
+        ``model_commit="write"``), so the one model call between an outside
+        cancel and that write still goes out (its record is refused).
+
+        Args:
+            kind: ``"model"``, ``"tool"`` or ``"value"``: the step asked for.
+            name: its step name.
+
+        Raises:
+            TerminalRunError: the run was cancelled during this execution (the
+                message names who cancelled it and why).
+        """
+        if self._ended_why is None:
+            return
+        raise TerminalRunError(
+            f"run {self.run_id!r} was {self._ended_why} during this execution; "
+            f"{kind} {name!r} was not started: no call goes out after a cancel. Replay it "
+            "read-only (live=False), fork it, or start a new run_id.",
+            run_id=self.run_id,
+            seq=self._writer.next_seq,
+            status=self.status,
+        )
+
     # -- flows and turns -------------------------------------------------------------
 
     def _flow(self) -> Flow:
@@ -303,7 +339,7 @@ class RunState:
         return self._flow().turn
 
     def _issue(self, name: str) -> Issue:
-        """Take the issue position of a model step the calling flow opens now.
+        """Take the issue position of a model or tool step the calling flow opens now.
 
         Called in the caller's own thread or task, before any work goes off
         the event loop, so siblings started in order take positions in order.
@@ -338,7 +374,7 @@ class RunState:
         turn = issue.turn if issue is not None else self._turn
         step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
         if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
-            if kind == "model" and cursor.frontier(name, issue):
+            if cursor.frontier(kind, name, issue):
                 return None  # this flow's record ends here, other flows' goes on: go live
             raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
         return step

@@ -36,7 +36,6 @@ from ._engine import (
     Block,
     Claim,
     Miss,
-    OpenOperations,
     Replay,
     Rerun,
     RetryLimit,
@@ -47,6 +46,7 @@ from ._engine import (
     decide_tool,
 )
 from ._policy import match_view, redact_paths
+from ._state import Issue
 from ._writer import _Adopted
 
 __all__ = ["Recovery", "ToolSpec", "ToolSteps", "rebuild_error"]
@@ -176,27 +176,18 @@ def tool_error_retryable(exc: BaseException) -> bool | None:
 class ToolSteps(Claims):
     """The tool-step part of a Run."""
 
-    @property
-    def _operations(self) -> OpenOperations:
-        """The run's open logical operations (made on first use)."""
-        found = self.__dict__.get("_open_operations")
-        if found is None:
-            found = self.__dict__["_open_operations"] = OpenOperations()
-        assert isinstance(found, OpenOperations)
-        return found
-
     def _step_key(self, step: RecordedStep, name: str) -> str:
         """The idempotency key a recorded tool step's body received (as its ``tool_start`` says)."""
         return step.idempotency_key or f"{self.run_id}:{step.seq}:{name}"
 
-    def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
+    def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> _Plan:
         # A lost claim under on_busy="wait" adopts the winner's frames (_adopt) and
         # matches the step again: now it replays the winner's outcome.
         self._settle()
         while True:
             with self._adopting():
                 try:
-                    return self._tool_begin_once(spec, arguments)
+                    return self._tool_begin_once(spec, arguments, issue)
                 except _Adopted:
                     continue
 
@@ -218,12 +209,12 @@ class ToolSteps(Claims):
             busy_timeout=self.busy_timeout,
         )
 
-    def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any]) -> _Plan:
+    def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> _Plan:
         stored = self._prepare(arguments, "args")
         key = call_key(spec.name, match_view(stored, kind="tool"))
         with self._lock:
-            turn = self._turn
-            step = self._match("tool", spec.name, stored, key)
+            turn = issue.turn
+            step = self._match("tool", spec.name, stored, key, issue)
             ask = self._tool_ask(spec, step, key)
             decision = decide_tool(ask)
             if isinstance(decision, Replay):
@@ -234,19 +225,21 @@ class ToolSteps(Claims):
                 decision = decide_in_flight(ask)
             if isinstance(decision, Block) and decision.retry:
                 # the block names the key of the operation the call would have retried
-                idem = self._operations.peek(spec.name, key) or (
+                idem = self._open_operations.peek(spec.name, key) or (
                     f"{self.run_id}:{decision.seq}:{spec.name}"
                 )
                 if not decision.write:
                     raise self._blocked_error(spec, decision.seq, stored, idem, 1, retry=True)
-                return self._blocked(spec, decision.seq, stored, key, turn, 1, idem, retry=True)
+                return self._blocked(
+                    spec, decision.seq, stored, key, turn, 1, idem, retry=True, issue=issue
+                )
             if step is not None:
                 assert not isinstance(decision, Claim | Replay | StopBusy | WaitForWorker)
                 return self._tool_in_flight(spec, step, stored, key, decision)
             self._check_live("tool", spec.name, stored, key)
             seq = self._writer.next_seq
             # a retry of an operation whose last attempt failed retryably keeps its key
-            idem = self._operations.take(spec.name, key) or f"{self.run_id}:{seq}:{spec.name}"
+            idem = self._open_operations.take(spec.name, key) or f"{self.run_id}:{seq}:{spec.name}"
             with self._writer.unqueue_on_failure():
                 self._writer.queue(
                     Kind.TOOL_START,
@@ -257,6 +250,7 @@ class ToolSteps(Claims):
                         "restart_safe": spec.restart_safe,
                         "read_only": spec.read_only,
                         "idempotency_key": idem,
+                        "issue": issue.payload(),  # who asked: see Cursor.match
                     },
                     key,
                 )
@@ -271,12 +265,14 @@ class ToolSteps(Claims):
         plan = _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, replayed=True)
         assert step.end is not None
         if not step.data.get("blocked"):  # a blocked retry was no attempt of its operation
-            self._operations.began(spec.name, key, idem)
+            self._open_operations.began(spec.name, key, idem)
         if step.end.kind == Kind.TOOL_ERROR.value:
             error = outcome.get("error") or {}
             plan.error = rebuild_error(self.run_id, step.seq, spec.name, error)
             _mark_retryable(plan.error, bool(error.get("retryable")))
-            self._operations.failed(spec.name, key, idem, retryable=error.get("retryable") is True)
+            self._open_operations.failed(
+                spec.name, key, idem, retryable=error.get("retryable") is True
+            )
             if not (spec.restart_safe or spec.read_only):
                 self._failed_keys[(spec.name, key)] = step.seq
         else:
@@ -294,7 +290,7 @@ class ToolSteps(Claims):
     ) -> _Plan:
         idem = self._step_key(step, spec.name)  # every attempt of the step keeps its key
         self._check_live("tool", spec.name, stored, key)  # a Miss raises here
-        self._operations.began(spec.name, key, idem)
+        self._open_operations.began(spec.name, key, idem)
         if step.args is not None:
             stored = step.args  # errors and recover() speak of the call that was in flight
         if isinstance(decision, RetryLimit):
@@ -420,6 +416,7 @@ class ToolSteps(Claims):
         idem: str,
         cause: str = "",
         retry: bool = False,
+        issue: Issue | None = None,
     ) -> _Plan:
         error = self._blocked_error(spec, seq, stored, idem, attempts, cause, retry)
         if self.on_in_flight == "raise":
@@ -447,19 +444,17 @@ class ToolSteps(Claims):
         packed, value = self._result(outcome)
         if retry:
             new_seq = self._writer.next_seq
-            self._writer.queue(
-                Kind.TOOL_START,
-                spec.name,
-                {
-                    "args": stored,
-                    "turn": turn,
-                    "restart_safe": False,
-                    "read_only": False,
-                    "idempotency_key": idem,
-                    "blocked": True,
-                },
-                key,
-            )
+            start: dict[str, Any] = {
+                "args": stored,
+                "turn": turn,
+                "restart_safe": False,
+                "read_only": False,
+                "idempotency_key": idem,
+                "blocked": True,
+            }
+            if issue is not None:
+                start["issue"] = issue.payload()
+            self._writer.queue(Kind.TOOL_START, spec.name, start, key)
             self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": packed})
             seq = new_seq
         else:
@@ -515,6 +510,8 @@ class ToolSteps(Claims):
             if not (spec.restart_safe or spec.read_only) and plan.match_key:
                 self._failed_keys[(spec.name, plan.match_key)] = plan.seq
             if plan.match_key:  # a retryable error leaves the operation open for a retry
-                self._operations.failed(spec.name, plan.match_key, plan.key, retryable=retryable)
+                self._open_operations.failed(
+                    spec.name, plan.match_key, plan.key, retryable=retryable
+                )
         _mark_retryable(exc, retryable)
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)

@@ -28,6 +28,10 @@ from hypothesis import strategies as st
 
 import redrive
 from redrive.errors import DivergenceError
+from redrive.frames import Frame, make_frame
+from redrive.replay import ReplayPolicy
+from redrive.replay._cursor import Cursor
+from redrive.replay._state import Issue
 from redrive.storage import Journal, copy_run
 from tests.conftest import Drive, Loop
 
@@ -44,16 +48,6 @@ _calls = st.tuples(
 )
 programs: st.SearchStrategy[Program] = st.lists(
     st.lists(_calls, min_size=1, max_size=3), min_size=2, max_size=4
-)
-
-
-#: Programs of model calls only (see test_concurrent_calls_resume_after_a_kill).
-model_programs: st.SearchStrategy[Program] = st.lists(
-    st.lists(
-        st.tuples(st.just("model"), st.integers(0, 1), st.integers(0, 3)), min_size=1, max_size=3
-    ),
-    min_size=2,
-    max_size=4,
 )
 
 
@@ -146,16 +140,24 @@ def _loop(
 
 
 def _run(face: Face, journal: Journal, run_id: str, main: Callable[[], Any], **options: Any) -> Any:
-    """Run ``main`` in ``redrive.run(journal, run_id)`` (async face: under ``asyncio.run``)."""
+    """Run ``main`` in ``redrive.run(journal, run_id)`` (async face: under ``asyncio.run``).
+
+    Returns what ``main`` returned: what the loop's callers got, live or replayed (not
+    ``run.finish``'s return, which for a finished run replayed is the recorded output).
+    """
     if face == "async":
 
         async def under_run() -> Any:
             async with redrive.run(journal, run_id, **options) as run:
-                return run.finish(await main())
+                got = await main()
+                run.finish(got)
+                return got
 
         return asyncio.run(under_run())
     with redrive.run(journal, run_id, **options) as run:
-        return run.finish(main())
+        got = main()
+        run.finish(got)
+        return got
 
 
 def _record_and_replay(face: Face, journal: Journal, program: Program, *, distinct: bool) -> None:
@@ -170,10 +172,12 @@ def _record_and_replay(face: Face, journal: Journal, program: Program, *, distin
     assert world.live_calls == calls  # nothing called again
 
 
-def _resume_after_kill(face: Face, journal: Journal, program: Program, cut: int) -> None:
+def _resume_after_kill(
+    face: Face, journal: Journal, program: Program, cut: int, *, distinct: bool = True
+) -> None:
     """Kill the recorded run at frame ``cut``, resume it, replay it: callers keep their outcomes."""
     world = World()
-    main = _loop(face, world, program, distinct=True, staggered=True)
+    main = _loop(face, world, program, distinct=distinct, staggered=True)
     run_id = f"c-{uuid.uuid4().hex}"
     killed = f"killed-{run_id}"
     live = _run(face, journal, run_id, main)
@@ -243,27 +247,29 @@ def test_concurrent_calls_replay_to_their_callers(
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("face", ["async", "threads"])
 @settings(max_examples=25)
-@given(program=model_programs, cut=st.integers(0, 10_000))
+@given(program=programs, cut=st.integers(0, 10_000), data=st.data())
 def test_concurrent_calls_resume_after_a_kill(
-    backend: str, face: Face, program: Program, cut: int
+    backend: str, face: Face, program: Program, cut: int, data: st.DataObject
 ) -> None:
-    """A concurrent run killed at a random frame resumes with every recorded outcome kept.
+    """A concurrent run of model and tool calls killed at a random frame resumes with every
+    recorded outcome kept, and replays as it resumed.
 
-    Model calls only: a tool step's claim does not record where it was issued
-    yet, so a flow past its record cannot tell its new tool call from a drifted
-    one while other flows' steps are still to be replayed (it diverges).
-    Threads start their first calls in order: threads racing to issue from one
-    point are told apart by the order they issue in, which a resumed run's
-    threads may not repeat.
+    Model requests and tool claims record where they were issued, so a flow
+    past its record goes live while other flows' steps are still replayed.
+    Asyncio tasks may share identical requests; threads start their first
+    calls in order and send requests distinct per flow: threads racing to
+    issue from one point are told apart by the order they issue in, which a
+    resumed run's threads may not repeat.
     """
+    distinct = face == "threads" or data.draw(st.booleans(), label="distinct")
     for journal in _journals(backend):
-        _resume_after_kill(face, journal, program, cut)
+        _resume_after_kill(face, journal, program, cut, distinct=distinct)
 
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("face", ["async", "threads"])
 @settings(max_examples=4, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(program=model_programs, cut=st.integers(0, 10_000))
+@given(program=programs, cut=st.integers(0, 10_000))
 def test_concurrent_calls_on_postgres(
     pg_url: str, pg_schema: str, face: Face, program: Program, cut: int
 ) -> None:
@@ -282,15 +288,18 @@ def test_concurrent_calls_on_postgres(
 # -- the reported cases -----------------------------------------------------------------------
 
 
-def test_identical_requests_answered_out_of_order(journal: Journal) -> None:
-    """Two identical requests, the first sent answered last, replay to their own callers."""
+@pytest.mark.parametrize("kind", ["model", "tool"])
+def test_identical_requests_answered_out_of_order(journal: Journal, kind: str) -> None:
+    """Two identical requests (model calls, or calls of a side-effecting tool), the first sent
+    answered last, replay to their own callers."""
     answers = iter(["A-slow", "B-fast"])
 
-    @redrive.model
-    async def chat(prompt: str) -> str:
+    async def answer(prompt: str) -> str:
         answer = next(answers)
         await asyncio.sleep(0.02 if answer == "A-slow" else 0)
         return answer
+
+    chat = redrive.model(answer) if kind == "model" else redrive.tool(restart_safe=False)(answer)
 
     async def loop() -> dict[str, str]:
         first, second = await asyncio.gather(chat("hi"), chat("hi"))
@@ -299,11 +308,77 @@ def test_identical_requests_answered_out_of_order(journal: Journal) -> None:
     async def main() -> None:
         async with redrive.run(journal, "r") as run:
             assert run.finish(await loop()) == {"task1": "A-slow", "task2": "B-fast"}
-        for rule in ("strict", "lenient"):
-            async with redrive.run(journal, "r", live=False, replay=rule):
+        for options in ({"live": False, "replay": "strict"}, {"live": False, "replay": "lenient"}):
+            async with redrive.run(journal, "r", **options):  # type: ignore[arg-type]
                 assert await loop() == {"task1": "A-slow", "task2": "B-fast"}
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("face", ["async", "threads"])
+@pytest.mark.parametrize("kind", ["model", "tool"])
+def test_identical_requests_asked_in_another_order_on_replay(
+    journal: Journal, face: Face, kind: str
+) -> None:
+    """Two flows send one identical request; live, the flow that first waits on a slow step
+    sends it last; on replay that step answers at once and it sends first: each still gets
+    its own recorded answer (a model call, or a side-effecting tool's result)."""
+    answers = itertools.count()
+
+    def ask_body(query: str) -> str:
+        return f"{query}#{next(answers)}"
+
+    def prepare_body(what: str) -> str:
+        time.sleep(0.05)
+        return f"prepared {what}"
+
+    ask_spec = (
+        redrive.model(name="model:ask") if kind == "model" else redrive.tool(restart_safe=False)
+    )
+    if face == "async":
+
+        async def aask(query: str) -> str:
+            return ask_body(query)
+
+        async def aprepare(what: str) -> str:
+            await asyncio.sleep(0.05)
+            return f"prepared {what}"
+
+        ask_a = ask_spec(aask)
+        prepare_a = redrive.tool(read_only=True)(aprepare)
+
+        async def slow_flow() -> list[str]:
+            return [await prepare_a("x"), await ask_a("q")]
+
+        async def other_flow() -> list[str]:
+            await asyncio.sleep(0.02)  # other work, not a step
+            return [await ask_a("q")]
+
+        async def aloop() -> list[list[str]]:
+            return list(await asyncio.gather(slow_flow(), other_flow()))
+
+        main: Callable[[], Any] = aloop
+    else:
+        ask_s = ask_spec(ask_body)
+        prepare_s = redrive.tool(read_only=True)(prepare_body)
+
+        def sslow() -> list[str]:
+            return [prepare_s("x"), ask_s("q")]
+
+        def sother() -> list[str]:
+            time.sleep(0.02)  # other work, not a step
+            return [ask_s("q")]
+
+        def sloop() -> list[list[str]]:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                futures = [pool.submit(contextvars.copy_context().run, f) for f in (sslow, sother)]
+                return [f.result() for f in futures]
+
+        main = sloop
+    live = _run(face, journal, "o", main)
+    assert live == [["prepared x", "q#1"], ["q#0"]]
+    for rule in ("strict", "lenient"):
+        assert _run(face, journal, "o", main, live=False, replay=rule) == live
 
 
 @pytest.mark.parametrize("face", ["async", "threads"])
@@ -362,6 +437,53 @@ def test_model_and_tools_in_flight_together(journal: Journal, face: Face) -> Non
     live = _run(face, journal, "g", main)
     assert _run(face, journal, "g", main, live=False) == live
     assert effects == ["bo"]
+
+
+# -- the run flag: new runs' steps record where they were issued ------------------------------
+
+
+def _killed_record(flag: str) -> list[Frame]:
+    """A run of one tool call, killed before its end (no ``run_end``), its ``run_start``
+    flagged ``turns: flag``; under an older flag its tool claims carry no ``issue``."""
+    journal = redrive.open_journal(":memory:")
+    lookup = redrive.tool(read_only=True)(lambda q: f"found {q}")
+    with redrive.run(journal, "k"):
+        lookup("a")
+    frames, chain = [], "0" * 32
+    for frame in list(journal.frames("k"))[:-1]:
+        payload = frame.data()
+        if frame.kind == "run_start":
+            assert payload["flags"]["turns"] == "causal"  # what a new run records
+            payload["flags"]["turns"] = flag
+        elif frame.kind == "tool_start":
+            assert payload["issue"] == {"parent": -1, "occ": 0, "after": []}
+            if flag != "causal":
+                del payload["issue"]
+        frames.append(
+            make_frame(
+                run_id="k",
+                seq=frame.seq,
+                kind=frame.kind,
+                name=frame.name,
+                key=frame.key,
+                payload=payload,
+                prev_chain=chain,
+                at=frame.at,
+            )
+        )
+        chain = frames[-1].chain
+    return frames
+
+
+@pytest.mark.parametrize("flag", ["causal", "model-response"])
+def test_a_tool_goes_live_past_its_flows_record_only_in_causal_runs(flag: str) -> None:
+    """A tool step asked where no step of its flow is recorded, while another flow's step is
+    still to replay: past its flow's record (go live) in a run flagged ``causal``; in a run
+    recorded before the flag (tool claims without positions) the strict rule stays."""
+    cursor = Cursor("k", iter(_killed_record(flag)), ReplayPolicy.of("strict"))
+    elsewhere = Issue(turn=0, parent=7, occ=0, after=())
+    assert cursor.frontier("tool", "<lambda>", elsewhere) is (flag == "causal")
+    assert not cursor.frontier("tool", "<lambda>", Issue(turn=0, parent=-1, occ=0, after=()))
 
 
 # -- turns: the order a flow's own steps keep -------------------------------------------------

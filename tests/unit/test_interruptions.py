@@ -345,6 +345,79 @@ def test_journal_cancel_then_a_clean_exit_is_a_clear_error(
     assert _status(journal, "job:8") == "cancelled"
 
 
+STEPS_AFTER_A_CANCEL = ["model", "tool", "value"]
+
+
+def _asker(drive: Drive, sent: list[str]) -> dict[str, Callable[[], Any]]:
+    """One step of each kind; ``sent`` lists the model calls and tool bodies that went out."""
+
+    @drive.model(name="ask")
+    def ask(prompt: str) -> str:
+        sent.append(f"model {prompt}")
+        return f"answer to {prompt}"
+
+    @drive.tool(restart_safe=False)
+    def charge_card(cents: int) -> str:
+        sent.append(f"tool {cents}")
+        return "ok"
+
+    return {"model": lambda: ask("late"), "tool": lambda: charge_card(2), "value": redrive.now}
+
+
+@pytest.mark.parametrize("model_commit", ["write", "group", "each"])
+@pytest.mark.parametrize("kind", STEPS_AFTER_A_CANCEL)
+def test_no_step_goes_out_after_run_cancel(
+    drive: Drive, journal: MemoryJournal, kind: str, model_commit: str
+) -> None:
+    """After run.cancel() a model, tool or value step is refused before any call goes out
+    (under every model_commit: a model call under "group" is not sent and then dropped),
+    with TerminalRunError naming who cancelled and why."""
+    sent: list[str] = []
+    steps = _asker(drive, sent)
+
+    def job(run: redrive.Run) -> Loop:
+        yield steps["model"]()
+        run.cancel("customer asked", by="support bot")
+        if kind == "value":
+            return steps["value"]()
+        return (yield steps[kind]())
+
+    with pytest.raises(redrive.TerminalRunError, match="support bot: customer asked") as info:
+        drive.run(journal, "job:c", job, model_commit=model_commit)
+    assert info.value.status == "cancelled"  # type: ignore[attr-defined]
+    assert sent == ["model late"]  # only the call made before the cancel
+    assert [f.kind for f in journal.frames("job:c")][-1] == Kind.RUN_END.value
+
+
+@pytest.mark.parametrize("kind", STEPS_AFTER_A_CANCEL)
+def test_no_step_goes_out_once_an_outside_cancel_is_known(
+    drive: Drive, journal: MemoryJournal, kind: str
+) -> None:
+    """journal.cancel() from outside is learned at the worker's next write (here a model
+    step's record, refused after its call: the documented gap); from then on no step goes
+    out, even when the loop catches the refusal and carries on."""
+    sent: list[str] = []
+    steps = _asker(drive, sent)
+    refusals: list[str] = []
+
+    def job(run: redrive.Run) -> Loop:
+        journal.cancel("job:o", reason="fraud suspected", by="risk team")  # another process
+        for step in ("model", kind):
+            try:
+                if step == "value":
+                    steps["value"]()
+                else:
+                    yield steps[step]()
+            except redrive.TerminalRunError as exc:
+                refusals.append(str(exc))
+        return "carried on"
+
+    ran = drive.run(journal, "job:o", job)
+    assert sent == ["model late"]  # the one call before the worker knew
+    assert len(refusals) == 2 and "risk team: fraud suspected" in refusals[1]
+    assert ran.run.status == "cancelled" and _status(journal, "job:o") == "cancelled"
+
+
 # -- the property: interruptions never end a run; only cancel() does ---------------------------
 
 _POINTS = st.sampled_from(["model", "tool_before_effect", "tool_after_effect", "between"])

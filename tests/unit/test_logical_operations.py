@@ -353,3 +353,29 @@ def test_every_attempt_of_an_operation_gets_its_key_on_duckdb(
             check_operations(plan, face, policy, journal)
         finally:
             journal.close()
+
+
+def test_a_retried_step_asked_earlier_on_replay_replays_its_last_attempt(
+    drive: Drive, journal: MemoryJournal
+) -> None:
+    """A turn's tools asked in another order on replay than recorded: a step whose first
+    attempt failed retryably and whose resumed attempt succeeded replays its success."""
+    provider = Provider(["timeout_ends_run"])
+    pay = payment_tool(drive, provider)
+    lookup = drive.tool(read_only=True)(lambda order_id: {"order": order_id})
+    order = ["lookup", "pay"]
+
+    def loop(run: redrive.Run) -> Loop:
+        got: dict[str, Any] = {}
+        for what in list(order):
+            got[what] = yield (lookup("77") if what == "lookup" else pay("77", 500))
+        return got
+
+    with pytest.raises(Timeout):
+        drive.run(journal, "r", loop)
+    _, live = drive.run(journal, "r", loop)  # the resume re-attempts the payment
+    assert len(provider.calls) == 2 and live["pay"]["request"] == 1
+    order.reverse()  # the same turn, its tools asked the other way round
+    for options in ({"live": False}, {}):
+        _, replayed = drive.run(journal, "r", loop, **options)
+        assert replayed == live and len(provider.calls) == 2

@@ -16,8 +16,6 @@ RUN_CALLS = {
     "begin_model",
     "begin_tool",
     "begin_value",
-    "model_begin",
-    "model_record",
     "redact",
     "redacting",
 }
@@ -83,3 +81,8 @@ def test_the_seam_opens_model_steps_through_the_runs_typed_handles() -> None:
     assert {"begin_model", "abegin_model", "record", "arecord"} <= called
     assert {"abegin_model", "arecord"} <= awaited
     assert not {"model_begin", "model_record"} & called
+
+
+def test_the_run_has_no_tuple_form_of_a_model_step() -> None:
+    """The tuple protocol (``model_begin`` / ``model_record``) is gone: recorders use handles."""
+    assert not hasattr(redrive.Run, "model_begin") and not hasattr(redrive.Run, "model_record")
