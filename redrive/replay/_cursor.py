@@ -133,8 +133,11 @@ class Cursor:
 
     @property
     def _causal(self) -> bool:
-        """True when steps record where they were issued: turns are causal (a later frame
-        may belong to an earlier turn, so a miss looks through the whole record)."""
+        """True when steps record where they were issued: turns are causal.
+
+        A later frame may then belong to an earlier turn, so a miss looks
+        through the whole record.
+        """
         return bool(self._positioned)
 
     @property
