@@ -270,6 +270,16 @@ class Cursor:
         """True when every recorded step was consumed."""
         return self._head() is None
 
+    def nothing_opened_after(self, seq: int) -> bool:
+        """True when no unconsumed recorded step was opened after frame ``seq``, and no end.
+
+        Steps opened before it may be left: calls issued together with the
+        step whose outcome ``seq`` is (a parallel batch) that the loop has not
+        asked for again yet. Loads the rest of the journal.
+        """
+        self._load_all()
+        return self.run_end is None and all(s.seq < seq for s in self.remaining())
+
     def remaining(self) -> list[RecordedStep]:
         """Return the unconsumed recorded steps (loads the rest of the journal)."""
         self._load_all()

@@ -51,7 +51,8 @@ class ToolAsk:
         restart_safe: the tool is restart safe or read-only.
         has_recover: the tool has a ``recover()`` hook.
         can_write: the run may record (live, and not already succeeded).
-        exhausted: no recorded step is left to replay after this one.
+        exhausted: no recorded step left to replay was opened after this one's
+            outcome (its parallel siblings may be left: they were issued with it).
         failed_at: seq of an earlier failed call with the same arguments, or None.
         max_attempts: starts allowed for one in-flight step.
         known_seq: the first seq written while this execution was alive.
@@ -181,7 +182,7 @@ InFlightDecision = Miss | RetryLimit | AskRecover | Rerun | Block
 
 
 def ended_run(ask: ToolAsk) -> bool:
-    """True for a retryable tool error that ended the last execution (no step after it).
+    """True for a retryable tool error that ended the last execution (nothing opened after it).
 
     Such a step is not settled: resuming re-attempts it under the in-flight
     rules, so a retryable error leaves a run that makes progress when resumed.

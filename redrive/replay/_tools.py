@@ -199,7 +199,12 @@ class ToolSteps(Claims):
             restart_safe=spec.restart_safe or spec.read_only,
             has_recover=spec.recover is not None,
             can_write=self._can_write,
-            exhausted=cursor is not None and cursor.exhausted,
+            exhausted=cursor is not None
+            and (
+                cursor.exhausted
+                if step is None or step.end is None
+                else cursor.nothing_opened_after(step.end.seq)
+            ),
             failed_at=self._failed_keys.get((spec.name, key)),
             max_attempts=self.max_attempts,
             known_seq=self._known_seq,

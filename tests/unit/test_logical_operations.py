@@ -9,6 +9,7 @@ with a new key. Every loop runs through both faces (the ``drive`` fixture).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import tempfile
@@ -379,3 +380,57 @@ def test_a_retried_step_asked_earlier_on_replay_replays_its_last_attempt(
     for options in ({"live": False}, {}):
         _, replayed = drive.run(journal, "r", loop, **options)
         assert replayed == live and len(provider.calls) == 2
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_retryable_error_in_a_parallel_batch_is_retried_whatever_order_resume_asks(
+    face: str,
+) -> None:
+    """Three tools issued together, c fails retryably and ends the run; the resume asks for c
+    first (then a, b): c runs again, a and b replay, and replay in a third order runs nothing
+    (dbos-transact-py#688)."""
+    journal = redrive.open_journal(":memory:")
+    ran: list[str] = []
+    fail = {"c": True}
+
+    def body(name: str) -> str:
+        if fail.get(name):
+            fail[name] = False
+            raise ConnectionError(f"vendor {name} reset the connection")
+        ran.append(name)
+        return f"{name}-ok"
+
+    if face == "sync":
+
+        @redrive.tool(restart_safe=True)
+        def call(name: str) -> str:
+            return body(name)
+
+        def attempt(order: str) -> list[str]:
+            with redrive.run(journal, "batch") as run:
+                got = [call(n) for n in order]
+                run.finish(got)  # a finished run's finish() gives the recorded output
+                return got
+
+    else:
+
+        @redrive.tool(restart_safe=True)
+        async def acall(name: str) -> str:
+            return body(name)
+
+        def attempt(order: str) -> list[str]:
+            async def main() -> list[str]:
+                async with redrive.run(journal, "batch") as run:
+                    got = list(await asyncio.gather(*(acall(n) for n in order)))
+                    run.finish(got)
+                    return got
+
+            return asyncio.run(main())
+
+    with pytest.raises(ConnectionError):
+        attempt("abc")
+    assert ran == ["a", "b"]
+    assert attempt("cab") == ["c-ok", "a-ok", "b-ok"]
+    assert ran == ["a", "b", "c"]
+    assert attempt("bca") == ["b-ok", "c-ok", "a-ok"]
+    assert ran == ["a", "b", "c"]
