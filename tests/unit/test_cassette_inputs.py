@@ -235,32 +235,35 @@ def test_random_cassettes_replay_their_bodies_or_are_refused_naming_the_interact
     assert b"SECRET" not in written  # the telemetry's token query value is hidden
 
 
-def test_brotli_without_a_codec_is_refused_naming_the_interaction(tmp_path: Path) -> None:
-    """A ``br`` body on a machine without brotli is refused at import, not at replay."""
-    if "br" in decodable_codings():  # pragma: no cover - only with brotli installed
-        pytest.skip("brotli is installed here: br bodies decode")
-    body = b"\x1b\x0e\x00\xf8\xa5@\xc2\xaa\x10I\xea\x16\x85\x9c2\x00"
-    headers = {"Content-Type": ["application/json"], "Content-Encoding": ["br"]}
-    uri = "https://api.openai.com/v1/chat/completions"
+@pytest.mark.parametrize(
+    ("coding", "body", "uri", "expected"),
+    [
+        pytest.param(
+            "br",
+            b"\x1b\x0e\x00\xf8\xa5@\xc2\xaa\x10I\xea\x16\x85\x9c2\x00",
+            "https://api.openai.com/v1/chat/completions",
+            r"c\.yaml interaction 0 \(POST https://api\.openai\.com/v1/chat/completions\)"
+            r": the response body cannot be decoded: .*br.*pip install brotli",
+            marks=pytest.mark.skipif("br" in decodable_codings(), reason="brotli installed"),
+            id="brotli-without-codec",
+        ),
+        pytest.param(
+            "gzip",
+            "not gzip",
+            "https://api.anthropic.com/v1/messages?beta=true",
+            r"c\.yaml interaction 0 \(POST https://api\.anthropic\.com/v1/messages\?beta=true\)"
+            r": the response body cannot be decoded: the body is not gzip data",
+            id="fake-gzip",
+        ),
+    ],
+)
+def test_undecodable_body_is_refused_at_import_naming_the_interaction(
+    tmp_path: Path, coding: str, body: bytes | str, uri: str, expected: str
+) -> None:
+    """A body the import cannot decode is refused then, not when replay hands it to the SDK."""
+    headers = {"Content-Type": ["application/json"], "Content-Encoding": [coding]}
     path = _write(tmp_path, [_interaction("POST", uri, {"model": "m"}, 200, headers, body)])
-    with pytest.raises(
-        CassetteError,
-        match=r"interaction 0 \(POST https://api\.openai\.com/v1/chat/"
-        r"completions\): .*br.*pip install brotli",
-    ):
-        import_cassette(path, redrive.open_journal(":memory:"))
-
-
-def test_body_that_is_not_its_encoding_is_refused(tmp_path: Path) -> None:
-    """``Content-Encoding: gzip`` over ``not gzip`` is refused naming the interaction."""
-    headers = {"Content-Type": ["application/json"], "Content-Encoding": ["gzip"]}
-    uri = "https://api.anthropic.com/v1/messages?beta=true"
-    path = _write(tmp_path, [_interaction("POST", uri, {"model": "m"}, 200, headers, "not gzip")])
-    with pytest.raises(
-        CassetteError,
-        match=r"c\.yaml interaction 0 \(POST https://api\.anthropic\.com/v1/messages\?beta=true\)"
-        r": the response body cannot be decoded: the body is not gzip data",
-    ):
+    with pytest.raises(CassetteError, match=expected):
         import_cassette(path, redrive.open_journal(":memory:"))
 
 
