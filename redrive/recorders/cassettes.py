@@ -372,7 +372,7 @@ def step_of(
         raise CassetteError(f"{where}: {exc}") from None
     if call is None:
         raise CassetteError(
-            f"{where}: {interaction.uri} is not an OpenAI or Anthropic API host "
+            f"{where}: {interaction.label()} is not an OpenAI or Anthropic API host "
             f"(known: {', '.join(sorted(PROVIDERS))}) and its path has no OpenAI or "
             "Anthropic endpoint shape (.../chat/completions, .../v1/messages...)"
         )
