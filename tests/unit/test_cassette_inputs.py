@@ -390,3 +390,25 @@ def test_cli_refuses_an_undecodable_body_as_bad_input(
     assert code == cli.EXIT_USAGE
     assert len(err) == 1 and err[0].startswith("redrive import-cassette: CassetteError: "), err
     assert "interaction 0 (POST https://api.openai.com/v1/chat/completions)" in err[0]
+
+
+def test_bad_json_cassette_is_a_cassette_error(tmp_path: Path) -> None:
+    """A ``.json`` cassette that is not JSON says so, with the parser's position."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"interactions": [')
+    with pytest.raises(CassetteError, match=r"bad\.json: not readable JSON: .*line 1 column 19"):
+        load_cassette(bad)
+
+
+def test_a_body_that_inflates_past_the_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compressed body may not decode to more than MAX_DECODED_BYTES (no memory blow-up)."""
+    from redrive.recorders import _exchange
+
+    monkeypatch.setattr(_exchange, "MAX_DECODED_BYTES", 1000)
+    headers = {"Content-Type": ["application/json"], "Content-Encoding": ["gzip"]}
+    body = gzip.compress(b" " * 5000)
+    path = _write(tmp_path, [_interaction("POST", _uri(0), {"m": 1}, 200, headers, body)])
+    with pytest.raises(CassetteError, match=r"interaction 0 .*more than 1000 bytes"):
+        import_cassette(path, redrive.open_journal(":memory:"))
