@@ -132,14 +132,17 @@ class Interaction:
         return list(self.headers)
 
     def label(self) -> str:
-        """``"POST https://host/path?q=..."`` for messages, secret query values hidden."""
+        """``"POST https://host/path?q=..."`` for messages: secret query values and
+        ``user:password@`` hidden (a malformed URI is shown as its method alone)."""
         try:
             url = urllib.parse.urlsplit(self.uri)
             query = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
         except ValueError:
-            return f"{self.method} {self.uri}"
+            return f"{self.method} (a malformed URI)"
         hidden = [(k, "[REDACTED]" if secret_query_param(k) else v) for k, v in query]
-        shown = url._replace(query=urllib.parse.urlencode(hidden, safe="[]")).geturl()
+        netloc = url.netloc.rpartition("@")[2]
+        query_text = urllib.parse.urlencode(hidden, safe="[]")
+        shown = url._replace(netloc=netloc, query=query_text).geturl()
         return f"{self.method} {shown}"
 
 

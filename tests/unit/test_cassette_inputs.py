@@ -97,7 +97,7 @@ def _interaction(
 def _telemetry(n: int) -> dict[str, Any]:
     return _interaction(
         "POST",
-        f"https://telemetry.example.com/api/v2/events?token=SECRET{n}",
+        f"https://user:SECRET-PW@telemetry.example.com/api/v2/events?token=SECRET{n}",
         {"event": "step", "n": n},
         202,
         {"Content-Type": ["application/json"]},
