@@ -126,26 +126,44 @@ def _verify(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
+def _skipped(journal: Any, run_id: str) -> list[dict[str, Any]]:
+    """Return the data of the run's skipped-interaction notes, in order."""
+    from ..frames import Kind, decode
+    from ..recorders.cassettes import SKIPPED_NOTE
+
+    return [
+        decode(frame.payload)["data"]
+        for frame in journal.frames(run_id)
+        if frame.kind == Kind.NOTE and frame.name == SKIPPED_NOTE
+    ]
+
+
 def _import_cassette(args: argparse.Namespace, out: Out) -> int:
+    """``redrive import-cassette``: bad input (a malformed cassette) and a missing PyYAML exit 2."""
     if not os.path.exists(args.file):
         raise FileNotFoundError(f"no such file: {args.file}")
     from ..recorders.cassettes import CassetteError, import_cassette
 
     journal = opened(args.journal, must_exist=False)
     try:
-        run_id = import_cassette(args.file, journal, run_id=args.run_id)
+        run_id = import_cassette(args.file, journal, run_id=args.run_id, provider=args.provider)
     except CassetteError as exc:
         raise CliError("CassetteError", one_line(str(exc)), EXIT_USAGE) from None
-    except ImportError as exc:
+    except ImportError:
         raise CliError(
             "ImportError",
-            f"import-cassette needs PyYAML to read cassettes: pip install pyyaml ({exc})",
+            "import-cassette needs PyYAML to read a YAML cassette: "
+            "pip install 'redrive[cassettes]' (or pip install pyyaml); "
+            "a JSON cassette needs nothing more",
             EXIT_USAGE,
         ) from None
+    skipped = _skipped(journal, run_id)
     if out.json:
-        out.emit({"journal": args.journal, "runs": [run_id]})
+        out.emit({"journal": args.journal, "runs": [run_id], "skipped": skipped})
     else:
         out.line(f"imported {args.file} into {args.journal} as run {run_id}")
+        for item in skipped:
+            out.line(f"skipped interaction {item['index']} ({item['request']}): {item['reason']}")
     return EXIT_OK
 
 
@@ -174,6 +192,12 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="import a vcrpy YAML/JSON cassette of model traffic as a run",
     )
-    p.add_argument("file")
+    p.add_argument("file", metavar="FILE.yaml|FILE.json")
     p.add_argument("--run-id")
+    p.add_argument(
+        "--provider",
+        choices=("openai", "anthropic"),
+        help="the API the cassette's hosts speak (default: each request path's shape says; "
+        "api.openai.com and api.anthropic.com are always known)",
+    )
     p.set_defaults(func=_import_cassette)

@@ -14,15 +14,22 @@ cassette replays exactly as a live recording does.
 
 from __future__ import annotations
 
+import importlib
 import json
 import urllib.parse
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
 from ._secrets import scrub_headers, secret_query_param
 
 __all__ = [
+    "MAX_DECODED_BYTES",
+    "ContentEncodingError",
     "as_bytes",
+    "content_codings",
+    "decodable_codings",
+    "decode_content",
     "describe_request",
     "parse_query",
     "replay_headers",
@@ -157,3 +164,156 @@ def replay_headers(payload: dict[str, Any]) -> list[tuple[str, str]]:
 def parse_query(url: str) -> list[tuple[str, str]]:
     """Return the query pairs of a URL string (used by cassette import), blanks kept."""
     return urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query, keep_blank_values=True)
+
+
+#: The most bytes one decoded body may have (a hostile cassette cannot exhaust memory).
+MAX_DECODED_BYTES = 256 * 1024 * 1024
+
+
+class ContentEncodingError(ValueError):
+    """A body cannot be decoded: an unknown coding, or data that is not what it claims."""
+
+
+def content_codings(headers: Iterable[tuple[str, str]]) -> list[str]:
+    """Return the content codings of a response, in the order they were applied.
+
+    Args:
+        headers: ``[(name, value), ...]``; every ``Content-Encoding`` header counts,
+            each a comma-separated list (``"gzip, br"``).
+
+    Returns:
+        The codings, lower-case, without ``identity`` (``["gzip", "br"]``).
+    """
+    out: list[str] = []
+    for name, value in headers:
+        if name.lower() == "content-encoding":
+            out.extend(c.strip().lower() for c in value.split(","))
+    return [c for c in out if c and c != "identity"]
+
+
+def _inflate(data: bytes, wbits: int) -> bytes:
+    """Decompress zlib/gzip/raw-deflate data (every gzip member), at most MAX_DECODED_BYTES."""
+    gzip = wbits == zlib.MAX_WBITS | 16
+    out = bytearray()
+    while True:
+        d = zlib.decompressobj(wbits)
+        out += d.decompress(data, MAX_DECODED_BYTES + 1 - len(out))
+        if len(out) > MAX_DECODED_BYTES or d.unconsumed_tail:
+            raise ContentEncodingError(f"it decodes to more than {MAX_DECODED_BYTES} bytes")
+        if not d.eof:
+            raise ContentEncodingError("the compressed data is truncated")
+        data = d.unused_data
+        if not data or (gzip and not data.strip(b"\0")):  # gzip tolerates zero padding
+            return bytes(out)
+        if not gzip:
+            raise ContentEncodingError(f"{len(data)} bytes follow the compressed data")
+
+
+def _gzip(data: bytes) -> bytes:
+    return _inflate(data, zlib.MAX_WBITS | 16)
+
+
+def _deflate(data: bytes) -> bytes:
+    try:  # zlib-wrapped, as RFC 9110 says; raw deflate as some servers send (httpx reads both)
+        return _inflate(data, zlib.MAX_WBITS)
+    except zlib.error:
+        return _inflate(data, -zlib.MAX_WBITS)
+
+
+def _brotli() -> Any:
+    for name in ("brotli", "brotlicffi"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def _br(data: bytes) -> bytes:
+    module = _brotli()
+    if module is None:
+        raise ContentEncodingError("no brotli decoder is installed (pip install brotli)")
+    try:
+        out = module.decompress(data)
+    except Exception as exc:  # brotli.error / brotlicffi.error
+        raise ContentEncodingError(f"not brotli data ({exc})") from None
+    return bytes(out)
+
+
+def _zstd(data: bytes) -> bytes:
+    for name in ("compression.zstd", "backports.zstd"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        try:
+            return bytes(module.decompress(data))
+        except Exception as exc:  # ZstdError
+            raise ContentEncodingError(f"not zstd data ({exc})") from None
+    try:
+        zstandard = importlib.import_module("zstandard")
+    except ImportError:
+        raise ContentEncodingError("no zstd decoder is installed (pip install zstandard)") from None
+    try:
+        reader = zstandard.ZstdDecompressor().decompressobj()
+        return bytes(reader.decompress(data))
+    except Exception as exc:  # zstandard.ZstdError
+        raise ContentEncodingError(f"not zstd data ({exc})") from None
+
+
+_DECODERS = {"gzip": _gzip, "deflate": _deflate, "br": _br, "zstd": _zstd}
+
+
+def decodable_codings() -> frozenset[str]:
+    """Return the content codings :func:`decode_content` can decode here.
+
+    ``gzip`` and ``deflate`` always; ``br`` with ``brotli`` or ``brotlicffi``
+    installed; ``zstd`` with ``zstandard`` (or Python 3.14's
+    ``compression.zstd``, or ``backports.zstd``) installed: the set httpx decodes.
+    """
+    found = {"identity", "gzip", "deflate"}
+    if _brotli() is not None:
+        found.add("br")
+    for name in ("compression.zstd", "backports.zstd", "zstandard"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        found.add("zstd")
+        break
+    return frozenset(found)
+
+
+def decode_content(data: bytes, codings: Iterable[str]) -> bytes:
+    """Undo the content codings of a body, the last applied first (as httpx does).
+
+    Args:
+        data: the body as sent on the wire.
+        codings: the codings in the order they were applied (:func:`content_codings`).
+
+    Returns:
+        The decoded body (at most :data:`MAX_DECODED_BYTES`).
+
+    Raises:
+        ContentEncodingError: a coding is not one of :func:`decodable_codings`
+            (the message says what to install, where that helps), or the data
+            is not what the coding says (``gzip`` over ``b"not gzip"``), is
+            truncated, or decodes to more than :data:`MAX_DECODED_BYTES`.
+    """
+    for coding in reversed(list(codings)):
+        coding = coding.strip().lower()
+        if coding in ("", "identity"):
+            continue
+        decoder = _DECODERS.get(coding)
+        if decoder is None:
+            raise ContentEncodingError(
+                f"Content-Encoding {coding!r} is not one httpx decodes "
+                "(identity, gzip, deflate, br, zstd)"
+            )
+        try:
+            data = decoder(data)
+        except zlib.error as exc:
+            raise ContentEncodingError(f"the body is not {coding} data ({exc})") from None
+        except ContentEncodingError as exc:
+            raise ContentEncodingError(f"Content-Encoding {coding}: {exc}") from None
+    return data

@@ -1,4 +1,4 @@
-"""``redrive.wrap(client)``: record and replay an OpenAI or Anthropic SDK client."""
+"""``redrive.wrap(client)``: record and replay an OpenAI / Anthropic SDK client or httpx client."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ._transports import RecordingTransport
 from .anthropic import anthropic_view
 from .openai import openai_view
 
-__all__ = ["wrap"]
+__all__ = ["wrap", "wrap_http_client"]
 
 C = TypeVar("C")
 
@@ -45,17 +45,25 @@ def wrap(client: C, *, provider: str | None = None) -> C:
     HTTP exchange is replayed from the journal or sent and recorded (see
     :mod:`redrive.recorders.http`).
 
+    Any other httpx ``Client`` / ``AsyncClient`` (another vendor's SDK built
+    on httpx, your own JSON API client) is wrapped too: see
+    :func:`~redrive.recorders._wrap.wrap_http_client`.
+
     Args:
-        client: the SDK client.
+        client: the SDK client, or an httpx ``Client`` / ``AsyncClient``.
         provider: the label in step names (default: ``"openai"`` or
-            ``"anthropic"``, from the client's package).
+            ``"anthropic"``, from the client's package; ``"http"`` for an
+            httpx client).
 
     Returns:
         The wrapped client (same type as ``client``).
 
     Raises:
-        TypeError: ``client`` is not an httpx-based SDK client with ``with_options``.
+        TypeError: ``client`` is neither an httpx-based SDK client with
+            ``with_options`` nor an httpx client.
     """
+    if _is_http_client(client):
+        return wrap_http_client(client, provider=provider or "http")
     http = getattr(client, "_client", None)
     copy = getattr(client, "with_options", None)
     if http is None or copy is None:
@@ -182,3 +190,57 @@ def _mark_raised_errors(wrapped: Any, is_async: bool) -> None:
             return request(*args, **kwargs)
 
     wrapped.request = srequest
+
+
+# -- any httpx client ---------------------------------------------------------------------
+
+
+def _is_http_client(obj: Any) -> bool:
+    """Whether ``obj`` is an httpx ``Client`` / ``AsyncClient`` itself (not an SDK around one)."""
+    try:
+        _httpx_module(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def wrap_http_client(client: C, *, provider: str = "http") -> C:
+    """Make an httpx ``Client`` / ``AsyncClient`` record and replay its exchanges as model steps.
+
+    For any client built on httpx that is not an OpenAI or Anthropic SDK
+    client: a JSON API, a self-hosted model server, another vendor's SDK
+    (pass the SDK its ``http_client=``). Each exchange inside
+    :func:`redrive.run` is one model step named ``"{provider}:{METHOD} {path}"``
+    (the path relative to the client's ``base_url``), replayed from the
+    journal or sent and recorded, streamed (server-sent events) or not;
+    outside a run the client behaves as before. Headers are never
+    journaled; secret query values are ``[REDACTED]``. A transient error
+    (408, 409, 429, 5xx or ``x-should-retry: true``) is handed to the caller
+    and not recorded, so the run stays resumable; other responses, errors
+    included, are recorded and replayed as they came.
+
+    httpx has no way to copy a client, so ``client`` itself is changed: its
+    transport and the transports it mounts are wrapped in place (once; a
+    second call does nothing).
+
+    Args:
+        client: an ``httpx.Client`` or ``httpx.AsyncClient``.
+        provider: the label in step names (default ``"http"``).
+
+    Returns:
+        ``client``, now recording.
+
+    Raises:
+        TypeError: ``client`` is not an httpx ``Client`` / ``AsyncClient``.
+    """
+    _httpx_module(client)  # raises TypeError for anything else
+    http: Any = client
+    if isinstance(http._transport, RecordingTransport):
+        return client
+    recorder = HttpRecorder(provider=provider, base_path=str(http.base_url.path or ""))
+    http._transport = RecordingTransport(http._transport, recorder)
+    http._mounts = {
+        pattern: None if inner is None else RecordingTransport(inner, recorder)
+        for pattern, inner in http._mounts.items()
+    }
+    return client

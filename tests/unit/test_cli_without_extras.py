@@ -106,3 +106,32 @@ def test_demo_without_openai_names_the_extra(tmp_path: Path) -> None:
     done = _cli("demo", "--json", cwd=tmp_path)
     assert done.returncode == cli.EXIT_USAGE
     assert "redrive[openai]" in json.loads(done.stdout)["error"]
+
+
+def test_import_json_cassette_without_pyyaml(tmp_path: Path) -> None:
+    """A JSON cassette imports without PyYAML; a YAML one names the cassettes extra."""
+    interaction = {
+        "request": {
+            "method": "POST",
+            "uri": "http://localhost:11434/v1/chat/completions",
+            "body": {"string": '{"model": "llama3"}'},
+            "headers": {},
+        },
+        "response": {
+            "status": {"code": 200, "message": "OK"},
+            "headers": {"Content-Type": ["application/json"]},
+            "body": {"string": '{"id": "chatcmpl-1"}'},
+        },
+    }
+    cassette = tmp_path / "c.json"
+    cassette.write_text(json.dumps({"interactions": [interaction], "version": 1}))
+    journal = str(tmp_path / "c.duckdb")
+    done = _cli("--json", "--journal", journal, "import-cassette", str(cassette), cwd=tmp_path)
+    assert done.returncode == cli.EXIT_OK, done.stdout + done.stderr
+    assert json.loads(done.stdout)["runs"] == ["cassette:c"]
+    yaml_cassette = tmp_path / "c.yaml"
+    yaml_cassette.write_text("interactions: []\n")
+    done = _cli("--journal", journal, "import-cassette", str(yaml_cassette), cwd=tmp_path)
+    assert done.returncode == cli.EXIT_USAGE, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'redrive[cassettes]'" in lines[0], done.stderr
