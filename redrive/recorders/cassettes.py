@@ -132,8 +132,11 @@ class Interaction:
         return list(self.headers)
 
     def label(self) -> str:
-        """``"POST https://host/path?q=..."`` for messages: secret query values and
-        ``user:password@`` hidden (a malformed URI is shown as its method alone)."""
+        """Return ``"POST https://host/path?q=..."`` for messages, secrets hidden.
+
+        Secret query values and ``user:password@`` are hidden; a malformed URI
+        is shown as its method alone.
+        """
         try:
             url = urllib.parse.urlsplit(self.uri)
             query = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
