@@ -201,9 +201,11 @@ class ToolSteps(Claims):
             can_write=self._can_write,
             exhausted=cursor is not None
             and (
-                cursor.exhausted
-                if step is None or step.end is None
-                else cursor.nothing_opened_after(step.end.seq)
+                cursor.nothing_opened_after(step.end.seq)
+                if step is not None
+                and step.end is not None
+                and step.end.kind == Kind.TOOL_ERROR.value  # only then is it asked (reads all)
+                else cursor.exhausted
             ),
             failed_at=self._failed_keys.get((spec.name, key)),
             max_attempts=self.max_attempts,
