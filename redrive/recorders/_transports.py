@@ -29,6 +29,7 @@ from ._streams import (
     ReplayStream,
     Tap,
     mark_transport_error,
+    response_class,
     stream_class,
 )
 
@@ -166,15 +167,23 @@ class RecordingTransport:
             mark_transport_error(exc, self._httpx)
             raise
         if _is_sse(response) and response.status_code < 400:
-            tap = Tap(recorder, step, response, self._httpx)
+            tap = Tap(
+                recorder,
+                step,
+                response,
+                self._httpx,
+                terminal_required=recorder.terminal_required,
+            )
             stream = stream_class(self._httpx, RecordingStream)(tap, response)
-            return self._response(
+            live = response_class(self._httpx)(
                 response.status_code,
-                _live_headers(response),
-                request,
+                headers=_live_headers(response),
+                request=request,
                 stream=stream,
                 extensions=response.extensions,
             )
+            live.tap = tap
+            return live
         try:
             body = yield _Io(response.read, response.aread)
         finally:
