@@ -148,7 +148,7 @@ def _error_object(data: Any) -> Any:
     kind = data.get("type")
     if kind == "error":  # Anthropic {"error": {...}}; OpenAI Responses: the fields inline
         error = data.get("error")
-        return error if isinstance(error, dict) else data
+        return error if isinstance(error, dict) else {k: v for k, v in data.items() if k != "type"}
     if kind == "response.failed":  # OpenAI Responses: the failed response carries it
         response = data.get("response")
         error = response.get("error") if isinstance(response, dict) else None
