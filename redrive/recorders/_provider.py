@@ -43,6 +43,7 @@ __all__ = [
     "TRANSIENT_CLASSES",
     "TRANSIENT_STATUSES",
     "default_should_retry",
+    "error_object",
     "is_transient",
     "mark_retryable",
     "marking_retryable",
@@ -141,8 +142,17 @@ class StreamError:
     transient: bool
 
 
-def _error_object(data: Any) -> Any:
-    """The error object of an in-band error event's JSON data, or None when it is none."""
+def error_object(data: Any) -> dict[str, Any] | None:
+    """The error object of an in-band error event's JSON data, or None when it is none.
+
+    Args:
+        data: one event's parsed JSON data (see :func:`stream_error` for the grammars).
+
+    Returns:
+        ``{"type" | "code", "message", ...}``; for OpenAI Responses' ``error``
+        event its fields without ``type``; for ``response.failed`` its
+        ``response.error`` (``{"code": "server_error"}`` when it has none).
+    """
     if not isinstance(data, dict):
         return None
     kind = data.get("type")
@@ -185,7 +195,7 @@ def stream_error(event: SseEvent) -> StreamError | None:
         The error, or None when the event is not an in-band error.
     """
     data = event.json()
-    error = _error_object(data)
+    error = error_object(data)
     if error is None:
         if event.name != "error":
             return None

@@ -236,6 +236,7 @@ def check_permanent(
     frames = _model_frames(journal, run_id)
     assert [f.kind for f in frames] == ["model_request", "model_response"]
     assert frames[1].data()["response"]["chunks"] == broken
+    assert frames[1].data()["view"]["error"], "the view names the recorded error"
     if api == "responses":  # the SDK hands the failure to the loop as an event
         assert first.error is None and first.events
     else:
