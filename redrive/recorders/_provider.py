@@ -176,8 +176,11 @@ def stream_error(event: SseEvent) -> StreamError | None:
       https://docs.anthropic.com/en/docs/build-with-claude/streaming): ``event:
       error`` with ``{"type": "error", "error": {"type": "overloaded_error",
       "message": ...}}``, the error types of the HTTP errors;
-    * OpenAI chat completions streaming: a ``data: {"error": {"type": ...,
-      "code": ..., "message": ...}}`` chunk (the SDK raises ``APIError`` on it);
+    * OpenAI chat completions streaming
+      (https://platform.openai.com/docs/api-reference/chat-streaming: data-only
+      ``chat.completion.chunk`` events ended by ``data: [DONE]``): a ``data:
+      {"error": {"type": ..., "code": ..., "message": ...}}`` chunk (the SDK
+      raises ``APIError`` on it);
     * OpenAI Responses streaming events
       (https://platform.openai.com/docs/api-reference/responses-streaming):
       ``error`` (``{"type": "error", "code", "message", "param"}``) and
