@@ -13,6 +13,11 @@ The recorders set that attribute on what they let through:
 * model callables (:func:`redrive.model`) through :func:`marks_retryable`.
 
 An exception that already carries a boolean ``retryable`` keeps it.
+
+A server-sent-event stream can fail after its ``200`` status, in-band
+(:func:`stream_error`): the error event is mapped to the HTTP status the same
+error has as a response, and :func:`is_transient` decides from that status,
+so an overload mid-stream and an overload as HTTP 529 are one case.
 """
 
 from __future__ import annotations
@@ -23,21 +28,29 @@ import inspect
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ParamSpec, TypeVar
 
+import attrs
+
 from ..errors import ReplayError
+from ._sse import SseEvent
 
 __all__ = [
+    "ERROR_STATUSES",
     "MODEL_ID_KEYS",
     "MODEL_ID_PATHS",
     "MODEL_ID_TYPES",
     "RETRYABLE_EXTENSION",
+    "STREAM_GRAMMARS",
     "TRANSIENT_CLASSES",
     "TRANSIENT_STATUSES",
     "default_should_retry",
+    "error_object",
     "is_transient",
     "mark_retryable",
     "marking_retryable",
     "marks_retryable",
     "set_retryable",
+    "StreamError",
+    "stream_error",
 ]
 
 #: HTTP statuses a model API answers when trying again later may succeed (and any 5xx).
@@ -77,6 +90,128 @@ MODEL_ID_PATHS: dict[str, tuple[str, ...]] = {
         "$.body.messages[*].content[*].tool_use_id",  # tool_result blocks
     ),
 }
+
+
+#: The HTTP status of each error ``type`` / ``code`` a model API sends in-band,
+#: as the same error has when it is the response's status. Anthropic:
+#: https://docs.anthropic.com/en/api/errors ("HTTP errors"); OpenAI:
+#: https://platform.openai.com/docs/guides/error-codes and the Responses
+#: ``ResponseError.code`` values. A type not listed is a permanent error (400).
+ERROR_STATUSES: dict[str, int] = {
+    # Anthropic error types
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+    # OpenAI error types and codes (chat completions and Responses)
+    "server_error": 500,
+    "rate_limit_exceeded": 429,
+    "insufficient_quota": 429,
+    "requests": 429,
+    "tokens": 429,
+    "vector_store_timeout": 504,
+}
+
+
+#: Providers whose stream grammar ends every complete stream with a final event
+#: (``[DONE]``, ``message_stop``, ``response.completed``...): a stream of theirs
+#: that the server ends without one is not a finished step.
+STREAM_GRAMMARS = frozenset({"openai", "anthropic"})
+
+
+@attrs.frozen
+class StreamError:
+    """An error a model API sent inside a stream whose HTTP status was a success.
+
+    Attributes:
+        kind: the error's ``type`` (Anthropic, OpenAI chat) or ``code`` (OpenAI
+            Responses), or ``""`` when it names none.
+        status: the HTTP status of the same error as a response (:data:`ERROR_STATUSES`).
+        transient: :func:`is_transient` of ``status``: the step is not finished,
+            a resume asks again; False: the error is the step's recorded outcome.
+    """
+
+    kind: str
+    status: int
+    transient: bool
+
+
+def error_object(data: Any) -> dict[str, Any] | None:
+    """The error object of an in-band error event's JSON data, or None when it is none.
+
+    Args:
+        data: one event's parsed JSON data (see :func:`stream_error` for the grammars).
+
+    Returns:
+        ``{"type" | "code", "message", ...}``; for OpenAI Responses' ``error``
+        event its fields without ``type``; for ``response.failed`` its
+        ``response.error`` (``{"code": "server_error"}`` when it has none).
+    """
+    if not isinstance(data, dict):
+        return None
+    kind = data.get("type")
+    if kind == "error":  # Anthropic {"error": {...}}; OpenAI Responses: the fields inline
+        error = data.get("error")
+        return error if isinstance(error, dict) else {k: v for k, v in data.items() if k != "type"}
+    if kind == "response.failed":  # OpenAI Responses: the failed response carries it
+        response = data.get("response")
+        error = response.get("error") if isinstance(response, dict) else None
+        return error if isinstance(error, dict) else {"code": "server_error"}
+    error = data.get("error")  # OpenAI chat completions: {"error": {...}}
+    return error if isinstance(error, dict) and error else None
+
+
+def stream_error(event: SseEvent) -> StreamError | None:
+    """Classify an in-band stream error event as the equivalent HTTP error.
+
+    The stream grammars read here:
+
+    * Anthropic Messages streaming ("Error events",
+      https://docs.anthropic.com/en/docs/build-with-claude/streaming): ``event:
+      error`` with ``{"type": "error", "error": {"type": "overloaded_error",
+      "message": ...}}``, the error types of the HTTP errors;
+    * OpenAI chat completions streaming
+      (https://platform.openai.com/docs/api-reference/chat-streaming: data-only
+      ``chat.completion.chunk`` events ended by ``data: [DONE]``): a ``data:
+      {"error": {"type": ..., "code": ..., "message": ...}}`` chunk (the SDK
+      raises ``APIError`` on it);
+    * OpenAI Responses streaming events
+      (https://platform.openai.com/docs/api-reference/responses-streaming):
+      ``error`` (``{"type": "error", "code", "message", "param"}``) and
+      ``response.failed`` (its ``response.error`` is ``{"code", "message"}``;
+      a failed response without one counts as ``server_error``).
+
+    The error's type (or code) is mapped to its HTTP status by
+    :data:`ERROR_STATUSES`; a numeric ``status`` or ``code`` from 400 to 599
+    (OpenAI-compatible proxies) is taken as the status itself.
+
+    Args:
+        event: one parsed server-sent event (:func:`redrive.recorders._sse.parse_event`).
+
+    Returns:
+        The error, or None when the event is not an in-band error.
+    """
+    data = event.json()
+    error = error_object(data)
+    if error is None:
+        if event.name != "error":
+            return None
+        error = {}  # "event: error" whose data is not JSON: an error all the same
+    kind = error.get("type") or error.get("code")
+    kind = kind if isinstance(kind, str) else ""
+    status = ERROR_STATUSES.get(kind, 400)
+    for key in ("status", "code"):
+        value = error.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value < 600:
+            status = value
+            break
+    return StreamError(kind, status, is_transient(status, {}))
 
 
 def is_transient(status: int, headers: Any) -> bool:

@@ -9,7 +9,7 @@ import attrs
 
 from ..replay import Run
 from ._exchange import describe_request
-from ._provider import MODEL_ID_PATHS, default_should_retry, is_transient
+from ._provider import MODEL_ID_PATHS, STREAM_GRAMMARS, default_should_retry, is_transient
 from ._secrets import redact_body
 from ._step import ModelStep, abegin_model, begin_model, redaction
 
@@ -70,6 +70,11 @@ class HttpRecorder:
     def ignore(self) -> tuple[str, ...]:
         """Where this provider's requests carry model-minted ids (left out of a match)."""
         return MODEL_ID_PATHS.get(self.provider, ())
+
+    @property
+    def terminal_required(self) -> bool:
+        """Whether this provider's streams end with a final event (:data:`STREAM_GRAMMARS`)."""
+        return self.provider in STREAM_GRAMMARS
 
     def _checked(self, step: ModelStep) -> ModelStep:
         if step.recorded and not isinstance(step.response, dict):

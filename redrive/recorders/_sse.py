@@ -21,6 +21,8 @@ __all__ = ["SseEvent", "is_terminal_event", "parse_event", "split_events", "sse_
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 #: Event names (or JSON ``type`` values) that end a stream (Anthropic, OpenAI Responses).
+#: An ``error`` event ends it too; whether it is the step's outcome or a transient
+#: failure is decided by ``redrive.recorders._provider.stream_error``.
 TERMINAL_EVENTS = frozenset(
     {"message_stop", "response.completed", "response.failed", "response.incomplete", "error"}
 )

@@ -12,11 +12,13 @@ forms, :func:`~redrive.recorders._step.abegin_model` and ``arecord``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
+import contextlib
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Any
 
 import attrs
 
+from ..errors import ReplayError
 from ..replay import Run, join_run
 from ._exchange import as_bytes, replay_headers, response_payload
 from ._provider import RETRYABLE_EXTENSION, is_transient
@@ -29,10 +31,30 @@ from ._streams import (
     ReplayStream,
     Tap,
     mark_transport_error,
+    response_class,
     stream_class,
 )
 
-__all__ = ["AsyncRecordingTransport", "RecordingTransport"]
+__all__ = ["AsyncRecordingTransport", "CarriedReplayError", "RecordingTransport"]
+
+
+class CarriedReplayError(BaseException):
+    """A :class:`~redrive.errors.ReplayError` on its way out through an SDK.
+
+    The Anthropic SDK catches every ``Exception`` its transport raises,
+    retries, and raises ``APIConnectionError`` in its place (the ReplayError
+    only as ``__cause__``). A transport made with ``carry_errors=True``
+    raises its ReplayErrors wrapped in this ``BaseException``, which no SDK
+    catches; the wrapped client's request entry (:func:`redrive.wrap`)
+    raises :attr:`error` itself, at once.
+
+    Attributes:
+        error: the ReplayError carried (``DivergenceError``, ``ReplayMissError``...).
+    """
+
+    def __init__(self, error: ReplayError) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 @attrs.frozen
@@ -107,13 +129,28 @@ class RecordingTransport:
         recorder: names, views and the retry rule (:class:`~redrive.recorders.http.HttpRecorder`).
         keep: an object to keep alive as long as this transport (the SDK's
             original http client, whose pool ``inner`` belongs to).
+        carry_errors: raise the run's ReplayErrors as :class:`CarriedReplayError`
+            (for an SDK client whose request entry turns them back; see
+            :func:`redrive.wrap`); False: raise them as they are.
     """
 
-    def __init__(self, inner: Any, recorder: HttpRecorder, *, keep: Any = None) -> None:
+    def __init__(
+        self, inner: Any, recorder: HttpRecorder, *, keep: Any = None, carry_errors: bool = False
+    ) -> None:
         self.inner = inner
         self.recorder = recorder
         self._keep = keep
         self._httpx = _module_of(inner)
+        self.carry_errors = carry_errors
+
+    @contextlib.contextmanager
+    def _carrying(self) -> Iterator[None]:
+        try:
+            yield
+        except ReplayError as exc:
+            if not self.carry_errors:
+                raise
+            raise CarriedReplayError(exc) from None
 
     def handle_request(self, request: Any) -> Any:
         """Send ``request`` (outside a run), or replay / record it as a model step.
@@ -126,27 +163,30 @@ class RecordingTransport:
 
         Raises:
             DivergenceError, ReplayMissError: in a run, see
-                :func:`redrive.recorders._step.begin_model`.
+                :func:`redrive.recorders._step.begin_model` (as
+                :class:`CarriedReplayError` when ``carry_errors``).
             Whatever the inner transport raises, a transport error marked
             ``retryable = True`` (nothing is recorded then).
         """
-        run = join_run("wrapped client request", f"{request.method} {request.url}")
-        if run is None:
-            return self.inner.handle_request(request)
-        flow = _Flow(self._exchange(run, request))
-        while flow.io is not None:
-            flow.resume(*_attempt(flow.io.call))
-        return flow.result
+        with self._carrying():
+            run = join_run("wrapped client request", f"{request.method} {request.url}")
+            if run is None:
+                return self.inner.handle_request(request)
+            flow = _Flow(self._exchange(run, request))
+            while flow.io is not None:
+                flow.resume(*_attempt(flow.io.call))
+            return flow.result
 
     async def handle_async_request(self, request: Any) -> Any:
         """The async form of :meth:`handle_request` (the I/O is awaited)."""
-        run = join_run("wrapped client request", f"{request.method} {request.url}")
-        if run is None:
-            return await self.inner.handle_async_request(request)
-        flow = _Flow(self._exchange(run, request))
-        while flow.io is not None:
-            flow.resume(*await _aattempt(flow.io.acall))
-        return flow.result
+        with self._carrying():
+            run = join_run("wrapped client request", f"{request.method} {request.url}")
+            if run is None:
+                return await self.inner.handle_async_request(request)
+            flow = _Flow(self._exchange(run, request))
+            while flow.io is not None:
+                flow.resume(*await _aattempt(flow.io.acall))
+            return flow.result
 
     def _exchange(self, run: Run, request: Any) -> _Exchange:
         """One exchange in a run, written once for both faces (each ``yield`` is an I/O)."""
@@ -166,15 +206,23 @@ class RecordingTransport:
             mark_transport_error(exc, self._httpx)
             raise
         if _is_sse(response) and response.status_code < 400:
-            tap = Tap(recorder, step, response, self._httpx)
+            tap = Tap(
+                recorder,
+                step,
+                response,
+                self._httpx,
+                terminal_required=recorder.terminal_required,
+            )
             stream = stream_class(self._httpx, RecordingStream)(tap, response)
-            return self._response(
+            live = response_class(self._httpx)(
                 response.status_code,
-                _live_headers(response),
-                request,
+                headers=_live_headers(response),
+                request=request,
                 stream=stream,
                 extensions=response.extensions,
             )
+            live.tap = tap
+            return live
         try:
             body = yield _Io(response.read, response.aread)
         finally:

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from ._provider import RETRYABLE_EXTENSION, default_should_retry, marking_retryable, set_retryable
 from ._recorder import HttpRecorder, ViewFn
-from ._transports import RecordingTransport
+from ._transports import CarriedReplayError, RecordingTransport
 from .anthropic import anthropic_view
 from .openai import openai_view
 
@@ -125,6 +125,8 @@ def _bind(
     holder.append(weakref.ref(wrapped))
     _flag_status_errors(wrapped)
     _mark_raised_errors(wrapped, is_async)
+    # the copy's request entry turns a carried ReplayError back into itself
+    transport.carry_errors = getattr(wrapped, "request", None) is not None
 
     def copy(**kwargs: Any) -> Any:
         if kwargs.get("http_client") is not None:
@@ -170,7 +172,9 @@ def _mark_raised_errors(wrapped: Any, is_async: bool) -> None:
     :func:`_flag_status_errors`), or an ``APIConnectionError`` /
     ``APITimeoutError`` raised from a transport error the transport marked.
     The copy's ``request`` marks them (:func:`~redrive.recorders._provider.mark_retryable`),
-    so the run learns from the exception alone whether it stays resumable.
+    so the run learns from the exception alone whether it stays resumable,
+    and raises a ReplayError its transport carried through the SDK
+    (:class:`~redrive.recorders._transports.CarriedReplayError`) as itself.
     A client without that method is left as is.
     """
     request = getattr(wrapped, "request", None)
@@ -179,15 +183,23 @@ def _mark_raised_errors(wrapped: Any, is_async: bool) -> None:
     if is_async:
 
         async def arequest(*args: Any, **kwargs: Any) -> Any:
-            with marking_retryable():
-                return await request(*args, **kwargs)
+            try:
+                with marking_retryable():
+                    return await request(*args, **kwargs)
+            except CarriedReplayError as carried:  # the run's own error, as itself
+                error = carried.error
+            raise error
 
         wrapped.request = arequest
         return
 
     def srequest(*args: Any, **kwargs: Any) -> Any:
-        with marking_retryable():
-            return request(*args, **kwargs)
+        try:
+            with marking_retryable():
+                return request(*args, **kwargs)
+        except CarriedReplayError as carried:
+            error = carried.error
+        raise error
 
     wrapped.request = srequest
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ._provider import error_object
 from ._sse import sse_data
 
 __all__ = ["anthropic_view"]
@@ -29,15 +30,18 @@ def _content_calls(content: Any) -> tuple[list[dict[str, Any]], str]:
     return calls, "".join(text)
 
 
-def _stream(chunks: list[Any]) -> tuple[list[dict[str, Any]], str, dict[str, Any], Any]:
+def _stream(chunks: list[Any]) -> tuple[list[dict[str, Any]], str, dict[str, Any], Any, Any]:
     blocks: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
     stop: Any = None
+    error: Any = None
     for _, data in sse_data(chunks):
         if not isinstance(data, dict):
             continue
         kind = data.get("type")
-        if kind == "message_start":
+        if kind == "error":  # an in-band error event (recorded when it is permanent)
+            error = error_object(data)
+        elif kind == "message_start":
             usage.update((data.get("message") or {}).get("usage") or {})
         elif kind == "content_block_start":
             block = dict(data.get("content_block") or {})
@@ -64,7 +68,7 @@ def _stream(chunks: list[Any]) -> tuple[list[dict[str, Any]], str, dict[str, Any
                 block["input"] = raw
         content.append(block)
     calls, text = _content_calls(content)
-    return calls, text, usage, stop
+    return calls, text, usage, stop, error
 
 
 def anthropic_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +89,9 @@ def anthropic_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str
         if key in body:
             view[key] = body[key]
     if payload.get("stream"):
-        calls, text, usage, stop = _stream(payload.get("chunks") or [])
+        calls, text, usage, stop, error = _stream(payload.get("chunks") or [])
+        if error is not None:
+            view["error"] = error
     else:
         raw = payload.get("body")
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ._provider import error_object
 from ._sse import sse_data
 
 __all__ = ["openai_view", "sse_data"]
@@ -84,6 +85,10 @@ def openai_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str, A
     text: str | None = None
     if payload.get("stream"):
         chunks = payload.get("chunks") or []
+        for _, data in sse_data(chunks):  # an in-band error (recorded when it is permanent)
+            error = error_object(data)
+            if error is not None:
+                view["error"] = error
         if str(request.get("path", "")).startswith("/responses"):
             for _, data in sse_data(chunks):
                 if isinstance(data, dict) and data.get("type") in (

@@ -405,12 +405,23 @@ def test_stream_cut_by_the_connection_is_requested_again(
     assert len(server.requests) == 2
 
 
-def test_stream_without_final_event_replays_as_recorded(
+def test_stream_without_final_event_is_requested_again(
     server: ScriptServer, journal: Journal
 ) -> None:
-    """A stream that ended upstream without [DONE] is recorded and replays exactly."""
-    server.add(Reply(chunks=STREAM[:3]))
+    """A stream the server ends without [DONE] is not a finished step: resume asks again.
+
+    (Issue 16: it was recorded as finished and replayed short.) The reader gets
+    an ``APIConnectionError`` marked retryable, as for a dropped connection.
+    """
+    server.add(Reply(chunks=STREAM[:3]), Reply(chunks=STREAM))
     wrapped = client(server)
+    with pytest.raises(openai.APIConnectionError) as info, redrive.run(journal, "r1"):
+        _stream_dump(
+            wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
+        )
+    assert getattr(info.value, "retryable", None) is True
+    assert journal.get_run("r1").status == "running"
+    assert _model_frames(journal, "r1") == []
     outs = []
     for _ in range(2):
         with redrive.run(journal, "r1"):
@@ -420,8 +431,8 @@ def test_stream_without_final_event_replays_as_recorded(
                 )
             )
     assert outs[0] == outs[1]
-    assert len(outs[0]) == 3
-    assert len(server.requests) == 1
+    assert len(outs[0]) == 6
+    assert len(server.requests) == 2
 
 
 def test_raw_and_streaming_response_work_on_replay(server: ScriptServer, journal: Journal) -> None:
