@@ -1,4 +1,8 @@
-"""Replay policy, volatile-field stripping and redaction (pure, no I/O)."""
+"""Replay policy, volatile-field stripping and redaction (pure, no I/O).
+
+Redaction itself is :mod:`redrive._scrub` (one scrubber for every payload); this
+module compiles the ``redact=`` and ``ignore`` path patterns it uses.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import attrs
+
+from .._scrub import REDACTED, Scrubber
 
 __all__ = [
     "REDACTED",
@@ -22,8 +28,6 @@ __all__ = [
 Rule = Literal["strict", "warn", "lenient"]
 _RULES = ("strict", "warn", "lenient")
 
-#: What a redacted value is replaced with in every journal.
-REDACTED = "[REDACTED]"
 
 #: Keys that carry ids minted by a model or a transport; never part of a match.
 VOLATILE_KEYS = frozenset({"tool_call_id", "tool_use_id", "call_id", "idempotency_key"})
@@ -204,10 +208,14 @@ def match_view(args: Any, ignore: tuple[re.Pattern[str], ...] = (), *, kind: str
 
 
 def redact_paths(args: Any, patterns: tuple[re.Pattern[str], ...]) -> Any:
-    """Return canonical ``args`` with each value at a matching path replaced by ``[REDACTED]``."""
+    """Return canonical ``args`` with each value at a matching path replaced by ``[REDACTED]``.
+
+    The patterns alone; what the journal holds is scrubbed further by
+    :class:`redrive._scrub.Scrubber` (credential fields, secret-looking text).
+    """
     if not patterns:
         return args
-    return _walk(args, "$", patterns, drop=False, ids=False)
+    return Scrubber(patterns, defaults=False).value(args)
 
 
 def _paths(value: Iterable[str]) -> tuple[str, ...]:

@@ -1,0 +1,500 @@
+"""The one scrubber every journaled payload and run-record text passes through (pure).
+
+What reaches a journal (every frame the :class:`~._writer.JournalWriter`
+makes, and the run record's ``error`` and ``output``) goes through
+:class:`Scrubber` first. It does three things, in this order, to every part
+of the value (dict values, list items, dict-shaped and list-shaped stored
+values, strings, JSON text and server-sent-event text inside strings):
+
+1. **The run's ``redact=`` patterns** (:func:`~._policy.compile_paths`): the
+   value at a matching path becomes ``[REDACTED]``, in every frame kind. Paths
+   are rooted at the frame's user data: a tool's ``args``, ``result`` and
+   ``error`` (``$.message``, ``$.args[0]``), a model step's request (its
+   arguments) and response (``$.body...`` for a recorded HTTP exchange), a
+   value, a note's ``data``, the run's ``input`` and ``output``. A JSON text
+   (an HTTP body) is matched as the JSON it holds, and so is each ``data:``
+   line of an event stream; ``$..name`` matches at any depth everywhere.
+2. **Credential fields, by name, by default**: a field whose name is a
+   credential's (:func:`credential_field`: the names in
+   :data:`CREDENTIAL_FIELDS`, and token-like names ending in ``token``,
+   ``secret``, ``password`` or ``api_key`` except the few of
+   :data:`NOT_CREDENTIALS`; case, ``-`` and ``_`` do not matter) has its
+   value replaced by ``[REDACTED]`` unless the value is a number, a bool or
+   None. That covers the remote MCP server credentials both providers accept
+   in request bodies (OpenAI ``tools[].authorization``, Anthropic
+   ``mcp_servers[].authorization_token``), header pairs (``[name, value]``)
+   under a ``headers`` field, and ``"name": "value"`` inside JSON text.
+3. **Secret-looking text, by default** (:func:`mask_text`): the value of a
+   secret query parameter in a URL or a form (``?key=...``, ``&auth_token=...``:
+   :func:`secret_query_param`), the password of a URL (``https://u:pw@host``),
+   ``Bearer <token>``, and keys with a well-known shape (OpenAI ``sk-...``,
+   ``sk-proj-...``, Anthropic ``sk-ant-...``, GitHub ``ghp_``/``github_pat_``,
+   Slack ``xox?-``, AWS ``AKIA...``, Google ``AIza...``, Hugging Face ``hf_``,
+   JWTs) become ``[REDACTED]``.
+
+Match keys are computed on the scrubbed form (:func:`~._policy.redact_paths`
+scrubs the arguments before a key is made), so a rotated credential does not
+make a replay diverge. What the live loop gets is never scrubbed; what a
+replay hands back is what the journal holds (scrubbed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import msgpack
+
+from ._canonical import _EXT_STORED, StoredValue, pack_tree
+from .frames import Kind
+
+__all__ = [
+    "CREDENTIAL_FIELDS",
+    "NOT_CREDENTIALS",
+    "REDACTED",
+    "SECRET_QUERY_PARAMS",
+    "Scrubber",
+    "credential_field",
+    "mask_text",
+    "secret_query_param",
+]
+
+#: What a redacted value is replaced with in every journal.
+REDACTED = "[REDACTED]"
+
+#: Field names (compared without case, ``-`` and ``_``) whose value is a credential.
+CREDENTIAL_FIELDS = frozenset(
+    {
+        "authorization",
+        "authorization_token",
+        "proxy_authorization",
+        "api_key",
+        "apikey",
+        "x_api_key",
+        "api_token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "auth_token",
+        "x_auth_token",
+        "session_token",
+        "bearer_token",
+        "token",
+        "client_secret",
+        "secret",
+        "secret_key",
+        "secret_access_key",
+        "private_key",
+        "password",
+        "passwd",
+        "passphrase",
+        "credentials",
+        "cookie",
+        "set_cookie",
+        "x_goog_api_key",
+        "subscription_key",
+        "ocp_apim_subscription_key",
+        "x_amz_security_token",
+    }
+)
+#: Token-like names that are not credentials (pagination cursors, tokenizer tokens).
+NOT_CREDENTIALS = frozenset(
+    {
+        "page_token",
+        "next_page_token",
+        "prev_page_token",
+        "previous_page_token",
+        "next_token",
+        "continuation_token",
+        "sync_token",
+        "bos_token",
+        "eos_token",
+        "pad_token",
+        "unk_token",
+        "sep_token",
+        "cls_token",
+        "mask_token",
+        "stop_token",
+    }
+)
+_CREDENTIAL_SUFFIXES = ("token", "secret", "password", "apikey")
+
+#: Query (and form) parameters whose value is a secret, on top of every
+#: :func:`credential_field` name: keys (``key``, Azure APIM ``subscription-key``),
+#: ``auth``, ``code`` and signed-URL parts (Azure SAS ``sig``, AWS ``X-Amz-Signature``).
+SECRET_QUERY_PARAMS = frozenset(
+    {
+        "key",
+        "api-key",
+        "api_key",
+        "apikey",
+        "x-api-key",
+        "x-goog-api-key",
+        "subscription-key",
+        "ocp-apim-subscription-key",
+        "access_token",
+        "access-token",
+        "refresh_token",
+        "id_token",
+        "token",
+        "auth",
+        "authorization",
+        "client_secret",
+        "secret",
+        "password",
+        "sig",
+        "signature",
+        "x-amz-signature",
+        "x-amz-credential",
+        "x-amz-security-token",
+    }
+)
+
+
+def _fold(name: str) -> str:
+    return name.strip().lower().replace("-", "").replace("_", "")
+
+
+_FIELDS = frozenset(_fold(n) for n in CREDENTIAL_FIELDS)
+_NOT_FIELDS = frozenset(_fold(n) for n in NOT_CREDENTIALS)
+_QUERY = frozenset(_fold(n) for n in SECRET_QUERY_PARAMS)
+
+
+def credential_field(name: str) -> bool:
+    """Whether a field (or header) named ``name`` holds a credential.
+
+    Args:
+        name: the field's name as written (``Authorization``, ``x-auth-token``, ``apiKey``).
+
+    Returns:
+        True when ``name``, without case, ``-`` and ``_``, is in
+        :data:`CREDENTIAL_FIELDS`, or ends in ``token``, ``secret``,
+        ``password`` or ``apikey`` and is not in :data:`NOT_CREDENTIALS`.
+    """
+    folded = _fold(name)
+    if folded in _FIELDS:
+        return True
+    return folded.endswith(_CREDENTIAL_SUFFIXES) and folded not in _NOT_FIELDS
+
+
+def secret_query_param(name: str) -> bool:
+    """Whether a query or form parameter's value must never be journaled.
+
+    Args:
+        name: the parameter name, as sent.
+
+    Returns:
+        True for the names of :data:`SECRET_QUERY_PARAMS` and every
+        :func:`credential_field` name (case, ``-`` and ``_`` folded).
+    """
+    return _fold(name) in _QUERY or credential_field(name)
+
+
+_NAME = r"[A-Za-z][A-Za-z0-9_.\-]{0,63}"
+_SHAPES = (
+    r"\bsk-[A-Za-z0-9_\-]{20,}",
+    r"\bsk_(?:live|test)_[A-Za-z0-9]{16,}",
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}",
+    r"\bgithub_pat_[A-Za-z0-9_]{20,}",
+    r"\bglpat-[A-Za-z0-9_\-]{20,}",
+    r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",
+    r"\bAKIA[0-9A-Z]{16}\b",
+    r"\bAIza[0-9A-Za-z_\-]{35}",
+    r"\bhf_[A-Za-z0-9]{30,}",
+    r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
+)
+_TEXT = re.compile(
+    "|".join(
+        [
+            # a query or form parameter: ?name=value, &name=value, or at the start of a word
+            rf"(?P<qp>(?:(?<=[?&;])|(?<![^\s(\[{{,]))(?P<qn>{_NAME})=)(?P<qv>[^&#\s\"'<>\\]+)",
+            # the password of a URL's user info
+            r"(?P<up>[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@\"']+:)(?P<uv>[^\s/@\"']+)(?=@)",
+            # Bearer <token> (a token holds a digit)
+            r"(?P<bp>\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+)"
+            r"(?P<bv>(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{8,}=*)",
+            "(?P<shape>" + "|".join(_SHAPES) + ")",
+        ]
+    )
+)
+#: "name": "value" (JSON) and 'name': 'value' (a Python repr) in text
+_FIELD_TEXT = re.compile(
+    rf"(?P<q>[\"'])(?P<name>{_NAME})(?P=q)\s*:\s*(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
+)
+#: a header line: ``name: value``
+_HEADER_LINE = re.compile(
+    rf"^(?P<lead>[ \t]*(?P<name>{_NAME})[ \t]*:[ \t]*)(?P<value>[^\r\n]+)", re.MULTILINE
+)
+
+
+def _mask(match: re.Match[str]) -> str:
+    if match.group("qp") is not None:
+        return match.group("qp") + REDACTED if secret_query_param(match.group("qn")) else match[0]
+    if match.group("up") is not None:
+        return match.group("up") + REDACTED
+    if match.group("bp") is not None:
+        return match.group("bp") + REDACTED
+    return REDACTED
+
+
+def _mask_field(match: re.Match[str]) -> str:
+    if not credential_field(match.group("name")):
+        return match[0]
+    quote = match.group("value")[0]
+    return match[0][: match.start("value") - match.start()] + quote + REDACTED + quote
+
+
+def _mask_header(match: re.Match[str]) -> str:
+    if not credential_field(match.group("name")):
+        return match[0]
+    return match.group("lead") + REDACTED
+
+
+def mask_text(text: str) -> str:
+    """Return ``text`` with its secret-looking parts replaced by ``[REDACTED]``.
+
+    Args:
+        text: any text (an exception message, a URL, an event stream, a body).
+
+    Returns:
+        ``text`` itself when nothing looks secret, else the masked copy (see
+        the module docstring, point 3, for what is masked).
+    """
+    if len(text) < 8:
+        return text
+    if ":" in text:
+        text = _FIELD_TEXT.sub(_mask_field, text)
+        text = _HEADER_LINE.sub(_mask_header, text)
+    return _TEXT.sub(_mask, text)
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def _child(path: str, key: Any) -> str:
+    if isinstance(key, str) and key.isidentifier():
+        return f"{path}.{key}"
+    return f"{path}[{key!r}]"
+
+
+#: Where a frame kind's user data sits in its payload (each field is a ``$`` root).
+_ROOTS: dict[str, tuple[str, ...]] = {
+    Kind.RUN_START.value: ("input",),
+    Kind.MODEL_REQUEST.value: ("args",),
+    Kind.TOOL_START.value: ("args",),
+    Kind.TOOL_DONE.value: ("result",),
+    Kind.TOOL_ERROR.value: ("error",),
+    Kind.VALUE.value: ("value",),
+    Kind.NOTE.value: ("data",),
+    Kind.RUN_END.value: ("output", "error"),
+}
+
+
+class Scrubber:
+    """Redacts the run's ``redact=`` paths, credential fields and secret-looking text.
+
+    Args:
+        patterns: the run's compiled ``redact=`` patterns (may be empty: the
+            default rules still apply).
+        defaults: apply the default rules (credential fields, secret-looking
+            text); False applies the patterns alone.
+    """
+
+    def __init__(
+        self, patterns: tuple[re.Pattern[str], ...] = (), *, defaults: bool = True
+    ) -> None:
+        self.patterns = patterns
+        self.defaults = defaults
+
+    def _credential(self, key: Any, item: Any) -> bool:
+        """Whether ``item`` under ``key`` is a credential the default rules remove."""
+        return (
+            self.defaults
+            and isinstance(key, str)
+            and not isinstance(item, _SCALARS)
+            and item != REDACTED
+            and credential_field(key)
+        )
+
+    def _hit(self, where: str) -> bool:
+        return any(p.match(where) for p in self.patterns)
+
+    def value(self, value: Any, path: str = "$") -> Any:
+        """Return ``value`` scrubbed, rooted at ``path`` (``value`` itself when nothing changes).
+
+        ``value`` is a canonical tree (dicts, lists, str, bytes, numbers,
+        msgpack ext values) that may hold :class:`StoredValue` parts.
+        """
+        kind = type(value)
+        if kind is str:
+            return self._text(value, path)
+        if kind is dict:
+            out: dict[Any, Any] = {}
+            changed = False
+            for key, item in value.items():
+                where = _child(path, key)
+                if self._hit(where) or self._credential(key, item):
+                    new: Any = REDACTED
+                elif (
+                    self.defaults
+                    and isinstance(key, str)
+                    and _fold(key) == "headers"
+                    and isinstance(item, list)
+                ):
+                    new = self._header_pairs(item, where)
+                else:
+                    new = self.value(item, where)
+                changed = changed or new is not item
+                out[key] = new
+            return out if changed else value
+        if kind is list or kind is tuple:
+            items = []
+            for i, item in enumerate(value):
+                where = f"{path}[{i}]"
+                items.append(REDACTED if self._hit(where) else self.value(item, where))
+            if all(a is b for a, b in zip(items, value, strict=True)):
+                return value
+            return items if kind is list else tuple(items)
+        if kind is StoredValue:
+            data = self._stored(value.data, path)
+            return value if data is value.data else StoredValue(data)
+        if kind is msgpack.ExtType and value.code == _EXT_STORED:  # a stored value, canonical
+            data = self._stored(value.data, path)
+            return value if data is value.data else msgpack.ExtType(_EXT_STORED, data)
+        return value
+
+    def _headers(self, key: Any, item: Any) -> bool:
+        """Whether ``item`` under ``key`` is a list of ``[name, value]`` header pairs to check."""
+        return (
+            self.defaults
+            and isinstance(key, str)
+            and _fold(key) == "headers"
+            and isinstance(item, list)
+        )
+
+    def _header_pairs(self, pairs: list[Any], path: str) -> Any:
+        out = []
+        for i, pair in enumerate(pairs):
+            if (
+                isinstance(pair, list)
+                and len(pair) == 2
+                and isinstance(pair[0], str)
+                and credential_field(pair[0])
+            ):
+                out.append([pair[0], REDACTED])
+            else:
+                out.append(self.value(pair, f"{path}[{i}]"))
+        return pairs if all(a is b for a, b in zip(out, pairs, strict=True)) else out
+
+    def _text(self, text: str, path: str) -> str:
+        if not self.defaults:
+            return text
+        if self.patterns:
+            stripped = text.lstrip()
+            if stripped[:1] in ("{", "["):
+                parsed = _json(stripped)
+                if parsed is not _NOT_JSON:
+                    new = self.value(parsed, path)
+                    if new is parsed:
+                        return mask_text(text)
+                    return json.dumps(new, ensure_ascii=False, separators=(",", ":"))
+            elif "data:" in text:
+                return mask_text(self._events(text, path))
+        return mask_text(text)
+
+    def _events(self, text: str, path: str) -> str:
+        """Apply the patterns to each ``data:`` line of an event stream that holds JSON."""
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            if not line.startswith("data:"):
+                continue
+            body = line[5:].strip()
+            parsed = _json(body) if body[:1] in ("{", "[") else _NOT_JSON
+            if parsed is _NOT_JSON:
+                continue
+            new = self.value(parsed, path)
+            if new is not parsed:
+                lines[i] = "data: " + json.dumps(new, ensure_ascii=False, separators=(",", ":"))
+        return "\n".join(lines)
+
+    def _stored(self, data: bytes, path: str) -> bytes:
+        """Scrub a stored value's msgpack bytes, keeping its types and key order."""
+        try:
+            tree = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=False)
+        except Exception:  # not ours to judge here: the decoder will say
+            return data
+        new = self._tree(tree, path)
+        return data if new is tree else pack_tree(new)
+
+    def _tree(self, node: Any, path: str) -> Any:
+        """Like :meth:`value` over a raw stored-value tree (arrays are tuples; marks are ext)."""
+        kind = type(node)
+        if kind is tuple:
+            start = 1 if node and isinstance(node[0], msgpack.ExtType) else 0
+            if start and len(node) == 3 and isinstance(node[1], str):  # an enum or codec value
+                inner = self._tree(node[2], path)
+                return node if inner is node[2] else (node[0], node[1], inner)
+            items = list(node[:start])
+            for i, item in enumerate(node[start:]):
+                where = f"{path}[{i}]"
+                items.append(REDACTED if self._hit(where) else self._tree(item, where))
+            same = all(a is b for a, b in zip(items, node, strict=True))
+            return node if same else tuple(items)
+        if kind is dict:
+            out = {}
+            changed = False
+            for key, item in node.items():
+                where = _child(path, key)
+                if self._hit(where) or self._credential(key, item):
+                    new: Any = REDACTED
+                else:
+                    new = self._tree(item, where)
+                changed = changed or new is not item
+                out[key] = new
+            return out if changed else node
+        if kind is str:
+            return self._text(node, path)
+        return node
+
+    def payload(self, kind: str, payload: Any) -> Any:
+        """Return a frame's payload scrubbed (``payload`` itself when nothing changes).
+
+        Args:
+            kind: the frame's kind (a :class:`~redrive.frames.Kind` value).
+            payload: the payload as queued (a canonical tree, maybe with stored values).
+        """
+        if not isinstance(payload, dict):
+            return self.value(payload)
+        roots = _ROOTS.get(kind, ())
+        if kind == Kind.MODEL_RESPONSE.value:
+            roots = ("response", "view")
+        out: dict[str, Any] = {}
+        changed = False
+        for key, item in payload.items():
+            new = self.value(item) if key in roots else self.value(item, _child("$", key))
+            changed = changed or new is not item
+            out[key] = new
+        return out if changed else payload
+
+    def text(self, text: str | None) -> str | None:
+        """Return a run-record text (``error``) scrubbed as a frame's string would be."""
+        return None if text is None else self.value(text)
+
+
+class _NotJson:
+    pass
+
+
+_NOT_JSON: Any = _NotJson()
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _NOT_JSON
+
+
+#: A scrubber with no ``redact=`` patterns: the default rules only.
+DEFAULT = Scrubber()
