@@ -204,23 +204,42 @@ _SHAPES = (
     r"\bhf_[A-Za-z0-9]{30,}",
     r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
 )
-_TEXT = re.compile(
-    "|".join(
-        [
-            # a query or form parameter: ?name=value, &name=value, or at the start of a word
-            rf"(?P<qp>(?:(?<=[?&;])|(?<![^\s(\[{{,]))(?P<qn>{_NAME})=)(?P<qv>[^&#\s\"'<>\\]+)",
-            # the password of a URL's user info
-            r"(?P<up>[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@\"']+:)(?P<uv>[^\s/@\"']+)(?=@)",
-            # Bearer <token> (a token holds a digit)
-            r"(?P<bp>\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+)"
-            r"(?P<bv>(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{8,}=*)",
-            "(?P<shape>" + "|".join(_SHAPES) + ")",
-        ]
-    )
+#: a query or form parameter: ?name=value, &name=value, or name=value at the start of a word
+_PARAM = re.compile(
+    rf"(?P<lead>(?:(?<=[?&;])|(?<![^\s(\[{{,]))(?P<name>{_NAME})=)(?P<value>[^&#\s\"'<>\\]+)"
+)
+#: the password of a URL's user info
+_USERINFO = re.compile(r"(?P<lead>[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@\"']+:)[^\s/@\"']+(?=@)")
+#: Bearer <token> (a token holds a digit)
+_BEARER = re.compile(
+    r"(?P<lead>\bbearer\s+)(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{8,}=*", re.IGNORECASE
+)
+_SHAPE = re.compile("|".join(_SHAPES))
+#: Text without one of these holds no key of a well-known shape (a cheap test first).
+_SHAPE_SIGNS = (
+    "sk-",
+    "sk_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xox",
+    "AKIA",
+    "AIza",
+    "hf_",
+    "eyJ",
 )
 #: "name": "value" (JSON) and 'name': 'value' (a Python repr) in text
 _FIELD_TEXT = re.compile(
-    rf"(?P<q>[\"'])(?P<name>{_NAME})(?P=q)\s*:\s*(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
+    rf"(?P<q>[\"'])(?P<name>{_NAME})(?P=q)\s*:\s*"
+    r"""(?P<value>"[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')"""
+)
+#: \"name\": \"value\": JSON text inside a JSON string (a tool call's ``arguments``)
+_ESCAPED_FIELD_TEXT = re.compile(
+    rf'\\"(?P<name>{_NAME})\\"\s*:\s*\\"(?P<value>(?:[^"\\]|\\\\)*)\\"'
 )
 #: a header line: ``name: value``
 _HEADER_LINE = re.compile(
@@ -228,14 +247,14 @@ _HEADER_LINE = re.compile(
 )
 
 
-def _mask(match: re.Match[str]) -> str:
-    if match.group("qp") is not None:
-        return match.group("qp") + REDACTED if secret_query_param(match.group("qn")) else match[0]
-    if match.group("up") is not None:
-        return match.group("up") + REDACTED
-    if match.group("bp") is not None:
-        return match.group("bp") + REDACTED
-    return REDACTED
+def _mask_param(match: re.Match[str]) -> str:
+    if not secret_query_param(match.group("name")):
+        return match[0]
+    return match.group("lead") + REDACTED
+
+
+def _mask_lead(match: re.Match[str]) -> str:
+    return match.group("lead") + REDACTED
 
 
 def _mask_field(match: re.Match[str]) -> str:
@@ -243,6 +262,12 @@ def _mask_field(match: re.Match[str]) -> str:
         return match[0]
     quote = match.group("value")[0]
     return match[0][: match.start("value") - match.start()] + quote + REDACTED + quote
+
+
+def _mask_escaped(match: re.Match[str]) -> str:
+    if not credential_field(match.group("name")):
+        return match[0]
+    return match[0][: match.start("value") - match.start()] + REDACTED + '\\"'
 
 
 def _mask_header(match: re.Match[str]) -> str:
@@ -263,10 +288,22 @@ def mask_text(text: str) -> str:
     """
     if len(text) < 8:
         return text
+    # each rule runs only where its sign is in the text: most text has none
     if ":" in text:
-        text = _FIELD_TEXT.sub(_mask_field, text)
+        if '"' in text or "'" in text:
+            text = _FIELD_TEXT.sub(_mask_field, text)
+            if '\\"' in text:
+                text = _ESCAPED_FIELD_TEXT.sub(_mask_escaped, text)
         text = _HEADER_LINE.sub(_mask_header, text)
-    return _TEXT.sub(_mask, text)
+        if "://" in text:
+            text = _USERINFO.sub(_mask_lead, text)
+    if "=" in text:
+        text = _PARAM.sub(_mask_param, text)
+    if "earer" in text or "EARER" in text:
+        text = _BEARER.sub(_mask_lead, text)
+    if any(sign in text for sign in _SHAPE_SIGNS):
+        text = _SHAPE.sub(REDACTED, text)
+    return text
 
 
 _SCALARS = (int, float, bool, type(None))

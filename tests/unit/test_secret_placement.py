@@ -386,6 +386,7 @@ def test_secret_looking_text_is_masked(secret: str) -> None:
         f'{{"authorization": "{secret}", "x": 1}}',
         f"{{'client_secret': '{secret}'}}",
         f"X-Auth-Token: {secret}",
+        json.dumps({"arguments": json.dumps({"password": secret, "user": "bob"})}),
     ):
         masked = mask_text(text)
         assert secret not in masked and REDACTED in masked, text
