@@ -51,6 +51,7 @@ from .frames import Kind
 
 __all__ = [
     "CREDENTIAL_FIELDS",
+    "DEFAULT",
     "NOT_CREDENTIALS",
     "REDACTED",
     "SECRET_QUERY_PARAMS",
