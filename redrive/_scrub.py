@@ -1,41 +1,48 @@
 """The one scrubber every journaled payload and run-record text passes through (pure).
 
-What reaches a journal (every frame the :class:`~._writer.JournalWriter`
+What reaches a journal (every frame :class:`redrive.replay._writer.JournalWriter`
 makes, and the run record's ``error`` and ``output``) goes through
 :class:`Scrubber` first. It does three things, in this order, to every part
-of the value (dict values, list items, dict-shaped and list-shaped stored
-values, strings, JSON text and server-sent-event text inside strings):
+of the value (dict values, list items, stored values with their types and
+key order kept, strings, JSON text and server-sent-event text inside strings):
 
-1. **The run's ``redact=`` patterns** (:func:`~._policy.compile_paths`): the
-   value at a matching path becomes ``[REDACTED]``, in every frame kind. Paths
-   are rooted at the frame's user data: a tool's ``args``, ``result`` and
-   ``error`` (``$.message``, ``$.args[0]``), a model step's request (its
-   arguments) and response (``$.body...`` for a recorded HTTP exchange), a
-   value, a note's ``data``, the run's ``input`` and ``output``. A JSON text
-   (an HTTP body) is matched as the JSON it holds, and so is each ``data:``
-   line of an event stream; ``$..name`` matches at any depth everywhere.
+1. **The run's ``redact=`` patterns** (compiled by
+   ``redrive.replay._policy.compile_paths``): the value at a matching path
+   becomes ``[REDACTED]``, in every frame kind. Paths are rooted at the
+   frame's user data: a tool's arguments, result and error (``$.message``,
+   ``$.args[0]``), a model step's request (its arguments) and response
+   (``$.body...`` for a recorded HTTP exchange), a value, a note's data, the
+   run's input and output; any other payload field is rooted at the payload
+   (``$.field...``). A JSON text (an HTTP body) is matched as the JSON it
+   holds, and so is each ``data:`` line of an event stream; ``$..name``
+   matches at any depth everywhere.
 2. **Credential fields, by name, by default**: a field whose name is a
    credential's (:func:`credential_field`: the names in
-   :data:`CREDENTIAL_FIELDS`, and token-like names ending in ``token``,
-   ``secret``, ``password`` or ``api_key`` except the few of
-   :data:`NOT_CREDENTIALS`; case, ``-`` and ``_`` do not matter) has its
-   value replaced by ``[REDACTED]`` unless the value is a number, a bool or
-   None. That covers the remote MCP server credentials both providers accept
-   in request bodies (OpenAI ``tools[].authorization``, Anthropic
-   ``mcp_servers[].authorization_token``), header pairs (``[name, value]``)
-   under a ``headers`` field, and ``"name": "value"`` inside JSON text.
+   :data:`CREDENTIAL_FIELDS`, and names ending in ``token``, ``secret``,
+   ``password`` or ``apikey`` except those of :data:`NOT_CREDENTIALS`; case,
+   ``-`` and ``_`` do not matter) has its value replaced by ``[REDACTED]``
+   unless the value is a number, a bool or None (``max_tokens`` and token
+   counts are not credentials). That covers the remote MCP server
+   credentials both providers accept in request bodies (OpenAI
+   ``tools[].authorization``, Anthropic ``mcp_servers[].authorization_token``),
+   header pairs (``[name, value]``) under a ``headers`` field, and
+   ``"name": "value"`` (or ``'name': 'value'``, or ``\"name\": \"value\"``)
+   inside text.
 3. **Secret-looking text, by default** (:func:`mask_text`): the value of a
-   secret query parameter in a URL or a form (``?key=...``, ``&auth_token=...``:
+   secret query or form parameter (``?key=...``, ``&auth_token=...``:
    :func:`secret_query_param`), the password of a URL (``https://u:pw@host``),
-   ``Bearer <token>``, and keys with a well-known shape (OpenAI ``sk-...``,
-   ``sk-proj-...``, Anthropic ``sk-ant-...``, GitHub ``ghp_``/``github_pat_``,
-   Slack ``xox?-``, AWS ``AKIA...``, Google ``AIza...``, Hugging Face ``hf_``,
-   JWTs) become ``[REDACTED]``.
+   a credential header line (``X-Auth-Token: ...``), ``Bearer <token>`` (a
+   token holding a digit), and keys of a well-known shape (OpenAI ``sk-...``,
+   ``sk-proj-...``, Anthropic ``sk-ant-...``, Stripe ``sk_live_``, GitHub
+   ``ghp_``/``github_pat_``, GitLab ``glpat-``, Slack ``xox?-``, AWS
+   ``AKIA...``, Google ``AIza...``, Hugging Face ``hf_``, JWTs) become
+   ``[REDACTED]``.
 
-Match keys are computed on the scrubbed form (:func:`~._policy.redact_paths`
-scrubs the arguments before a key is made), so a rotated credential does not
-make a replay diverge. What the live loop gets is never scrubbed; what a
-replay hands back is what the journal holds (scrubbed).
+Bytes values are not read (they are opaque). Match keys are computed on the
+scrubbed form (a Run scrubs a step's arguments before its key is made), so a
+rotated credential does not make a replay diverge. What the live loop gets
+is never scrubbed; what a replay hands back is what the journal holds: a
+value that looked secret comes back as ``[REDACTED]``.
 """
 
 from __future__ import annotations
