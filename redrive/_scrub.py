@@ -27,7 +27,10 @@ key order kept, strings, JSON text and server-sent-event text inside strings):
    ``tools[].authorization``, Anthropic ``mcp_servers[].authorization_token``),
    header pairs (``[name, value]``) under a ``headers`` field, and
    ``"name": "value"`` (or ``'name': 'value'``, or ``\"name\": \"value\"``)
-   inside text.
+   inside text. Not in a value a step hands back (a tool's result, a model
+   callable's response, a recorded value, a ``recover()`` result): a replay
+   hands back what the live loop got (DESIGN invariant 9), so a credential
+   field there is hidden only when ``redact=`` names it.
 3. **Secret-looking text, by default** (:func:`mask_text`): the value of a
    secret query or form parameter (``?key=...``, ``&auth_token=...``:
    :func:`secret_query_param`), the password of a URL (``https://u:pw@host``),
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import msgpack
@@ -255,58 +259,71 @@ _HEADER_LINE = re.compile(
 )
 
 
-def _mask_param(match: re.Match[str]) -> str:
-    if not secret_query_param(match.group("name")):
-        return match[0]
-    return match.group("lead") + REDACTED
+class _Masker:
+    """The text rules' replacements; ``names`` are more field names to mask (folded)."""
+
+    def __init__(self, names: frozenset[str] = frozenset()) -> None:
+        self.names = names
+
+    def _secret(self, name: str) -> bool:
+        return credential_field(name) or (bool(self.names) and _fold(name) in self.names)
+
+    def param(self, match: re.Match[str]) -> str:
+        name = match.group("name")
+        if not (secret_query_param(name) or self._secret(name)):
+            return match[0]
+        return match.group("lead") + REDACTED
+
+    def field(self, match: re.Match[str]) -> str:
+        if not self._secret(match.group("name")):
+            return match[0]
+        quote = match.group("value")[0]
+        return match[0][: match.start("value") - match.start()] + quote + REDACTED + quote
+
+    def escaped(self, match: re.Match[str]) -> str:
+        if not self._secret(match.group("name")):
+            return match[0]
+        return match[0][: match.start("value") - match.start()] + REDACTED + '\\"'
+
+    def header(self, match: re.Match[str]) -> str:
+        if not self._secret(match.group("name")):
+            return match[0]
+        return match.group("lead") + REDACTED
 
 
 def _mask_lead(match: re.Match[str]) -> str:
     return match.group("lead") + REDACTED
 
 
-def _mask_field(match: re.Match[str]) -> str:
-    if not credential_field(match.group("name")):
-        return match[0]
-    quote = match.group("value")[0]
-    return match[0][: match.start("value") - match.start()] + quote + REDACTED + quote
+_DEFAULT_MASKER = _Masker()
 
 
-def _mask_escaped(match: re.Match[str]) -> str:
-    if not credential_field(match.group("name")):
-        return match[0]
-    return match[0][: match.start("value") - match.start()] + REDACTED + '\\"'
-
-
-def _mask_header(match: re.Match[str]) -> str:
-    if not credential_field(match.group("name")):
-        return match[0]
-    return match.group("lead") + REDACTED
-
-
-def mask_text(text: str) -> str:
+def mask_text(text: str, names: frozenset[str] = frozenset()) -> str:
     """Return ``text`` with its secret-looking parts replaced by ``[REDACTED]``.
 
     Args:
         text: any text (an exception message, a URL, an event stream, a body).
+        names: more field names whose values are masked in the text (folded:
+            lower case, no ``-`` or ``_``), e.g. the last names of ``redact=`` patterns.
 
     Returns:
         ``text`` itself when nothing looks secret, else the masked copy (see
         the module docstring, point 3, for what is masked).
     """
+    masker = _Masker(names) if names else _DEFAULT_MASKER
     if len(text) < 8:
         return text
     # each rule runs only where its sign is in the text: most text has none
     if ":" in text:
         if '"' in text or "'" in text:
-            text = _FIELD_TEXT.sub(_mask_field, text)
+            text = _FIELD_TEXT.sub(masker.field, text)
             if '\\"' in text:
-                text = _ESCAPED_FIELD_TEXT.sub(_mask_escaped, text)
-        text = _HEADER_LINE.sub(_mask_header, text)
+                text = _ESCAPED_FIELD_TEXT.sub(masker.escaped, text)
+        text = _HEADER_LINE.sub(masker.header, text)
         if "://" in text:
             text = _USERINFO.sub(_mask_lead, text)
     if "=" in text:
-        text = _PARAM.sub(_mask_param, text)
+        text = _PARAM.sub(masker.param, text)
     if "earer" in text or "EARER" in text:
         text = _BEARER.sub(_mask_lead, text)
     if any(sign in text for sign in _SHAPE_SIGNS):
@@ -344,13 +361,22 @@ class Scrubber:
             default rules still apply).
         defaults: apply the default rules (credential fields, secret-looking
             text); False applies the patterns alone.
+        names: field names masked inside text too (``"name": "value"``,
+            ``name=value``...), as credential names are: the last names of the
+            ``redact=`` patterns (a path cannot be told inside a text, so the
+            name is masked wherever it appears in one).
     """
 
     def __init__(
-        self, patterns: tuple[re.Pattern[str], ...] = (), *, defaults: bool = True
+        self,
+        patterns: tuple[re.Pattern[str], ...] = (),
+        *,
+        defaults: bool = True,
+        names: Iterable[str] = (),
     ) -> None:
         self.patterns = patterns
         self.defaults = defaults
+        self.names = frozenset(_fold(name) for name in names)
 
     def _credential(self, key: Any, item: Any) -> bool:
         """Whether ``item`` under ``key`` is a credential the default rules remove."""
@@ -442,11 +468,11 @@ class Scrubber:
                 if parsed is not _NOT_JSON:
                     new = self.value(parsed, path)
                     if new is parsed:
-                        return mask_text(text)
+                        return mask_text(text, self.names)
                     return json.dumps(new, ensure_ascii=False, separators=(",", ":"))
             elif "data:" in text:
-                return mask_text(self._events(text, path))
-        return mask_text(text)
+                return mask_text(self._events(text, path), self.names)
+        return mask_text(text, self.names)
 
     def _events(self, text: str, path: str) -> str:
         """Apply the patterns to each ``data:`` line of an event stream that holds JSON."""
@@ -473,7 +499,14 @@ class Scrubber:
         return data if new is tree else pack_tree(new)
 
     def _tree(self, node: Any, path: str) -> Any:
-        """Like :meth:`value` over a raw stored-value tree (arrays are tuples; marks are ext)."""
+        """Like :meth:`value` over a raw stored-value tree (arrays are tuples; marks are ext).
+
+        A stored value is what a step hands back to the loop (a tool's result,
+        a model callable's response, a recorded value, a ``recover()`` result):
+        the credential-field rule does not apply to it, so that a replay hands
+        back the value the live loop got (DESIGN invariant 9) whatever its
+        keys are called; ``redact=`` paths and secret-looking text still do.
+        """
         kind = type(node)
         if kind is tuple:
             start = 1 if node and isinstance(node[0], msgpack.ExtType) else 0
@@ -491,7 +524,7 @@ class Scrubber:
             changed = False
             for key, item in node.items():
                 where = _child(path, key)
-                if self._hit(where) or self._credential(key, item):
+                if self._hit(where):  # a name alone never changes a handed-back value
                     new: Any = REDACTED
                 else:
                     new = self._tree(item, where)

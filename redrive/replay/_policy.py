@@ -22,7 +22,9 @@ __all__ = [
     "ReplayPolicy",
     "compile_paths",
     "match_view",
+    "last_name",
     "redact_paths",
+    "scrubber",
 ]
 
 Rule = Literal["strict", "warn", "lenient"]
@@ -216,6 +218,38 @@ def redact_paths(args: Any, patterns: tuple[re.Pattern[str], ...]) -> Any:
     if not patterns:
         return args
     return Scrubber(patterns, defaults=False).value(args)
+
+
+def last_name(pattern: str) -> str | None:
+    """Return the field name a path pattern ends with (``$..token`` -> ``token``), if any.
+
+    ``None`` for a pattern ending in an index, ``*`` or a glob.
+    """
+    text = pattern.strip()
+    quoted = re.search(r"""\[(?P<q>['"])(?P<name>(?:\\.|(?!(?P=q)).)*)(?P=q)\]$""", text)
+    if quoted is not None:
+        try:
+            return str(ast.literal_eval(quoted["q"] + quoted["name"] + quoted["q"]))
+        except (ValueError, SyntaxError):
+            return None
+    tail = re.split(r"[.\]]", text)[-1]
+    if not tail or "*" in tail or "[" in tail or tail == "$" or re.fullmatch(r"-?\d+", tail):
+        return None
+    return tail
+
+
+def scrubber(patterns: Iterable[str]) -> Scrubber:
+    """Return the scrubber of a run's ``redact=`` patterns (see :mod:`redrive._scrub`).
+
+    The patterns redact by path in every payload; the field names they end
+    with are masked inside texts too (an exception's message, an event stream).
+
+    Raises:
+        TypeError, ValueError: as :func:`compile_paths`.
+    """
+    patterns = tuple(patterns)
+    names = [name for name in map(last_name, patterns) if name is not None]
+    return Scrubber(compile_paths(patterns), names=names)
 
 
 def _paths(value: Iterable[str]) -> tuple[str, ...]:

@@ -10,7 +10,6 @@ from typing import Any, Literal, TypedDict
 
 import attrs
 
-from .._scrub import Scrubber
 from ..errors import DivergenceError, ReplayMissError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
@@ -19,7 +18,7 @@ from ._delta import Expander
 from ._diff import short
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
-from ._policy import ReplayPolicy, compile_paths
+from ._policy import ReplayPolicy, compile_paths, scrubber
 from ._writer import JournalWriter
 
 __all__ = ["Flow", "RunOptions", "RunState"]
@@ -223,7 +222,7 @@ class RunState:
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
         self._model_started: dict[tuple[tuple[int, int], str], tuple[float, Issue]] = {}
         self._lease = LeaseKeeper(journal, run_id, lease, on_busy, busy_timeout)
-        self._writer = JournalWriter(journal, run_id, self._lease, Scrubber(self._redact))
+        self._writer = JournalWriter(journal, run_id, self._lease, scrubber(redact))
         self._adoptable = False
         self._known_seq = 0
         self._failed_keys: dict[tuple[str, str], int] = {}

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import redrive
 from redrive import cli
 from redrive._scrub import REDACTED, Scrubber, credential_field, mask_text
-from redrive.replay._policy import compile_paths
+from redrive.replay._policy import compile_paths, last_name, scrubber
 from redrive.storage import Journal
 from redrive.storage.rdj import export_run, import_run
 
@@ -127,11 +127,7 @@ def _clients(secret: str) -> tuple[openai.OpenAI, anthropic.Anthropic, list[http
             return httpx2.Response(
                 200, headers={"x-auth-token": secret}, json=_responses_body(secret)
             )
-        return httpx2.Response(
-            200,
-            headers={"content-type": _SSE, "x-auth-token": secret},
-            content=iter([event.encode() for event in _anthropic_events(secret)]),
-        )
+        return _sse(_anthropic_events(secret), {"x-auth-token": secret})
 
     oai = redrive.wrap(
         openai.OpenAI(
@@ -141,14 +137,27 @@ def _clients(secret: str) -> tuple[openai.OpenAI, anthropic.Anthropic, list[http
             http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
         )
     )
-    ant = redrive.wrap(
+    return oai, _anthropic(handler), sent
+
+
+def _sse(events: list[str], headers: dict[str, str] | None = None) -> httpx2.Response:
+    """An event-stream response sending ``events`` one per read."""
+    return httpx2.Response(
+        200,
+        headers={"content-type": _SSE, **(headers or {})},
+        content=iter([event.encode() for event in events]),
+    )
+
+
+def _anthropic(handler: Callable[[httpx2.Request], httpx2.Response]) -> anthropic.Anthropic:
+    """A wrapped Anthropic client answered by ``handler``."""
+    return redrive.wrap(
         anthropic.Anthropic(
             api_key="sk-ant-test",
             max_retries=0,
             http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
         )
     )
-    return oai, ant, sent
 
 
 class PriceError(Exception):
@@ -167,14 +176,17 @@ def _loop(secret: str, crash: list[bool]) -> Callable[[redrive.Run], None]:
 
     @redrive.tool(read_only=True)
     def lookup(account: dict[str, Any]) -> dict[str, Any]:
-        return {"access_token": secret, "see": f"https://x.example/cb?token={secret}", "n": 1}
+        # a handed-back value keeps its credential-named fields (invariant 9): text only here
+        return {"see": f"https://x.example/cb?token={secret}", "auth": f"Bearer {secret}", "n": 1}
 
     @redrive.model
     def think(prompt: str) -> dict[str, Any]:
         return {"text": f"use sk-proj-{secret}", "custom_secret": secret}
 
     def recover(args: dict[str, Any], key: str) -> redrive.Recovery:
-        return redrive.Recovery.done({"refresh_token": secret, "receipt": f"Bearer {secret}"})
+        return redrive.Recovery.done(
+            {"cb": f"https://x.example/?refresh_token={secret}", "receipt": f"Bearer {secret}"}
+        )
 
     @redrive.tool(restart_safe=False, recover=recover)
     def charge(amount: int) -> str:
@@ -229,22 +241,28 @@ def _loop(secret: str, crash: list[bool]) -> Callable[[redrive.Run], None]:
 
 def _drive(journal: Journal, secret: str) -> None:
     """Suspend on the approval, decide, crash in ``charge``, resume (recover), fail another run."""
-    crash = [True]
-    loop = _loop(secret, crash)
+    loop = _loop(secret, [True])
     options: dict[str, Any] = {"input": {"user": "bob", "password": secret}, "redact": REDACT}
+    _suspend_crash_resume(journal, loop, options, "refund")
+    with redrive.run(journal, RUN, live=False, **options) as run:  # a replay of the whole run
+        loop(run)
+    with pytest.raises(RuntimeError), redrive.run(journal, FAILED):
+        raise RuntimeError(f"upstream said: Authorization: Bearer {secret}")
+
+
+def _suspend_crash_resume(
+    journal: Journal, loop: Callable[[redrive.Run], None], options: dict[str, Any], approval: str
+) -> None:
+    """Run ``loop`` until it suspends on ``approval``, decide it, crash in the body, resume."""
     with redrive.run(journal, RUN, **options) as run:
         loop(run)
     assert run.status == "suspended"
-    journal.decide(RUN, "refund", True, by="ops")
+    journal.decide(RUN, approval, True, by="ops")
     with pytest.raises(KeyboardInterrupt), redrive.run(journal, RUN, **options) as run:
         loop(run)
     with redrive.run(journal, RUN, **options) as run:
         loop(run)
     assert run.status == "succeeded"
-    with redrive.run(journal, RUN, live=False, **options) as run:  # a replay of the whole run
-        loop(run)
-    with pytest.raises(RuntimeError), redrive.run(journal, FAILED):
-        raise RuntimeError(f"upstream said: Authorization: Bearer {secret}")
 
 
 def _stored(journal: Journal) -> bytes:
@@ -455,3 +473,91 @@ def test_a_rotated_credential_keeps_the_match_key() -> None:
         with redrive.run(journal, "r") as run:
             run.finish(call({"url": "https://mcp.example", "authorization_token": token}))
     assert len(calls) == 1
+
+
+@settings(_SETTINGS, max_examples=5)
+@given(secret=SECRETS, field=st.sampled_from(["customer_ref", "ssn", "account-no", "Memo"]))
+def test_redact_patterns_reach_every_frame_kind(secret: str, field: str) -> None:
+    """A field named by ``redact=`` only (no default rule knows it) is hidden in every frame kind.
+
+    Tool arguments, results and exception args, a model callable's request and
+    response, an SSE data line and a response body, a note, an approval
+    payload, the run's input and output and a ``recover()`` result.
+    """
+    planted = {field: secret, "ok": 1}
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        events = _anthropic_events("x")
+        events[2] = events[2].replace('"index": 0,', f'"index": 0, "{field}": "{secret}",', 1)
+        return _sse(events)
+
+    ant = _anthropic(handler)
+    crash = [True]
+
+    @redrive.tool(read_only=True)
+    def failing(data: dict[str, Any]) -> None:
+        raise PriceError("no", dict(planted))
+
+    @redrive.tool(read_only=True)
+    def echo(data: dict[str, Any]) -> dict[str, Any]:
+        return dict(planted)
+
+    @redrive.model
+    def think(data: dict[str, Any]) -> dict[str, Any]:
+        return dict(planted)
+
+    def recover(args: dict[str, Any], key: str) -> redrive.Recovery:
+        return redrive.Recovery.done(dict(planted))
+
+    @redrive.tool(restart_safe=False, recover=recover)
+    def charge(amount: int) -> str:
+        if crash:
+            crash.pop()
+            raise KeyboardInterrupt
+        return "charged"
+
+    def loop(run: redrive.Run) -> None:
+        redrive.await_approval("ok", dict(planted))
+        with contextlib.suppress(Exception):
+            failing(dict(planted))
+        echo(dict(planted))
+        think(dict(planted))
+        for _event in ant.messages.create(
+            model="claude-test-model",
+            max_tokens=5,
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+        ):
+            pass
+        run.note("n", dict(planted))
+        charge(1)
+        run.finish(dict(planted))
+
+    journal = redrive.open_journal(":memory:")
+    options: dict[str, Any] = {"input": dict(planted), "redact": (f"$..['{field}']",)}
+    _suspend_crash_resume(journal, loop, options, "ok")
+    _check(secret, _stored(journal))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name"),
+    [
+        ("$..token", "token"),
+        ("token", "token"),
+        ("$.a.b", "b"),
+        ("$..['account-no']", "account-no"),
+        ('$..["x-y"]', "x-y"),
+        ("$.lst[*]", None),
+        ("$.a[3]", None),
+        ("$.metadata.*", None),
+        ("$.tool_*", None),
+    ],
+)
+def test_the_names_a_pattern_masks_in_text(pattern: str, name: str | None) -> None:
+    """A ``redact=`` pattern ending in a field name masks that name inside texts too."""
+    assert last_name(pattern) == name
+    if name is not None:
+        text = (
+            f"failed: {{'{name}': 'v4lue-1234', 'ok': 1}} at https://a.example/?{name}=v4lue-1234"
+        )
+        assert "v4lue" not in scrubber([pattern]).value(text)

@@ -224,7 +224,10 @@ def test_the_async_face_journals_through_the_same_scrubber() -> None:
 
     @redrive.model
     async def think(prompt: str) -> dict[str, str]:
-        return {"text": f"key sk-proj-{PRICE_KEY}", "access_token": PRICE_KEY}
+        return {
+            "text": f"key sk-proj-{PRICE_KEY}",
+            "url": f"https://a.example/?access_token={PRICE_KEY}",
+        }
 
     async def main() -> None:
         async with redrive.run(journal, "r1") as run:
