@@ -1,10 +1,21 @@
 """The secrets policy of recorded HTTP exchanges: what never reaches a journal.
 
 Requests are stored without headers at all; a stored request's query keeps
-its parameters but replaces the value of a secret one by ``[REDACTED]``. A
-stored response keeps its headers except credentials and cookies (and the
+its parameters but replaces the value of a secret one
+(:func:`secret_query_param`) by ``[REDACTED]``. A stored response keeps its
+headers except credentials (:data:`SECRET_HEADERS` and every
+:func:`credential_field` name, e.g. ``x-auth-token``) and cookies (and the
 body framing the decoded body makes wrong). A JSON response body goes
 through the run's ``redact`` path patterns as ``{"body": ...}``.
+
+Past this recorder-level policy, every payload of every frame (HTTP or not:
+tool arguments, results and errors, model requests and responses, event
+streams, values, notes, the run's input, output and error) passes one
+scrubber before it is written: :mod:`redrive._scrub`, which holds the lists
+(:data:`CREDENTIAL_FIELDS`, :data:`SECRET_QUERY_PARAMS`) and the rules
+(``redact=`` paths everywhere, credential fields by name, secret-looking
+text masked), documented there. They live below the rooms because the
+journal writer (replay) applies them and recorders use them too.
 """
 
 from __future__ import annotations
@@ -13,10 +24,14 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._scrub import CREDENTIAL_FIELDS, SECRET_QUERY_PARAMS, credential_field, secret_query_param
+
 __all__ = [
     "BODY_HEADERS",
+    "CREDENTIAL_FIELDS",
     "SECRET_HEADERS",
     "SECRET_QUERY_PARAMS",
+    "credential_field",
     "redact_body",
     "scrub_headers",
     "secret_query_param",
@@ -37,67 +52,24 @@ SECRET_HEADERS = frozenset(
         "x-goog-api-key",
     }
 )
-#: Query parameters whose value is replaced by ``[REDACTED]`` in a stored request.
-#: Matched case-insensitively, with ``_`` and ``-`` alike (``API_KEY``, ``Api-Key``).
-#: Keys (``key``, ``api-key``, Azure APIM ``subscription-key``), OAuth tokens and
-#: secrets, and signed-URL signatures (Azure SAS ``sig``, AWS ``X-Amz-Signature``).
-SECRET_QUERY_PARAMS = frozenset(
-    {
-        "key",
-        "api-key",
-        "api_key",
-        "apikey",
-        "x-api-key",
-        "x-goog-api-key",
-        "subscription-key",
-        "ocp-apim-subscription-key",
-        "access_token",
-        "access-token",
-        "refresh_token",
-        "id_token",
-        "token",
-        "auth",
-        "authorization",
-        "client_secret",
-        "secret",
-        "password",
-        "sig",
-        "signature",
-        "x-amz-signature",
-        "x-amz-credential",
-        "x-amz-security-token",
-    }
-)
-_SECRET_QUERY_NAMES = frozenset(name.replace("_", "-") for name in SECRET_QUERY_PARAMS)
-
 #: Headers dropped from a stored (and a decoded live) response: the decoded body makes them wrong.
 BODY_HEADERS = frozenset(
     {"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"}
 )
 
 
-def secret_query_param(name: str) -> bool:
-    """Whether a query parameter's value must never be journaled.
-
-    Args:
-        name: the parameter name, as sent.
-
-    Returns:
-        True when ``name`` (case and ``_``/``-`` folded) is in :data:`SECRET_QUERY_PARAMS`.
-    """
-    return name.strip().lower().replace("_", "-") in _SECRET_QUERY_NAMES
-
-
 def scrub_headers(headers: Iterable[tuple[str, str]]) -> list[list[str]]:
     """Return ``[[name, value], ...]`` (lower-case names) without secrets, cookies and body framing.
 
     Drops every header in :data:`SECRET_HEADERS` and :data:`BODY_HEADERS`
-    (the stored body is decoded and its length is recomputed on replay).
+    (the stored body is decoded and its length is recomputed on replay), and
+    every header named like a credential (:func:`credential_field`:
+    ``x-auth-token``, ``x-api-key``...).
     """
     out = []
     for name, value in headers:
         low = name.lower()
-        if low in SECRET_HEADERS or low in BODY_HEADERS:
+        if low in SECRET_HEADERS or low in BODY_HEADERS or credential_field(low):
             continue
         out.append([low, value])
     return out

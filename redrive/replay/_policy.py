@@ -1,4 +1,8 @@
-"""Replay policy, volatile-field stripping and redaction (pure, no I/O)."""
+"""Replay policy, volatile-field stripping and redaction (pure, no I/O).
+
+Redaction itself is :mod:`redrive._scrub` (one scrubber for every payload); this
+module compiles the ``redact=`` and ``ignore`` path patterns it uses.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +14,22 @@ from typing import Any, Literal
 
 import attrs
 
+from .._scrub import REDACTED, Scrubber
+
 __all__ = [
     "REDACTED",
     "Rule",
     "ReplayPolicy",
     "compile_paths",
     "match_view",
+    "last_name",
     "redact_paths",
+    "scrubber",
 ]
 
 Rule = Literal["strict", "warn", "lenient"]
 _RULES = ("strict", "warn", "lenient")
 
-#: What a redacted value is replaced with in every journal.
-REDACTED = "[REDACTED]"
 
 #: Keys that carry ids minted by a model or a transport; never part of a match.
 VOLATILE_KEYS = frozenset({"tool_call_id", "tool_use_id", "call_id", "idempotency_key"})
@@ -204,10 +210,46 @@ def match_view(args: Any, ignore: tuple[re.Pattern[str], ...] = (), *, kind: str
 
 
 def redact_paths(args: Any, patterns: tuple[re.Pattern[str], ...]) -> Any:
-    """Return canonical ``args`` with each value at a matching path replaced by ``[REDACTED]``."""
+    """Return canonical ``args`` with each value at a matching path replaced by ``[REDACTED]``.
+
+    The patterns alone; what the journal holds is scrubbed further by
+    :class:`redrive._scrub.Scrubber` (credential fields, secret-looking text).
+    """
     if not patterns:
         return args
-    return _walk(args, "$", patterns, drop=False, ids=False)
+    return Scrubber(patterns, defaults=False).value(args)
+
+
+def last_name(pattern: str) -> str | None:
+    """Return the field name a path pattern ends with (``$..token`` -> ``token``), if any.
+
+    ``None`` for a pattern ending in an index, ``*`` or a glob.
+    """
+    text = pattern.strip()
+    quoted = re.search(r"""\[(?P<q>['"])(?P<name>(?:\\.|(?!(?P=q)).)*)(?P=q)\]$""", text)
+    if quoted is not None:
+        try:
+            return str(ast.literal_eval(quoted["q"] + quoted["name"] + quoted["q"]))
+        except (ValueError, SyntaxError):
+            return None
+    tail = re.split(r"[.\]]", text)[-1]
+    if not tail or "*" in tail or "[" in tail or tail == "$" or re.fullmatch(r"-?\d+", tail):
+        return None
+    return tail
+
+
+def scrubber(patterns: Iterable[str]) -> Scrubber:
+    """Return the scrubber of a run's ``redact=`` patterns (see :mod:`redrive._scrub`).
+
+    The patterns redact by path in every payload; the field names they end
+    with are masked inside texts too (an exception's message, an event stream).
+
+    Raises:
+        TypeError, ValueError: as :func:`compile_paths`.
+    """
+    patterns = tuple(patterns)
+    names = [name for name in map(last_name, patterns) if name is not None]
+    return Scrubber(compile_paths(patterns), names=names)
 
 
 def _paths(value: Iterable[str]) -> tuple[str, ...]:

@@ -286,7 +286,9 @@ class Run(RecorderSteps):
         payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
         payload.update(extra or {})
         try:
-            out_bytes = None if status is not RunStatus.SUCCEEDED else _encode(output, "output")
+            # the run record's output passes the run's scrubber, as the run_end frame does
+            scrubbed = self._writer.scrubber.value(canonical(output, "output"))
+            out_bytes = None if status is not RunStatus.SUCCEEDED else _encode(scrubbed, "output")
         except TypeError as exc:
             payload = {"status": RunStatus.FAILED.value, "output": None, "error": str(exc)}
             status, out_bytes, error = RunStatus.FAILED, None, str(exc)

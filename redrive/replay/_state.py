@@ -19,7 +19,7 @@ from ._diff import short
 from ._engine import OpenOperations
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
-from ._policy import ReplayPolicy, compile_paths, redact_paths
+from ._policy import ReplayPolicy, compile_paths, scrubber
 from ._writer import JournalWriter
 
 __all__ = ["Flow", "RunOptions", "RunState"]
@@ -222,7 +222,7 @@ class RunState:
         self._short_circuited = False
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
         self._lease = LeaseKeeper(journal, run_id, lease, on_busy, busy_timeout)
-        self._writer = JournalWriter(journal, run_id, self._lease)
+        self._writer = JournalWriter(journal, run_id, self._lease, scrubber(redact))
         self._adoptable = False
         self._known_seq = 0
         self._failed_keys: dict[tuple[str, str], int] = {}
@@ -390,10 +390,11 @@ class RunState:
         Recorders apply it to what they journal besides requests (e.g. a JSON
         response body, as ``{"body": ...}``, so ``$.body...`` patterns match).
         """
-        return redact_paths(canonical(value, "value"), self._redact)
+        return self._writer.scrubber.value(canonical(value, "value"))
 
     def _prepare(self, args: Any, path: str) -> Any:
-        return redact_paths(canonical(args, path), self._redact)
+        # scrubbed as journaled (redrive._scrub): keys are made on this form
+        return self._writer.scrubber.value(canonical(args, path))
 
     def _check_fully_replayed(self, exc: BaseException | None) -> None:
         if exc is not None or self._cursor is None:

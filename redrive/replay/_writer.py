@@ -4,6 +4,10 @@ Frames are queued as steps produce them (chained in memory) and appended
 in one transaction at the next durable point (group commit). What to do
 when another worker appended first (adopt its frames, or stop) is the
 Run's decision: the writer reports it as ``AppendConflictError``.
+
+Every frame is made here, and every payload passes through the run's
+:class:`~redrive._scrub.Scrubber` first (``redact=`` paths, credential fields,
+secret-looking text): no other path reaches a journal with a payload.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
+
+from .._scrub import DEFAULT, Scrubber
 from ..errors import JournalWriteError, LeaseLostError, ReplayError
-from ..frames import Frame, Kind, make_frame
+from ..frames import Frame, Kind, canonical, make_frame
 from ..storage import Journal, RunUpdate
 from ._lease import LeaseKeeper
 
@@ -31,6 +38,8 @@ class JournalWriter:
         journal: the run's journal.
         run_id: the run's id.
         lease: the run's lease keeper (its epoch fences every append).
+        scrubber: what every payload passes through before its frame is made
+            (default: credential fields and secret-looking text only).
 
     Attributes:
         pending: frames queued, not yet appended.
@@ -38,8 +47,11 @@ class JournalWriter:
         last_chain: the chain of the last queued (or journaled) frame.
     """
 
-    def __init__(self, journal: Journal, run_id: str, lease: LeaseKeeper) -> None:
+    def __init__(
+        self, journal: Journal, run_id: str, lease: LeaseKeeper, scrubber: Scrubber = DEFAULT
+    ) -> None:
         self.journal = journal
+        self.scrubber = scrubber
         self.run_id = run_id
         self.lease = lease
         self.pending: list[Frame] = []
@@ -53,11 +65,12 @@ class JournalWriter:
         self.last_chain = last_chain
 
     def queue(self, kind: Kind, name: str, payload: Any, key: str = "") -> Frame:
-        """Chain a new frame after the last one and queue it; return it.
+        """Scrub ``payload``, chain a new frame after the last one and queue it; return it.
 
         Raises:
             TypeError: ``payload`` cannot be encoded canonically.
         """
+        payload = self.scrubber.payload(kind.value, canonical(payload, "payload"))
         frame = make_frame(
             run_id=self.run_id,
             seq=self.next_seq,
@@ -83,6 +96,8 @@ class JournalWriter:
             ReplayError: another refusal of the journal.
         """
         self.lease.check()
+        if update is not None and update.error is not None:
+            update = attrs.evolve(update, error=self.scrubber.text(update.error))
         frames = self.pending
         first = frames[0].seq if frames else self.next_seq
         try:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import anthropic
+import httpx2
 import openai
 import pytest
 
 import redrive
+from redrive.storage.rdj import export_run
 from tests.sdkserver import Reply, serve
 
 OPENAI_KEY = "sk-proj-Zq3vT8rL1mN5bX0cW7yK2hJ4gF6dS9aP"
@@ -114,3 +118,125 @@ def test_no_secret_is_written_on_record_or_resume(tmp_path: Path) -> None:
     assert written
     for secret in SECRETS:
         assert secret.encode() not in written, f"{secret[:12]}... was written to the journal"
+
+
+PRICE_KEY = "pk9Vx2Lm7Qw4Rt8Yz1Nb6Hc3"
+
+
+def _prices_tool() -> Any:
+    """A read-only tool that GETs a URL holding a key, gets 401 and calls raise_for_status()."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(401, json={"error": "bad key"})
+
+    http = httpx2.Client(transport=httpx2.MockTransport(handler))
+
+    @redrive.tool(read_only=True)
+    def prices(area: str) -> Any:
+        response = http.get(f"https://prices.example/api?area={area}&key={PRICE_KEY}")
+        response.raise_for_status()
+        return response.json()
+
+    return prices
+
+
+@pytest.mark.parametrize("redact", [(), ("$..key", "$..message")])
+def test_a_secret_in_a_tool_exception_is_not_journaled(
+    tmp_path: Path, redact: tuple[str, ...]
+) -> None:
+    """Issue 16 item 2: a URL's key in a tool error's message and args is masked, redact= or not."""
+    prices = _prices_tool()
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    try:
+        for _ in range(2):  # recorded, then replayed
+            with redrive.run(journal, "r1", redact=redact) as run:
+                with pytest.raises(Exception, match=r"401|REDACTED"):  # $..message: all of it
+                    prices("NO1")
+                run.finish("done")
+        error = next(f for f in journal.frames("r1") if f.kind == "tool_error").data()["error"]
+        assert "[REDACTED]" in str(error["message"]) + str(error["args"])
+    finally:
+        journal.close()
+    assert PRICE_KEY.encode() not in _all_bytes(tmp_path)
+
+
+MCP_TOKEN = "mcp-tok-7Hq2Lw9Nx4Rt1Yv8Bz3"
+
+
+def test_remote_mcp_credentials_in_request_bodies_are_not_journaled(tmp_path: Path) -> None:
+    """Issue 16 item 3: OpenAI ``tools[].authorization`` and Anthropic ``authorization_token``."""
+    with serve() as server:
+        server.add(Reply(body=CHAT), Reply(body=MESSAGE))
+        oai = redrive.wrap(openai.OpenAI(api_key="k", base_url=server.url + "/v1", max_retries=0))
+        ant = redrive.wrap(anthropic.Anthropic(api_key="k", base_url=server.url, max_retries=0))
+        path = tmp_path / "runs.duckdb"
+        journal = redrive.open_journal(str(path))
+        try:
+            for _ in range(2):  # recorded, then replayed: the key matches without the token
+                with redrive.run(journal, "r1") as run:
+                    oai.chat.completions.create(
+                        model="gpt-4o",
+                        messages=[{"role": "user", "content": "a"}],
+                        extra_body={
+                            "tools": [
+                                {
+                                    "type": "mcp",
+                                    "server_url": "https://m.example",
+                                    "authorization": MCP_TOKEN,
+                                }
+                            ]
+                        },
+                    )
+                    ant.messages.create(
+                        model="claude-test-model",
+                        max_tokens=5,
+                        messages=[{"role": "user", "content": "b"}],
+                        extra_body={
+                            "mcp_servers": [
+                                {
+                                    "type": "url",
+                                    "url": "https://m.example",
+                                    "name": "m",
+                                    "authorization_token": MCP_TOKEN,
+                                }
+                            ]
+                        },
+                    )
+                    run.finish("ok")
+            export_run(journal, "r1", str(tmp_path / "r1.rdj"))
+        finally:
+            journal.close()
+            oai.close()
+            ant.close()
+        sent = b"".join(r.body for r in server.requests)
+    assert len(server.requests) == 2
+    assert MCP_TOKEN.encode() in sent  # the test is live
+    assert MCP_TOKEN.encode() not in _all_bytes(tmp_path)
+
+
+def test_the_async_face_journals_through_the_same_scrubber() -> None:
+    """Async tools and model callables: errors, results and responses are scrubbed alike."""
+    journal = redrive.open_journal(":memory:")
+
+    @redrive.tool(read_only=True)
+    async def fetch(url: str) -> dict[str, str]:
+        raise ValueError(f"401 for url {url}")
+
+    @redrive.model
+    async def think(prompt: str) -> dict[str, str]:
+        return {
+            "text": f"key sk-proj-{PRICE_KEY}",
+            "url": f"https://a.example/?access_token={PRICE_KEY}",
+        }
+
+    async def main() -> None:
+        async with redrive.run(journal, "r1") as run:
+            with pytest.raises(ValueError):
+                await fetch(f"https://prices.example/api?key={PRICE_KEY}")
+            run.finish(await think("hi"))
+
+    asyncio.run(main())
+    written = b"".join(f.payload for f in journal.frames("r1"))
+    record = journal.get_run("r1")
+    assert record is not None and record.output is not None
+    assert PRICE_KEY.encode() not in written + record.output
