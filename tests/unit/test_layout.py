@@ -18,6 +18,9 @@ FORBIDDEN = {
     "storage": ("replay", "recorders"),
     "replay": ("recorders",),
     "frames.py": ("storage", "replay", "recorders"),
+    "_canonical.py": ("storage", "replay", "recorders"),
+    "_stored.py": ("storage", "replay", "recorders"),
+    "_scrub.py": ("storage", "replay", "recorders"),
     "errors.py": ("storage", "replay", "recorders", "frames"),
 }
 
