@@ -161,7 +161,8 @@ def _run(face: Face, journal: Journal, run_id: str, main: Callable[[], Any], **o
 
 
 def _record_and_replay(face: Face, journal: Journal, program: Program, *, distinct: bool) -> None:
-    """Record ``program``, replay it strictly: every caller gets its own recorded outcome."""
+    """Record ``program``, replay it strictly (and from its ``.rdj`` export): every caller
+    gets its own recorded outcome."""
     world = World()
     main = _loop(face, world, program, distinct=distinct)
     run_id = f"c-{uuid.uuid4().hex}"
@@ -170,6 +171,16 @@ def _record_and_replay(face: Face, journal: Journal, program: Program, *, distin
     assert calls == sum(len(flow) for flow in program)
     assert _run(face, journal, run_id, main, live=False) == live
     assert world.live_calls == calls  # nothing called again
+    # the same from an .rdj export (the file a production run travels in)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.rdj"
+        redrive.export_run(journal, run_id, path)
+        exported = redrive.open_journal(str(path))
+        try:
+            assert _run(face, exported, run_id, main, live=False) == live
+        finally:
+            exported.close()
+    assert world.live_calls == calls
 
 
 def _resume_after_kill(
