@@ -10,6 +10,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import attrs
 
+from .._scrub import DEFAULT as _SCRUB
 from ..errors import AppendConflictError, LeaseLostError, TerminalRunError, UnknownRunError
 from ..frames import GENESIS, ChainCheck, Frame, Kind, decode, make_frame
 
@@ -24,6 +25,7 @@ __all__ = [
     "cancel_frame",
     "cancel_run",
     "cancel_text",
+    "scrubbed_text",
     "cancelled_error",
     "check_append",
     "check_open",
@@ -355,6 +357,15 @@ def cancelled_error(record: RunRecord) -> TerminalRunError:
     )
 
 
+def scrubbed_text(text: str) -> str:
+    """Return free text an operator gives (a cancel's reason, a decision's note) scrubbed.
+
+    The default secret rules of :mod:`redrive._scrub` (secret-looking text:
+    keys, bearer tokens, secret URL parameters), as every frame gets them.
+    """
+    return _SCRUB.text(text) or ""
+
+
 def cancel_text(reason: str, by: str) -> str:
     """The ``error`` text of a run cancelled by ``by`` for ``reason``."""
     return f"cancelled by {by}: {reason}"
@@ -482,6 +493,7 @@ def cancel_run(journal: Journal, run_id: str, *, reason: str, by: str) -> RunRec
     """
     if not reason or not by:
         raise ValueError("cancel needs a reason and who cancels (by): both non-empty")
+    reason, by = scrubbed_text(reason), scrubbed_text(by)
     while True:
         record = journal.get_run(run_id)
         if record is None:

@@ -25,6 +25,7 @@ from ._base import (
     RunUpdate,
     appended,
     check_append,
+    scrubbed_text,
     unknown_run,
 )
 
@@ -457,6 +458,7 @@ class SqlJournal(RunIndexOps):
         self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
     ) -> Decision:
         """See :meth:`redrive.storage.Journal.decide`."""
+        by, note = scrubbed_text(by), scrubbed_text(note)
         with self._transaction() as cur:
             if self._select_run(cur, run_id, lock=False) is None:
                 raise unknown_run(run_id)

@@ -16,6 +16,7 @@ from ._base import (
     RunUpdate,
     appended,
     check_append,
+    scrubbed_text,
     unknown_run,
 )
 
@@ -161,6 +162,7 @@ class LocalJournal(RunIndexOps):
         self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
     ) -> Decision:
         """See :meth:`redrive.storage.Journal.decide`."""
+        by, note = scrubbed_text(by), scrubbed_text(note)
         with self._lock:
             if self._current(run_id) is None:
                 raise unknown_run(run_id)

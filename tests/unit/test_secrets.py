@@ -240,3 +240,26 @@ def test_the_async_face_journals_through_the_same_scrubber() -> None:
     record = journal.get_run("r1")
     assert record is not None and record.output is not None
     assert PRICE_KEY.encode() not in written + record.output
+
+
+@pytest.mark.parametrize("backend", ["memory", "duckdb"])
+def test_operator_text_is_scrubbed_in_cancels_and_decisions(backend: str, tmp_path: Path) -> None:
+    """A secret pasted into a cancel's reason or a decision's note never reaches the journal."""
+    url = ":memory:" if backend == "memory" else str(tmp_path / "runs.duckdb")
+    journal = redrive.open_journal(url)
+    secret = "sk-ant-api03-" + "Zq7" * 12
+    for run_id in ("a", "b"):
+        with pytest.raises(SystemExit), redrive.run(journal, run_id):
+            raise SystemExit(1)  # leaves the run resumable
+    journal.decide("a", "refund", True, by="ops", note=f"approved, key was {secret}")
+    record = journal.cancel("b", reason=f"leaked Bearer {secret}", by="ops")
+    assert secret not in (record.error or "")
+    frames = [f.payload for run_id in ("a", "b") for f in journal.frames(run_id)]
+    assert all(secret.encode() not in payload for payload in frames)
+    decision = journal.decision("a", "refund")
+    assert decision is not None and secret not in decision.note
+    journal.close()
+    if backend == "duckdb":
+        for path in tmp_path.iterdir():
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), path
