@@ -51,8 +51,9 @@ class ToolAsk:
         restart_safe: the tool is restart safe or read-only.
         has_recover: the tool has a ``recover()`` hook.
         can_write: the run may record (live, and not already succeeded).
-        exhausted: no recorded step left to replay was opened after this one's
-            outcome (its parallel siblings may be left: they were issued with it).
+        exhausted: the step ended in an error, and no recorded step left to
+            replay was opened after that outcome (its parallel siblings may be
+            left: they were issued with it). False for any other step.
         failed_at: seq of an earlier failed call with the same arguments, or None.
         max_attempts: starts allowed for one in-flight step.
         known_seq: the first seq written while this execution was alive.

@@ -199,14 +199,13 @@ class ToolSteps(Claims):
             restart_safe=spec.restart_safe or spec.read_only,
             has_recover=spec.recover is not None,
             can_write=self._can_write,
+            # only ended_run reads it, and only for a step that ended in an error: the
+            # check reads the rest of the journal, so no other step pays for it
             exhausted=cursor is not None
-            and (
-                cursor.nothing_opened_after(step.end.seq)
-                if step is not None
-                and step.end is not None
-                and step.end.kind == Kind.TOOL_ERROR.value  # only then is it asked (reads all)
-                else cursor.exhausted
-            ),
+            and step is not None
+            and step.end is not None
+            and step.end.kind == Kind.TOOL_ERROR.value
+            and cursor.nothing_opened_after(step.end.seq),
             failed_at=self._failed_keys.get((spec.name, key)),
             max_attempts=self.max_attempts,
             known_seq=self._known_seq,
