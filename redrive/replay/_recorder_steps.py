@@ -62,7 +62,6 @@ class RecorderSteps(ToolSteps):
         self, name: str, request: Any, issue: Issue, ignore: tuple[str, ...] = ()
     ) -> ModelStep:
         """:meth:`begin_model`'s work, for a step issued at ``issue`` (may run off the loop)."""
-        self._settle()
         stored = self._prepare(request, "request")
         key = call_key(name, match_view(stored, compile_paths(ignore)))
         with self._lock:

@@ -182,8 +182,8 @@ class ToolSteps(Claims):
 
     def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> _Plan:
         # A lost claim under on_busy="wait" adopts the winner's frames (_adopt) and
-        # matches the step again: now it replays the winner's outcome.
-        self._settle()
+        # matches the step again: now it replays the winner's outcome. (The caller,
+        # begin_tool / abegin_tool, settled the flow's open steps first.)
         while True:
             with self._adopting():
                 try:
