@@ -139,6 +139,12 @@ class Journal(Protocol):
         Returns:
             True when this call created the run, False when it already existed
             (the journal is left unchanged).
+
+        Raises:
+            ValueError: the run id breaks the one rule every backend shares
+                (empty, NUL, a lone surrogate, over 1,024 UTF-8 bytes); nothing
+                is written. Checked before the database sees it, so every
+                backend refuses the same ids with the same message.
         """
         ...
 

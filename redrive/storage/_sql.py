@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
+from .._runid import check_run_id
 from ..errors import JournalFormatError
 from ..frames import FORMAT_VERSION, Frame
 from ._base import (
@@ -333,6 +334,7 @@ class SqlJournal(RunIndexOps):
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
         """See :meth:`redrive.storage.Journal.create_run`."""
+        check_run_id(record.run_id)
         check_append(attrs.evolve(record, next_seq=0), [first], 0)
         row = attrs.evolve(record, next_seq=1, last_chain=first.chain)
         values = attrs.asdict(row)

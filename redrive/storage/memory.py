@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
+from .._runid import check_run_id
 from ..frames import Frame
 from ._base import (
     Decision,
@@ -113,6 +114,7 @@ class LocalJournal(RunIndexOps):
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
         """See :meth:`redrive.storage.Journal.create_run`."""
+        check_run_id(record.run_id)
         check_append(attrs.evolve(record, next_seq=0), [first], 0)
         with self._lock:
             if self._current(record.run_id) is not None:
