@@ -7,7 +7,7 @@ import getpass
 
 from ._common import EXIT_OK, Subparsers
 from ._journals import is_rdj_file, opened
-from ._output import Out, run_row
+from ._output import Out, run_row, shown
 
 __all__ = ["register"]
 
@@ -28,7 +28,7 @@ def _cancel(args: argparse.Namespace, out: Out) -> int:
     if out.json:
         out.emit({"journal": url, "run": run_row(record)})
     else:
-        out.line(f"run {run_id}  status {record.status}  ({record.error})")
+        out.line(f"run {shown(run_id)}  status {record.status}  ({shown(record.error)})")
     return EXIT_OK
 
 

@@ -7,7 +7,7 @@ import os
 
 from .._check import CheckReport, CheckResult, collect_sources, iter_checks, write_junit
 from ._common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Subparsers
-from ._output import Out
+from ._output import Out, shown
 
 __all__ = ["register"]
 
@@ -34,9 +34,12 @@ def _print(report: CheckReport, out: Out, *, fail_fast: bool) -> None:
         return
     for r in report.results:
         if r.passed:
-            out.line(f"PASS  {r.source} ({r.run_id}, {r.replayed_steps} steps replayed)", "green")
+            out.line(
+                f"PASS  {shown(r.source)} ({shown(r.run_id)}, {r.replayed_steps} steps replayed)",
+                "green",
+            )
         else:
-            out.line(f"FAIL  {r.source} ({r.run_id}): {r.outcome}", "red")
+            out.line(f"FAIL  {shown(r.source)} ({shown(r.run_id)}): {r.outcome}", "red")
             out.line("      " + r.message.replace("\n", "\n      "))
     out.line(
         report.summary()

@@ -26,7 +26,7 @@ from ._common import (
     unreadable,
 )
 from ._journals import close_opened
-from ._output import Out
+from ._output import Out, block
 
 __all__ = ["main"]
 
@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fields = exc.to_fields() if isinstance(exc, ReplayError) else {}
             out.emit({"error": name, "message": str(exc), **fields})
         else:
-            print(f"redrive {args.command}: {name}: {exc}", file=sys.stderr)
+            print(block(f"redrive {args.command}: {name}: {exc}"), file=sys.stderr)
         return exit_code
 
     try:

@@ -9,7 +9,7 @@ from typing import Any
 from ..storage import RunRecord, RunStatus
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
-from ._output import Out, age, clip, run_row
+from ._output import Out, age, clip, run_row, shown
 from ._steps import count_steps, read_steps
 
 __all__ = ["register"]
@@ -76,8 +76,9 @@ def _show(args: argparse.Namespace, out: Out) -> int:
             total["input"] += step["tokens"]["input"]
             total["output"] += step["tokens"]["output"]
     out.line(
-        f"run {run_id}  status {_status(record)}  frames {record.next_seq}  "
-        f"entrypoint {record.entrypoint or '-'}  tokens in/out {total['input']}/{total['output']}",
+        f"run {shown(run_id)}  status {shown(_status(record))}  frames {record.next_seq}  "
+        f"entrypoint {shown(record.entrypoint or '-')}  "
+        f"tokens in/out {total['input']}/{total['output']}",
         style="bold",
     )
     if info.get("input") is not None:
@@ -97,7 +98,7 @@ def _show(args: argparse.Namespace, out: Out) -> int:
             ]
         )
     out.table(
-        f"timeline of {run_id}",
+        f"timeline of {shown(run_id)}",
         ["seq", "step", "name", "status", "ms", "tokens", "arguments / error"],
         rows,
     )
@@ -105,7 +106,11 @@ def _show(args: argparse.Namespace, out: Out) -> int:
     if end:
         out.line(
             f"ended {end['status']}"
-            + (f": {end['error']}" if end.get("error") else f", output {clip(end['output'])}")
+            + (
+                f": {clip(end['error'], 300)}"
+                if end.get("error")
+                else f", output {clip(end['output'])}"
+            )
         )
     else:
         out.line("no run_end: the run is unfinished (it may be resumed)")

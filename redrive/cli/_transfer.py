@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import JournalCorruptError
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
 from ._journals import is_rdj_file, opened, source
-from ._output import Out, run_row
+from ._output import Out, run_row, shown
 
 __all__ = ["register"]
 
@@ -36,8 +36,8 @@ def _export(args: argparse.Namespace, out: Out) -> int:
         out.emit(data)
     else:
         out.line(
-            f"exported run {record.run_id} ({record.next_seq} frames, {data['bytes']} "
-            f"bytes) to {args.output}"
+            f"exported run {shown(record.run_id)} ({record.next_seq} frames, {data['bytes']} "
+            f"bytes) to {shown(args.output)}"
         )
     return EXIT_OK
 
@@ -55,8 +55,8 @@ def _import(args: argparse.Namespace, out: Out) -> int:
         out.emit({"journal": args.journal, "run": run_row(record)})
     else:
         out.line(
-            f"imported run {record.run_id} ({record.next_seq} frames, {record.status}) "
-            f"into {args.journal}"
+            f"imported run {shown(record.run_id)} ({record.next_seq} frames, {record.status}) "
+            f"into {shown(args.journal)}"
         )
     return EXIT_OK
 
@@ -120,9 +120,11 @@ def _verify(args: argparse.Namespace, out: Out) -> int:
     else:
         for r in results:
             if r["ok"]:
-                out.line(f"ok       {r['target']}: {r['frames']} frames, chain intact", "green")
+                out.line(
+                    f"ok       {shown(r['target'])}: {r['frames']} frames, chain intact", "green"
+                )
             else:
-                out.line(f"CORRUPT  {r['target']}: {r['message']}", "red")
+                out.line(f"CORRUPT  {shown(r['target'])}: {r['message']}", "red")
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -161,9 +163,12 @@ def _import_cassette(args: argparse.Namespace, out: Out) -> int:
     if out.json:
         out.emit({"journal": args.journal, "runs": [run_id], "skipped": skipped})
     else:
-        out.line(f"imported {args.file} into {args.journal} as run {run_id}")
+        out.line(f"imported {shown(args.file)} into {shown(args.journal)} as run {shown(run_id)}")
         for item in skipped:
-            out.line(f"skipped interaction {item['index']} ({item['request']}): {item['reason']}")
+            out.line(
+                f"skipped interaction {item['index']} ({shown(item['request'])}): "
+                f"{shown(item['reason'])}"
+            )
     return EXIT_OK
 
 
