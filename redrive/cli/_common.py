@@ -8,6 +8,7 @@ from typing import TypeAlias
 from ..errors import JournalCorruptError
 
 __all__ = [
+    "EXIT_DATA",
     "EXIT_FAILED",
     "EXIT_JOURNAL",
     "EXIT_NOT_FOUND",
@@ -25,6 +26,9 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_JOURNAL = 4
+#: Bad input data (a malformed or hostile cassette, a file whose run id breaks the rule):
+#: ``EX_DATAERR`` of BSD's sysexits(3), so a script tells it from a usage error (2).
+EXIT_DATA = 65
 
 #: The ``redrive`` parser's subcommands, to which each command module adds its own.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Inspect, move, verify and check redrive journals; cancel a run.",
         epilog="exit codes: 0 ok; 1 check/verify/diff negative or replay error; 2 usage "
         "(or a missing optional dependency); 3 not found; 4 journal unreadable (corrupt, "
-        "newer format, locked, cannot connect)",
+        "newer format, locked, cannot connect); 65 bad input data (a malformed or hostile "
+        "cassette)",
     )
     parser.add_argument(
         "--journal",
