@@ -14,7 +14,7 @@ from ..errors import (
     ReplayError,
     UnknownRunError,
 )
-from . import _cancel, _check, _demo, _diff, _runs, _sql, _transfer
+from . import _cancel, _check, _demo, _diff, _operate, _runs, _sql, _transfer
 from ._common import (
     EXIT_FAILED,
     EXIT_JOURNAL,
@@ -34,7 +34,8 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="redrive",
-        description="Inspect, move, verify and check redrive journals; cancel a run.",
+        description="Inspect, move, verify and check redrive journals; operate runs (cancel, "
+        "decide, resolve, prune).",
         epilog="exit codes: 0 ok; 1 check/verify/diff negative or replay error; 2 usage "
         "(or a missing optional dependency); 3 not found; 4 journal unreadable (corrupt, "
         "newer format, locked, cannot connect); 65 bad input data (a malformed or hostile "
@@ -47,14 +48,25 @@ def _parser() -> argparse.ArgumentParser:
         "postgresql://... (needs redrive[postgres]), or an .rdj file (read-only)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--version", action="version", version=f"redrive {_version()}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_runs, _cancel, _transfer, _diff, _sql, _demo, _check):
+    for module in (_runs, _cancel, _operate, _transfer, _diff, _sql, _demo, _check):
         module.register(sub, common)
     return parser
+
+
+def _version() -> str:
+    """The installed redrive's version (``importlib.metadata``), or ``"unknown"``."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("redrive")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a checkout
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from ._executor import RunExecutor, executor
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._policy import ReplayPolicy
+from ._resolve import resolve_step
 from ._run import (
     Recovery,
     Run,
@@ -55,6 +56,7 @@ __all__ = [
     "outside_run",
     "pending_approvals",
     "rebuild_error",
+    "resolve_step",
     "run",
     "set_boundary_hook",
 ]

@@ -26,6 +26,7 @@ from ._base import (
     RunUpdate,
     appended,
     check_append,
+    check_delete,
     scrubbed_text,
     unknown_run,
 )
@@ -453,6 +454,15 @@ class SqlJournal(RunIndexOps):
             if changed is not record:
                 self._write_run(cur, changed)
             return changed
+
+    def delete_run(self, run_id: str, *, expected_seq: int) -> bool:
+        """See :meth:`redrive.storage.Journal.delete_run`."""
+        with self._transaction() as cur:
+            if not check_delete(self._select_run(cur, run_id, lock=True), expected_seq):
+                return False
+            for table in ("redrive_frames", "redrive_decisions", "redrive_runs"):
+                cur.execute(self._sql(f"DELETE FROM {table} WHERE run_id = ?"), [run_id])
+            return True
 
     # -- approvals -------------------------------------------------------------
 

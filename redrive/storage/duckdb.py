@@ -325,6 +325,16 @@ class DuckDBJournal(LocalJournal):
                 self._log.reset()
             held.clear()
 
+    def delete_run(self, run_id: str, *, expected_seq: int) -> bool:
+        """See :meth:`redrive.storage.Journal.delete_run`.
+
+        Checkpoints first, so no record of the run is left in the log to bring
+        it back when the journal is reopened; then deletes it from the tables.
+        """
+        with self._lock:
+            self.checkpoint()
+            return self._store.delete_run(run_id, expected_seq=expected_seq)
+
     def not_checkpointed(self) -> tuple[list[RunRecord], list[Frame]]:
         """Return the run rows and frames held in the log, not yet moved into the tables.
 

@@ -17,6 +17,7 @@ from ._base import (
     RunUpdate,
     appended,
     check_append,
+    check_delete,
     scrubbed_text,
     unknown_run,
 )
@@ -79,6 +80,13 @@ class MemoryState:
         rows = [r for r in merged.values() if status is None or r.status == status]
         rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         return rows if limit is None else rows[:limit]
+
+    def forget(self, run_id: str) -> None:
+        """Forget one run: its row, its frames and its decisions."""
+        self.runs.pop(run_id, None)
+        self.held -= len(self.frames.pop(run_id, ()))
+        for key in [k for k in self.decisions if k[0] == run_id]:
+            del self.decisions[key]
 
     def clear(self) -> None:
         """Forget everything held."""
@@ -215,6 +223,14 @@ class MemoryJournal(LocalJournal):
         with self._lock:
             snapshot = self._state.page(run_id, start)
         yield from snapshot
+
+    def delete_run(self, run_id: str, *, expected_seq: int) -> bool:
+        """See :meth:`redrive.storage.Journal.delete_run`."""
+        with self._lock:
+            if not check_delete(self._state.runs.get(run_id), expected_seq):
+                return False
+            self._state.forget(run_id)
+            return True
 
     def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
         """See :meth:`redrive.storage.Journal.runs`."""
