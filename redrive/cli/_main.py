@@ -24,6 +24,7 @@ from ._common import (
     CliError,
     is_database_error,
     unreadable,
+    with_journal,
 )
 from ._journals import close_opened
 from ._output import Out, block
@@ -92,11 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def fail(exc: BaseException, exit_code: int) -> int:
         name = exc.name if isinstance(exc, CliError) else type(exc).__name__
+        message = with_journal(str(exc), args.journal)  # its hints name this journal
         if out.json:
             fields = exc.to_fields() if isinstance(exc, ReplayError) else {}
-            out.emit({"error": name, "message": str(exc), **fields})
+            out.emit({"error": name, **fields, "message": message})
         else:
-            print(block(f"redrive {args.command}: {name}: {exc}"), file=sys.stderr)
+            print(block(f"redrive {args.command}: {name}: {message}"), file=sys.stderr)
         return exit_code
 
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import shlex
 import time
 
 from ..errors import TerminalRunError, UnknownRunError
@@ -58,7 +59,8 @@ def _decide(args: argparse.Namespace, out: Out) -> int:
                 "UnknownApprovalError",
                 f"run {args.run!r} has not asked for approval {args.name!r}; it waits for "
                 + (", ".join(repr(p) for p in pending) if pending else "no approval")
-                + ". Check the name (`redrive show RUN` lists its approval_requested notes)",
+                + f". Check the name (`redrive show {shlex.quote(args.run)}` lists its "
+                "approval_requested notes)",
                 EXIT_NOT_FOUND,
             )
     decision = existing or journal.decide(

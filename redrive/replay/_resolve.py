@@ -15,6 +15,7 @@ with who and why, through the journal's conditional append:
 
 from __future__ import annotations
 
+import shlex
 import time
 from typing import Any, Literal
 
@@ -40,7 +41,7 @@ def _in_flight_step(journal: Journal, run_id: str, seq: int) -> RecordedStep:
     if found is None:
         raise LookupError(
             f"run {run_id!r} has no step opened at seq {seq}; list its steps and their seqs "
-            f"with `redrive show {run_id}`"
+            f"with `redrive show {shlex.quote(run_id)}`"
         )
     if found.kind != "tool":
         raise ValueError(
