@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shlex
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -323,3 +324,33 @@ def test_version() -> None:
     """redrive --version prints the installed version and exits 0."""
     code, out, _ = _cli("--version")
     assert code == 0 and out.startswith("redrive ") and out.strip() != "redrive"
+
+
+def test_readme_operator_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands of the README's "Operator commands" section run as printed, exit 0."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Operator commands", 1)[1].split("\n## ", 1)[0]
+    commands = [line.strip() for line in section.splitlines() if line.startswith("    redrive")]
+    assert len(commands) >= 5
+    monkeypatch.chdir(tmp_path)
+    journal = redrive.open_journal("runs.duckdb")
+
+    @redrive.tool(read_only=True)
+    def lookup(order: str) -> str:
+        return f"order {order}"
+
+    @redrive.tool(restart_safe=False)
+    def refund(order: str) -> dict[str, str]:
+        raise KeyboardInterrupt  # the worker dies inside the body
+
+    with redrive.run(journal, "refund:ord-7") as run:
+        run.finish(redrive.await_approval("refund:ord-7", {"order": "ord-7"}))
+    for run_id in ("support:4711", "support:4712"):
+        with pytest.raises(KeyboardInterrupt), redrive.run(journal, run_id):
+            lookup("o")  # seq 1-2
+            refund("o")  # seq 3, in flight
+    journal.close()
+    for command in commands:
+        words = shlex.split(command)
+        code, out, err = _cli(*words[1:])
+        assert code == 0, (command, out, err)
