@@ -79,6 +79,10 @@ def _valid(run_id: str) -> bool:
 @example(run_id="[/]", text="[/INST] hello [bold]")
 @example(run_id="fake\nrow\tx", text="\x1b[31mred\r\u202etxt")
 @example(run_id="a\\nb", text="\\")
+# Textualize/rich#1157: a network device's progress "[\\] [|] [/] [-]" crashed rich's print
+@example(run_id="copy [\\] [|] [/] [-]", text="Copying configuration: [/] \n[\\]")
+# rehosting/penguin#576: a closing tag that is a path ('[/sys/devices/...]') in printed args
+@example(run_id="dump", text="read [/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor]")
 def test_listing_commands_print_values_as_data(run_id: str, text: str) -> None:
     """runs, show, verify, sql and diff print any run id, argument and error as data: piped,
     each row is one line of as many tab-separated fields as columns and unescapes to the
