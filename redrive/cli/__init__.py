@@ -25,12 +25,18 @@ Exit codes:
        memory available (``CassetteError``); an ``.rdj`` file whose run id breaks the
        run-id rule
 
+Everything printed is data, never markup: values are rich ``Text`` (``[/]`` prints as
+itself) and control characters are backslash-escaped (``\\n``, ``\\t``, ``\\x1b``), so a
+value cannot fake a row of the tab-separated output or drive the terminal. A hint in a
+message (```redrive runs```) names the journal the command used and runs as printed.
+
 Errors are one line on stderr, ``redrive COMMAND: ErrorName: message``; with
 ``--json`` they are one JSON document ``{"error": ErrorName, "message": ...}``
 on stdout instead.
 
 Modules: :mod:`._main` (the parser and :func:`main`), one module per group of
-commands (:mod:`._runs`: runs, show; :mod:`._cancel`; :mod:`._transfer`: export, import,
+commands (:mod:`._runs`: runs, show; :mod:`._cancel`; :mod:`._operate`: decide, resolve,
+prune; :mod:`._transfer`: export, import,
 verify, import-cassette; :mod:`._diff`; :mod:`._sql`; :mod:`._check`;
 :mod:`._demo`), and what they share: :mod:`._common` (exit codes, one-line
 errors), :mod:`._journals` (opening journals), :mod:`._output` (``--json``,

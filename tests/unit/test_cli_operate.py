@@ -289,12 +289,25 @@ def test_prune_deletes_old_ended_runs_only(store: Store, monkeypatch: pytest.Mon
     assert code == 0 and "deleted 1 run(s)" in out
 
 
-@pytest.mark.parametrize("kind", ["memory", "duckdb"])
-def test_delete_run_is_conditional(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "kind",
+    ["memory", "duckdb", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def test_delete_run_is_conditional(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """delete_run deletes nothing when the run gained frames since it was listed."""
-    journal: Journal = (
-        MemoryJournal() if kind == "memory" else redrive.open_journal(str(tmp_path / "j.duckdb"))
-    )
+    journal: Journal
+    if kind == "memory":
+        journal = MemoryJournal()
+    elif kind == "duckdb":
+        journal = redrive.open_journal(str(tmp_path / "j.duckdb"))
+    else:
+        from redrive.storage.postgres import PostgresJournal
+
+        journal = PostgresJournal(
+            request.getfixturevalue("pg_url"), schema=request.getfixturevalue("pg_schema")
+        )
     with pytest.raises(KeyboardInterrupt), redrive.run(journal, "r"):
         raise KeyboardInterrupt
     listed = journal.get_run("r")

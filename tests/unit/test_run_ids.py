@@ -120,3 +120,33 @@ def test_long_ids_up_to_the_limit_work_on_every_backend(journal: Journal) -> Non
             run.finish(len(run_id))
         record = journal.get_run(run_id)
         assert record is not None and record.status == "succeeded"
+
+
+def test_cli_import_of_a_file_with_a_bad_run_id_exits_65(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An .rdj file whose run id holds NUL (written by an older redrive) is refused at import
+    with a one-line ValueError and exit 65 (bad input data), and nothing is written."""
+    import contextlib
+    import io
+
+    from redrive import cli
+    from redrive.storage import memory
+
+    source = MemoryJournal()
+    monkeypatch.setattr(memory, "check_run_id", lambda run_id: run_id)  # as before the rule
+    monkeypatch.setattr("redrive.replay._state.check_run_id", lambda run_id, where="run_id": run_id)
+    with redrive.run(source, "bad\x00id") as run:
+        run.finish(1)
+    monkeypatch.undo()
+    path = tmp_path / "bad.rdj"
+    export_run(source, "bad\x00id", str(path))
+    url = str(tmp_path / "runs.duckdb")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(["--journal", url, "import", str(path)])
+    assert code == cli.EXIT_DATA == 65, err.getvalue()
+    assert "ValueError" in err.getvalue() and "NUL" in err.getvalue()
+    journal = redrive.open_journal(url)
+    assert journal.runs() == []
+    journal.close()
