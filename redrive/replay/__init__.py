@@ -6,9 +6,17 @@ from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
 from ._diff import diff_values, format_diff
 from ._executor import RunExecutor, executor
+from ._fingerprint import (
+    Fingerprint,
+    app_version,
+    current_tools,
+    read_fingerprint,
+    register_tool,
+    tool_digest,
+)
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
-from ._policy import ReplayPolicy
+from ._policy import ReplayPolicy, set_default_on_drift
 from ._run import (
     Recovery,
     Run,
@@ -24,6 +32,7 @@ from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
     "Cursor",
+    "Fingerprint",
     "LostRunContextError",
     "ModelStep",
     "RecordedStep",
@@ -41,8 +50,10 @@ __all__ = [
     "ToolStep",
     "ValueStep",
     "active_runs",
+    "app_version",
     "await_approval",
     "current_run",
+    "current_tools",
     "diff_runs",
     "diff_values",
     "executor",
@@ -54,7 +65,11 @@ __all__ = [
     "join_run",
     "outside_run",
     "pending_approvals",
+    "read_fingerprint",
     "rebuild_error",
+    "register_tool",
     "run",
     "set_boundary_hook",
+    "set_default_on_drift",
+    "tool_digest",
 ]

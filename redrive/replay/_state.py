@@ -10,14 +10,16 @@ from typing import Any, Literal, TypedDict
 
 import attrs
 
+from .._log import log_event
 from ..errors import DivergenceError, ReplayMissError, TerminalRunError
-from ..frames import Frame, canonical
+from ..frames import Frame, Kind, canonical
 from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
-from ._engine import OpenOperations
+from ._engine import OpenOperations, decide_drift
 from ._faces import flow as _flow
+from ._fingerprint import REASKED
 from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, scrubber
 from ._writer import JournalWriter
@@ -148,6 +150,7 @@ class RunOptions(TypedDict, total=False):
     model_commit: Literal["write", "group", "each"]
     retryable: tuple[type[BaseException], ...]
     entrypoint: str | None
+    app_version: str | None
 
 
 class RunState:
@@ -175,6 +178,7 @@ class RunState:
         model_commit: Literal["write", "group", "each"] = "write",
         retryable: tuple[type[BaseException], ...] = _DEFAULT_RETRYABLE,
         entrypoint: str | None = None,
+        app_version: str | None = None,
     ) -> None:
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty string, not {run_id!r}")
@@ -208,6 +212,9 @@ class RunState:
         self.model_commit = model_commit
         self.retryable = tuple(retryable)
         self.entrypoint = entrypoint
+        if app_version is not None and (not isinstance(app_version, str) or not app_version):
+            raise TypeError(f"app_version={app_version!r}: use a non-empty string or None")
+        self.app_version = app_version
         self._input = input
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()
@@ -238,6 +245,8 @@ class RunState:
         self.replayed_steps = 0
         self.live_steps = 0
         self.resumed = False
+        #: the ``reasked`` notes this execution journaled (model steps re-asked live)
+        self.reasked: list[dict[str, Any]] = []
         self._resumed_at = 0
         self.entered = False
 
@@ -372,12 +381,66 @@ class RunState:
         if cursor is None:
             return None
         turn = issue.turn if issue is not None else self._turn
-        step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
-        if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
-            if cursor.frontier(kind, name, issue):
-                return None  # this flow's record ends here, other flows' goes on: go live
-            raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+        try:
+            step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
+            if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
+                if cursor.frontier(kind, name, issue):
+                    return None  # this flow's record ends here, other flows' goes on: go live
+                raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+        except DivergenceError as exc:
+            if not self._continue_live(cursor, kind, name, turn, key, exc):
+                raise
+            return None
         return step
+
+    def _continue_live(
+        self, cursor: Cursor, kind: str, name: str, turn: int, key: str, exc: DivergenceError
+    ) -> bool:
+        """Under ``on_drift="continue_live"``, re-ask a drifted model step live (True), or not.
+
+        Journals a ``reasked`` note (the superseded step, the paths that
+        changed, why) before the new request; see :func:`~._engine.decide_drift`.
+        """
+        if self.policy.on_drift != "continue_live" or kind != "model":
+            return False
+        expected, others = cursor.drift_window(turn)
+        decision = decide_drift(
+            on_drift=self.policy.on_drift,
+            can_write=self._can_write,
+            kind=kind,
+            expected=expected,
+            others_pending=others,
+        )
+        if decision is None:
+            return False
+        old = decision.step
+        if old is not None:
+            cursor.supersede(old)
+        diff = (exc.diff or []) if old is not None and exc.seq == old.seq else []
+        note = {
+            "step": old.seq if old is not None else None,
+            "event": "reasked",
+            "name": name,
+            "recorded_name": old.name if old is not None else None,
+            "turn": turn,
+            "paths": [path for path, _a, _b in diff],
+            "recorded_key": old.key if old is not None else None,
+            "key": key,
+            "reason": "the model request drifted from its record (the code changed); "
+            "re-asked live under on_drift='continue_live'",
+        }
+        self._writer.queue(Kind.NOTE, REASKED, note)
+        self.reasked.append(note)
+        log_event(
+            "reasked",
+            self.run_id,
+            f"run {self.run_id!r}: model step {name!r} re-asked live (its request drifted "
+            f"from seq {note['step']}; on_drift='continue_live')",
+            seq=note["step"],
+            step=name,
+            paths=note["paths"],
+        )
+        return True
 
     @property
     def redacting(self) -> bool:
