@@ -25,7 +25,44 @@ from .frames import Kind
 from .replay import Fingerprint, Run, app_version, current_tools, iter_steps, read_fingerprint
 from .storage import Journal
 
-__all__ = ["Change", "StepAtRisk", "WhatChanged", "run_fingerprint", "what_changed"]
+__all__ = [
+    "Change",
+    "StepAtRisk",
+    "WhatChanged",
+    "fingerprint_lines",
+    "recorded_app_version",
+    "run_fingerprint",
+    "what_changed",
+]
+
+
+def recorded_app_version(journal: Journal, run_id: str) -> str | None:
+    """The app version recorded in a run's ``run_start`` (reads one frame), or None."""
+    first = next(iter(journal.frames(run_id)), None)
+    if first is None or first.kind != Kind.RUN_START.value:
+        return None
+    fp = first.data().get("fingerprint")
+    version = fp.get("app_version") if isinstance(fp, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def fingerprint_lines(fp: Fingerprint) -> list[str]:
+    """A fingerprint as a few lines for ``redrive show``."""
+    lines = [
+        f"app version {fp.app_version or '-'} ({fp.app_version_source})  "
+        f"redrive {fp.redrive or '-'}  tools {len(fp.tools)}",
+    ]
+    if fp.models:
+        lines.append("models: " + ", ".join(fp.models))
+    if fp.prompts:
+        lines.append("system prompts (hashes): " + ", ".join(fp.prompts))
+    if fp.reasked:
+        lines.append(
+            "resumed across a code change: model step(s) re-asked live at seq "
+            + ", ".join(map(str, fp.reasked))
+            + " (on_drift='continue_live')"
+        )
+    return lines
 
 
 def run_fingerprint(journal: Journal, run_id: str) -> Fingerprint:
@@ -112,8 +149,12 @@ class WhatChanged:
 
     @property
     def changed(self) -> bool:
-        """True when anything differs (a fingerprint part, or a drifting step)."""
-        return bool(self.changes or self.steps)
+        """True when anything differs (a fingerprint part, or a drifting step).
+
+        A tool defined now and not when the run started is listed among the
+        changes but does not count: it cannot break a replay.
+        """
+        return bool(self.steps) or any(c.detail != "new" for c in self.changes)
 
     @property
     def strict_replay_breaks(self) -> bool:

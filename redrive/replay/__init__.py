@@ -7,6 +7,7 @@ from ._delta import expand_frames
 from ._diff import diff_values, format_diff
 from ._executor import RunExecutor, executor
 from ._fingerprint import (
+    REASKED,
     Fingerprint,
     app_version,
     current_tools,
@@ -31,6 +32,7 @@ from ._run import (
 from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
+    "REASKED",
     "Cursor",
     "Fingerprint",
     "LostRunContextError",

@@ -263,6 +263,11 @@ class Cursor:
         if issue is None or kind not in ISSUED_KINDS:
             return False
         self._load_all()
+        if self.superseded:
+            # a model step was re-asked live (on_drift="continue_live"): the steps after it
+            # carry other issue positions than their record, so no flow's record can be told
+            # to end here; a step that matches nothing diverges (a drifted tool never runs)
+            return False
         if self.run_end is not None or (self._saw_model and "model" not in self._positioned):
             return False
         if kind != "model" and kind not in self._positioned:

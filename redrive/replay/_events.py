@@ -77,6 +77,7 @@ def log_closed(run: RunState, exc: BaseException | None) -> None:
             level=level,
             status=run.status,
             reasked=len(run.reasked),
+            error=None if exc is None else f"{type(exc).__name__}: {exc}",
             **counts,
         )
     else:

@@ -1,0 +1,345 @@
+"""Runs across deploys: fingerprints, resuming after a code change (continue_live), and logs."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import redrive
+from redrive.replay import REASKED, ReplayPolicy
+from redrive.storage import MemoryJournal
+from tests.conftest import Drive, Loop
+
+CONTINUE = ReplayPolicy(on_drift="continue_live")
+
+
+class Desk:
+    """A refund desk for one face: a model whose answer depends on its prompt, two tools.
+
+    ``effects`` counts tool body executions (the outside side-effect log);
+    ``asked`` counts model calls that went out.
+    """
+
+    def __init__(self, drive: Drive) -> None:
+        self.effects: list[str] = []
+        self.asked: list[str] = []
+        self.prompt = "v1: refund damaged orders"
+        self.amount = 10
+        self.drive = drive
+
+        @drive.model
+        def ask(system: str, text: str) -> str:
+            self.asked.append(system)
+            return f"{text} ({system[:2]})"
+
+        @drive.tool(restart_safe=False)
+        def refund(order: str, amount: int) -> dict[str, Any]:
+            self.effects.append(f"refund {order} {amount}")
+            return {"refunded": order, "amount": amount}
+
+        @drive.tool(restart_safe=False)
+        def email(to: str, body: str) -> str:
+            self.effects.append(f"email {to}")
+            return "sent"
+
+        self.ask, self.refund, self.email = ask, refund, email
+
+    def loop(self, run: redrive.Run) -> Loop:
+        """Ask, refund, ask again, email, answer."""
+        first = yield self.ask(system=self.prompt, text="order A arrived damaged")
+        receipt = yield self.refund("A", self.amount)
+        second = yield self.ask(system=self.prompt, text=f"refunded {receipt['amount']}")
+        yield self.email("ada@example.com", second)
+        return run.finish(f"{first} / {second}")
+
+
+def _reasked(journal: Any, run_id: str) -> list[dict[str, Any]]:
+    return [f.data() for f in journal.frames(run_id) if f.kind == "note" and f.name == REASKED]
+
+
+def test_prompt_change_after_a_crash_continues_live_without_repeating_a_side_effect(
+    drive: Drive,
+) -> None:
+    """A prompt edited between a crash and its resume: the drifted model step is re-asked
+    live with the new prompt, the finished refund is replayed (not re-run), a note records
+    the re-ask, and the finished run then replays as a whole."""
+    journal = MemoryJournal()
+    desk = Desk(drive)
+    drive.crash(journal, "r", "tool_recorded", "refund", desk.loop, input={"o": "A"})
+    assert desk.effects == ["refund A 10"]
+    desk.prompt = "v2: refund damaged orders, apologise"
+    with pytest.raises(redrive.DivergenceError) as strict:
+        drive.run(journal, "r", desk.loop, input={"o": "A"})
+    assert strict.value.seq == 1 and desk.effects == ["refund A 10"]
+    ran = drive.run(journal, "r", desk.loop, input={"o": "A"}, replay=CONTINUE)
+    assert ran.run.status == "succeeded"
+    assert desk.effects == ["refund A 10", "email ada@example.com"]  # the refund ran once
+    assert desk.asked[-2:] == [desk.prompt, desk.prompt]  # both model steps asked anew
+    assert ran.run.replayed_steps == 1 and ran.run.live_steps == 3
+    notes = _reasked(journal, "r")
+    assert [n["step"] for n in notes] == [1] and notes[0]["paths"] == ["$.system"]
+    fp = redrive.run_fingerprint(journal, "r")
+    assert fp.reasked == (1,)
+    assert len(fp.prompts) == 2  # the old and the new prompt were both sent
+    before = list(desk.effects)
+    again = drive.run(journal, "r", desk.loop, input={"o": "A"}, live=False)
+    assert again.value == ran.value and desk.effects == before
+    assert again.run.replayed_steps == 4
+
+
+def test_a_changed_tool_argument_still_diverges_and_runs_nothing(drive: Drive) -> None:
+    """continue_live re-asks model steps only: a finished tool step asked with other
+    arguments is a divergence, and the side effect does not run a second time."""
+    journal = MemoryJournal()
+    desk = Desk(drive)
+    drive.crash(journal, "r", "tool_recorded", "refund", desk.loop)
+    desk.prompt, desk.amount = "v2 prompt", 12
+    with pytest.raises(redrive.DivergenceError) as info:
+        drive.run(journal, "r", desk.loop, replay=CONTINUE)
+    assert info.value.name == "refund" and (info.value.diff or [("",)])[0][0] == "$.amount"
+    assert desk.effects == ["refund A 10"]
+
+
+def test_a_loop_that_skips_a_recorded_tool_step_does_not_continue(drive: Drive) -> None:
+    """A model step asked where the record still has a tool step of that turn (the new
+    code skips a finished side effect) diverges, whatever on_drift says."""
+    journal = MemoryJournal()
+    desk = Desk(drive)
+    drive.crash(journal, "r", "model_recorded", "model:ask", desk.loop, occurrence=2)
+
+    def skipping(run: redrive.Run) -> Loop:
+        yield desk.ask(system="v2", text="order A arrived damaged")
+        yield desk.ask(system="v2", text="skipped the refund")
+        return run.finish("x")
+
+    with pytest.raises(redrive.DivergenceError):
+        drive.run(journal, "r", skipping, replay=CONTINUE)
+    assert desk.effects == ["refund A 10"] and desk.asked == [desk.prompt, desk.prompt, "v2"]
+    assert [n["step"] for n in _reasked(journal, "r")] == [1]  # only the first was re-asked
+
+
+def test_replay_only_runs_never_continue_live(drive: Drive) -> None:
+    """A replay-only run (live=False, as `redrive check`) raises at drift under continue_live."""
+    journal = MemoryJournal()
+    desk = Desk(drive)
+    drive.run(journal, "r", desk.loop)
+    desk.prompt = "v2"
+    with pytest.raises(redrive.DivergenceError):
+        drive.run(journal, "r", desk.loop, live=False, replay=CONTINUE)
+
+
+def test_deployment_default_by_setter_and_env(
+    drive: Drive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """on_drift is opt-in per deployment: set_default_on_drift() or $REDRIVE_ON_DRIFT."""
+    assert ReplayPolicy().on_drift == "raise"
+    monkeypatch.setenv("REDRIVE_ON_DRIFT", "continue_live")
+    assert ReplayPolicy.of("strict").on_drift == "continue_live"
+    monkeypatch.setenv("REDRIVE_ON_DRIFT", "sometimes")
+    with pytest.raises(ValueError, match="REDRIVE_ON_DRIFT"):
+        ReplayPolicy()
+    monkeypatch.delenv("REDRIVE_ON_DRIFT")
+    redrive.set_default_on_drift("continue_live")
+    try:
+        journal = MemoryJournal()
+        desk = Desk(drive)
+        drive.crash(journal, "r", "tool_recorded", "refund", desk.loop)
+        desk.prompt = "v2"
+        assert drive.run(journal, "r", desk.loop).run.status == "succeeded"  # replay="strict"
+        assert desk.effects.count("refund A 10") == 1
+    finally:
+        redrive.set_default_on_drift(None)
+    with pytest.raises(ValueError, match="on_drift"):
+        redrive.set_default_on_drift("always")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="on_drift"):
+        ReplayPolicy(on_drift="always")  # type: ignore[arg-type]
+
+
+def test_a_reask_lost_in_a_second_crash_is_asked_again(drive: Drive) -> None:
+    """A worker killed after journaling the re-ask note but before the new request: the
+    next resume asks that model step live again, and the refund still ran once."""
+    journal = MemoryJournal()
+    desk = Desk(drive)
+    drive.crash(journal, "r", "tool_recorded", "refund", desk.loop)
+    desk.prompt = "v2"
+    drive.crash(journal, "r", "model_after", "model:ask", desk.loop, replay=CONTINUE)
+    ran = drive.run(journal, "r", desk.loop, replay=CONTINUE)
+    assert ran.run.status == "succeeded" and desk.effects.count("refund A 10") == 1
+
+
+@given(
+    crash_at=st.integers(min_value=1, max_value=4),
+    changed=st.lists(st.booleans(), min_size=3, max_size=3),
+)
+@settings(deadline=None)
+def test_property_no_side_effect_twice_whatever_prompts_change(
+    crash_at: int, changed: list[bool]
+) -> None:
+    """Kind: resume after any prompt change at any crash point under continue_live. Every
+    tool body runs once per recorded call, the run finishes, and its finished journal
+    replays as a whole (sync face; the async face shares the engine)."""
+    drive = Drive("sync")
+    journal = MemoryJournal()
+    effects: list[str] = []
+    prompts = ["p0", "p1", "p2"]
+
+    @drive.model
+    def ask(system: str, n: int) -> str:
+        return f"{system}:{n}"
+
+    @drive.tool(restart_safe=False)
+    def act(n: int) -> int:
+        effects.append(f"act {n}")
+        return n
+
+    def loop(run: redrive.Run) -> Loop:
+        out = []
+        for n in range(3):
+            out.append((yield ask(system=prompts[n], n=n)))
+            yield act(n)
+        return run.finish(out)
+
+    points = [("tool_recorded", "act", k) for k in (1, 2, 3)] + [("model_recorded", "model:ask", 3)]
+    point, name, occurrence = points[crash_at - 1]
+    drive.crash(journal, "r", point, name, loop, occurrence=occurrence)
+    done = list(effects)
+    for i, flag in enumerate(changed):
+        if flag:
+            prompts[i] = f"p{i}-v2"
+    ran = drive.run(journal, "r", loop, replay=CONTINUE)
+    assert ran.run.status == "succeeded"
+    assert sorted(effects) == sorted({*done, "act 0", "act 1", "act 2"})
+    assert len(effects) == 3  # each tool body exactly once across both executions
+    replayed = drive.run(journal, "r", loop, live=False)
+    assert replayed.value == ran.value
+
+
+def test_fingerprint_records_app_version_tools_models_and_prompts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run records its app version (option, else env, else git/package), redrive's
+    version and the tool set; models and prompt hashes come from its model steps."""
+    journal = MemoryJournal()
+    desk = Desk(Drive("sync"))
+    drive = desk.drive
+    drive.run(journal, "opt", desk.loop, app_version="2026.11.30")
+    monkeypatch.setenv("REDRIVE_APP_VERSION", "from-env")
+    drive.run(journal, "env", desk.loop)
+    monkeypatch.delenv("REDRIVE_APP_VERSION")
+    drive.run(journal, "auto", desk.loop)
+    opt = redrive.run_fingerprint(journal, "opt")
+    assert (opt.app_version, opt.app_version_source) == ("2026.11.30", "option")
+    env = redrive.run_fingerprint(journal, "env")
+    assert (env.app_version, env.app_version_source) == ("from-env", "env")
+    auto = redrive.run_fingerprint(journal, "auto")
+    assert auto.app_version_source in ("git", "package", "unknown")
+    assert opt.redrive == redrive.__version__
+    assert set(opt.tools["refund"]) == {"sig", "decl", "doc"}
+    assert opt.models == ("model:ask",) and len(opt.prompts) == 1 and opt.reasked == ()
+    with pytest.raises(TypeError, match="app_version"):
+        redrive.run(journal, "bad", app_version=3)  # type: ignore[arg-type]
+    with pytest.raises(redrive.UnknownRunError):
+        redrive.run_fingerprint(journal, "nope")
+
+
+def test_fingerprint_reads_sdk_request_shapes() -> None:
+    """Model names and system prompts are read from OpenAI, Anthropic and Responses bodies."""
+    from redrive.replay._fingerprint import model_name, system_prompts
+
+    chat = {"body": {"model": "gpt-4o", "messages": [{"role": "system", "content": "be kind"}]}}
+    claude = {"body": {"model": "claude-x", "system": [{"type": "text", "text": "be brief"}]}}
+    responses = {"body": {"model": "o4", "instructions": "think", "input": "hi"}}
+    assert model_name("openai:POST /chat/completions", chat) == "gpt-4o"
+    assert system_prompts(chat) == ["be kind"]
+    assert system_prompts(claude) == [["be brief"]]
+    assert system_prompts(responses) == ["think"]
+    assert model_name("model:fn", ["positional"]) == "model:fn"
+
+
+def _records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "redrive"]
+
+
+def test_lifecycle_events_go_to_the_redrive_logger(
+    drive: Drive, caplog: pytest.LogCaptureFixture
+) -> None:
+    """start, interrupted, resume, reasked and finish are logged with structured fields."""
+    caplog.set_level(logging.INFO, logger="redrive")
+    journal = MemoryJournal()
+    desk = Desk(drive)
+
+    def interrupted(run: redrive.Run) -> Loop:
+        yield desk.ask(system=desk.prompt, text="order A arrived damaged")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        drive.run(journal, "r", interrupted)
+    desk.prompt = "v2"
+    drive.run(journal, "r", desk.loop, replay=CONTINUE)
+    events = [(r.redrive_event, r.run_id) for r in _records(caplog)]  # type: ignore[attr-defined]
+    assert [e for e, _ in events] == ["start", "interrupted", "resume", "reasked", "finish"]
+    assert {rid for _, rid in events} == {"r"}
+    finish = _records(caplog)[-1]
+    assert finish.redrive_status == "succeeded"  # type: ignore[attr-defined]
+    assert (finish.redrive_replayed, finish.redrive_live) == (0, 4)  # type: ignore[attr-defined]
+    assert finish.redrive_reasked == 1  # type: ignore[attr-defined]
+    reasked = _records(caplog)[3]
+    assert reasked.redrive_seq == 1 and reasked.redrive_paths == ["$.system"]  # type: ignore[attr-defined]
+
+
+def test_divergence_and_blocked_are_warnings(
+    drive: Drive, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A divergence and a blocked side effect are logged as warnings naming the seq."""
+    caplog.set_level(logging.INFO, logger="redrive")
+    journal = MemoryJournal()
+    desk = Desk(drive)
+    drive.crash(journal, "r", "tool_claimed", "refund", desk.loop)
+    with pytest.raises(redrive.SideEffectRetryBlockedError):
+        drive.run(journal, "r", desk.loop)
+    blocked = _records(caplog)[-1]
+    assert blocked.redrive_event == "blocked" and blocked.levelno == logging.WARNING  # type: ignore[attr-defined]
+    assert blocked.redrive_seq == 3  # type: ignore[attr-defined]
+    drive.run(journal, "s", desk.loop)
+    desk.prompt = "v2"
+    with pytest.raises(redrive.DivergenceError):
+        drive.run(journal, "s", desk.loop, live=False)
+    diverged = _records(caplog)[-1]
+    assert diverged.redrive_event == "divergence" and diverged.redrive_seq == 1  # type: ignore[attr-defined]
+
+
+def test_logged_text_passes_the_scrubber(caplog: pytest.LogCaptureFixture) -> None:
+    """A secret in an error that stops a run never reaches a log record."""
+    caplog.set_level(logging.INFO, logger="redrive")
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
+    journal = MemoryJournal()
+    with pytest.raises(ConnectionError), redrive.run(journal, "r"):
+        raise ConnectionError(f"upstream refused key {secret}")
+    with pytest.raises(ValueError), redrive.run(journal, "f"):
+        raise ValueError(f"Bearer {secret}")
+    texts = [str(value) for r in _records(caplog) for value in (r.getMessage(), *vars(r).values())]
+    assert any("upstream refused key" in t for t in texts)
+    assert not any(secret in t for t in texts)
+    failed = _records(caplog)[-1]
+    assert failed.redrive_status == "failed" and failed.levelno == logging.ERROR  # type: ignore[attr-defined]
+
+
+def test_check_tells_a_run_that_resumed_across_a_change(drive: Drive) -> None:
+    """check_run reports the re-asked steps of a run that resumed across a code change."""
+    journal = MemoryJournal()
+    desk = Desk(drive)
+    drive.crash(journal, "r", "tool_recorded", "refund", desk.loop)
+    desk.prompt = "v2"
+    drive.run(journal, "r", desk.loop, replay=CONTINUE)
+    drive.run(journal, "plain", desk.loop)
+    from redrive._check import check_run
+
+    # no entrypoint recorded: the check cannot re-drive, but it reads the notes
+    across = check_run((journal, "r"))
+    plain = check_run((journal, "plain"))
+    assert across.reasked == (1,) and "resumed across a code change" in across.message
+    assert plain.reasked == () and "resumed across" not in plain.message
