@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import shlex
 import sys
 import threading
 import uuid
@@ -283,3 +284,35 @@ def test_cli_recover_what_changed_runs_and_show(
     assert code == 0 and "nothing to recover" in out
     assert run("recover", "--stale", "-1")[0] == cli.EXIT_USAGE
     assert run("what-changed", "nope")[0] == cli.EXIT_NOT_FOUND
+
+
+def _operating_commands() -> list[list[str]]:
+    """The ``redrive ...`` command lines of the README's Operating section, in order."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split("\n## Operating\n", 1)[1].split("\n## ", 1)[0]
+    return [
+        shlex.split(line.strip())[1:]
+        for line in section.splitlines()
+        if line.startswith("    redrive ")
+    ]
+
+
+def test_readme_operating_commands_run_as_written(
+    app: App, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every command of the README's Operating section runs as written, in order: runs
+    recorded under v1 are listed, shown, compared with v2 code, and recovered."""
+    url = str(tmp_path / "runs.duckdb")
+    journal = _duckdb(tmp_path)
+    monkeypatch.setenv("REDRIVE_APP_VERSION", "v1")
+    app.interrupt(journal, ["A", "B"])
+    journal.close()
+    monkeypatch.setenv("REDRIVE_APP_VERSION", "v2")
+    monkeypatch.setenv("REDRIVE_JOURNAL", url)
+    monkeypatch.chdir(app.dir)
+    commands = _operating_commands()
+    assert [c[0] for c in commands] == ["runs", "show", "what-changed", "recover", "recover"]
+    codes = [cli.main(argv) for argv in commands]
+    capsys.readouterr()
+    assert codes == [0, 0, 1, 0, 0]  # what-changed: the app version differs (exit 1)
+    assert sorted(app.effects()) == ["refund A", "refund B"]
