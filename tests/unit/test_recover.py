@@ -206,7 +206,12 @@ def test_a_run_without_an_entrypoint_is_an_error_result() -> None:
 
 def test_recover_after_a_prompt_change_uses_the_deployment_policy(app: App, tmp_path: Path) -> None:
     """A deploy that edits the prompt: strict recovery reports the divergence; with
-    on_drift='continue_live' the run finishes and the refund still ran once."""
+    on_drift='continue_live' the run finishes and the refund still ran once.
+
+    Outside cases: DBOS transact-golang #479 (runs of an older app version are never
+    picked up again, silently) and cadence-go-client #333 (a nondeterministic run stuck,
+    retried in a loop): here the old run is reported ``diverged`` once (exit 1), stays
+    resumable, and a deployment-wide opt-in carries it forward."""
     journal = _duckdb(tmp_path)
     try:
         app.interrupt(journal, ["A"])
@@ -316,3 +321,37 @@ def test_readme_operating_commands_run_as_written(
     capsys.readouterr()
     assert codes == [0, 0, 1, 0, 0]  # what-changed: the app version differs (exit 1)
     assert sorted(app.effects()) == ["refund A", "refund B"]
+
+
+def test_recovery_leaves_a_run_executing_under_a_lease_alone(app: App) -> None:
+    """Outside case (DBOS transact-java #491: launch-time recovery re-executed a workflow
+    still running in-process): a recoverer started while a worker executes a run under a
+    lease does not re-drive it, and the refund runs once."""
+    from redrive.replay import set_boundary_hook
+
+    journal = MemoryJournal()
+    module = app.deploy()
+    inside, release = threading.Event(), threading.Event()
+
+    def hook(point: str, info: dict[str, Any]) -> None:
+        if point == "tool_claimed" and info["name"] == "refund":
+            inside.set()
+            release.wait(30)
+
+    def worker() -> None:
+        module.handle.redrive_recover(journal, "refund:A", [], {"order": "A"}, {"lease": 30})
+
+    set_boundary_hook(hook)
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert inside.wait(30)
+        assert [r.run_id for r in journal.runs(status="running")] == ["refund:A"]
+        report = redrive.recover_runs(journal, stale=0, import_paths=[str(app.dir)])
+        assert report.results == ()
+    finally:
+        release.set()
+        thread.join(30)
+        set_boundary_hook(None)
+    assert app.effects() == ["refund A"]
+    assert journal.get_run("refund:A").status == "succeeded"  # type: ignore[union-attr]
