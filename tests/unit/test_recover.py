@@ -47,11 +47,11 @@ def ask(system: str, text: str) -> str:
 
 
 @redrive.durable("unused.duckdb", run_id="refund:{{order}}")
-def handle(order: str) -> str:
+{define} handle(order: str) -> str:
     first = ask(system=PROMPT, text=order)
     refund(order)
     if CRASH.exists():
-        raise KeyboardInterrupt  # the worker is stopped after the refund: a deploy
+        raise ConnectionError("the worker lost its database after the refund")  # resumable
     return ask(system=PROMPT, text=first)
 '''
 
@@ -59,7 +59,8 @@ def handle(order: str) -> str:
 class App:
     """One application module in its own directory, editable between deploys."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, define: str = "def") -> None:
+        self.define = define
         self.dir = tmp / "app"
         self.dir.mkdir()
         self.name = f"deskapp_{uuid.uuid4().hex[:8]}"
@@ -71,7 +72,13 @@ class App:
         """Write (or rewrite) the module and import it afresh."""
         path = self.dir / f"{self.name}.py"
         path.write_text(
-            APP.format(log=str(self.log), crash=str(self.crash), prompt=prompt, extra=extra)
+            APP.format(
+                log=str(self.log),
+                crash=str(self.crash),
+                prompt=prompt,
+                extra=extra,
+                define=self.define,
+            )
         )
         sys.modules.pop(self.name, None)
         importlib.invalidate_caches()
@@ -89,15 +96,15 @@ class App:
         module = self.deploy()
         self.crash.touch()
         for order in orders:
-            with pytest.raises(KeyboardInterrupt):
+            with pytest.raises(ConnectionError):
                 module.handle.redrive_recover(journal, f"refund:{order}", [], {"order": order}, {})
         self.crash.unlink()
 
 
-@pytest.fixture
-def app(tmp_path: Path) -> App:
-    """An application module in a directory of its own."""
-    return App(tmp_path)
+@pytest.fixture(params=["def", "async def"])
+def app(request: pytest.FixtureRequest, tmp_path: Path) -> App:
+    """An application module in a directory of its own (a sync, then an async entrypoint)."""
+    return App(tmp_path, request.param)
 
 
 def _duckdb(tmp_path: Path) -> Journal:
