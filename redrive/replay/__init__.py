@@ -32,11 +32,11 @@ from ._run import (
 from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
-    "REASKED",
     "Cursor",
     "Fingerprint",
     "LostRunContextError",
     "ModelStep",
+    "REASKED",
     "RecordedStep",
     "Recovery",
     "ReplayDriftWarning",
