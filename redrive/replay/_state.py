@@ -393,6 +393,46 @@ class RunState:
             return None
         return step
 
+    def _supersede_leftovers(self, left: list[RecordedStep]) -> bool:
+        """After a re-ask, drop recorded steps the new path never asked for, when harmless.
+
+        Under ``on_drift="continue_live"``, once a model step was re-asked the
+        loop may take a shorter path: recorded model and value steps, and
+        finished read-only tool steps, it did not ask for are superseded (a
+        ``reasked`` note each, reason ``"not asked after the code changed"``).
+        Any other leftover (a side effect the new path does not account for)
+        is not: the caller raises ``DivergenceError``.
+
+        Returns:
+            True when every leftover was superseded.
+        """
+        if self.policy.on_drift != "continue_live" or not self._can_write:
+            return False
+        harmless = all(
+            s.kind in ("model", "value")
+            or (s.kind == "tool" and bool(s.data.get("read_only")) and s.end is not None)
+            for s in left
+        )
+        if not harmless:
+            return False
+        with self._lock:
+            for step in left:
+                note = {
+                    "step": step.seq,
+                    "event": "reasked",
+                    "name": None,
+                    "recorded_name": step.name,
+                    "turn": step.turn,
+                    "paths": [],
+                    "recorded_key": step.key,
+                    "key": None,
+                    "reason": "not asked after the code changed (the loop took a shorter path); "
+                    "superseded under on_drift='continue_live'",
+                }
+                self._writer.queue(Kind.NOTE, REASKED, note)
+                self.reasked.append(note)
+        return True
+
     def _continue_live(
         self, cursor: Cursor, kind: str, name: str, turn: int, key: str, exc: DivergenceError
     ) -> bool:
@@ -464,6 +504,8 @@ class RunState:
             return
         # a lenient rule lets recorded steps of its kind go unasked (removed calls)
         left = [s for s in self._cursor.remaining() if self.policy.rule(s.kind) != "lenient"]
+        if left and self._cursor.superseded and self._supersede_leftovers(left):
+            return
         if left:
             step = left[0]
             raise DivergenceError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -344,3 +345,49 @@ def test_check_tells_a_run_that_resumed_across_a_change(drive: Drive) -> None:
     plain = check_run((journal, "plain"))
     assert across.reasked == (1,) and "resumed across a code change" in across.message
     assert plain.reasked == () and "resumed across" not in plain.message
+
+
+def test_a_shorter_path_after_a_reask_drops_only_harmless_leftovers(drive: Drive) -> None:
+    """After a re-ask the new path may be shorter: recorded model steps and read-only
+    lookups it never asks for are superseded (noted); a finished side effect it never
+    asks for is a divergence at the end, never silently dropped."""
+    journal = MemoryJournal()
+    effects: list[str] = []
+    prompt = ["v1"]
+
+    @drive.model
+    def ask(system: str) -> str:
+        return "look it up" if system == "v1" else "done"
+
+    @drive.tool(read_only=True)
+    def lookup(order: str) -> str:
+        effects.append("lookup")
+        return "damaged"
+
+    @drive.tool(restart_safe=False)
+    def refund(order: str) -> str:
+        effects.append("refund")
+        return "ok"
+
+    def loop(tool: Any) -> Callable[[redrive.Run], Loop]:
+        def body(run: redrive.Run) -> Loop:
+            answer = yield ask(system=prompt[0])
+            if answer == "look it up":
+                yield tool("A")
+                yield ask(system=prompt[0] + " again")
+            return run.finish(answer)
+
+        return body
+
+    drive.crash(journal, "r", "model_recorded", "model:ask", loop(lookup), occurrence=2)
+    prompt[0] = "v2"
+    ran = drive.run(journal, "r", loop(lookup), replay=CONTINUE)
+    assert ran.value == "done" and effects == ["lookup"]
+    assert len(_reasked(journal, "r")) == 3  # the re-ask, then the lookup and the model step
+    assert drive.run(journal, "r", loop(lookup), live=False).value == "done"
+    prompt[0] = "v1"
+    drive.crash(journal, "s", "model_recorded", "model:ask", loop(refund), occurrence=2)
+    prompt[0] = "v2"
+    with pytest.raises(redrive.DivergenceError, match="more steps"):
+        drive.run(journal, "s", loop(refund), replay=CONTINUE)
+    assert effects == ["lookup", "refund"]
