@@ -314,7 +314,10 @@ class ReplayPolicy:
       in the journal names it, the new request's seq and the paths that
       changed. Every completed tool step is still replayed from the journal
       (never re-run); a tool step that drifted follows the rule for tools
-      (strict: ``DivergenceError``, no side effect runs). Only a live run
+      (strict: ``DivergenceError``, no side effect runs). When the loop
+      finishes on a shorter path, recorded model and value steps and finished
+      read-only tool steps it never asked for are superseded too; a side
+      effect it never asked for is a divergence. Only a live run
       continues (a replay-only run, ``live=False``, raises as ``"raise"``).
       Default: :func:`set_default_on_drift`, else ``$REDRIVE_ON_DRIFT``, else
       ``"raise"``.
