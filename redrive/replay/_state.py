@@ -454,6 +454,9 @@ class RunState:
         if decision is None:
             return False
         old = decision.step
+        # the live request is stored as a prefix delta of the last one journaled: read the
+        # whole record first, so the delta's base is the journal's last request
+        cursor.remaining()
         if old is not None:
             cursor.supersede(old)
         diff = (exc.diff or []) if old is not None and exc.seq == old.seq else []

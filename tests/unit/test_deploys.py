@@ -391,3 +391,84 @@ def test_a_shorter_path_after_a_reask_drops_only_harmless_leftovers(drive: Drive
     with pytest.raises(redrive.DivergenceError, match="more steps"):
         drive.run(journal, "s", loop(refund), replay=CONTINUE)
     assert effects == ["lookup", "refund"]
+
+
+def test_openai_sdk_prompt_edit_between_crash_and_resume() -> None:
+    """The issue's case on the real OpenAI SDK: a system prompt edited between a crash and
+    its resume; under continue_live the first chat completion is asked again with the new
+    prompt, the refund is replayed (the model's new call id does not matter), the run
+    finishes, and the fingerprint shows the model and both prompt hashes."""
+    import json
+
+    import openai
+
+    from tests.sdkserver import Reply, serve
+
+    def chat(message: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-x",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-4o",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        }
+
+    def refund_call(call_id: str) -> dict[str, Any]:
+        arguments = json.dumps({"order": "A"})
+        function = {"name": "refund", "arguments": arguments}
+        return chat(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+            }
+        )
+
+    effects: list[str] = []
+
+    @redrive.tool(restart_safe=False)
+    def refund(order: str) -> dict[str, str]:
+        effects.append(order)
+        return {"refunded": order}
+
+    journal = MemoryJournal()
+    with serve() as server:
+        server.add(Reply(body=refund_call("c1")))
+        client = redrive.wrap(
+            openai.OpenAI(base_url=server.url + "/v1", api_key="sk-x", max_retries=0)
+        )
+
+        def handle(system: str, *, crash: bool, **options: Any) -> Any:
+            with redrive.run(journal, "sdk", input={"order": "A"}, **options) as run:
+                messages: list[Any] = [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": "order A arrived damaged"},
+                ]
+                reply = client.chat.completions.create(model="gpt-4o", messages=messages)
+                message = reply.choices[0].message
+                messages.append(message.model_dump(exclude_none=True))
+                for call in message.tool_calls or []:
+                    result = refund(**json.loads(call.function.arguments))
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
+                    )
+                if crash:
+                    raise ConnectionError("the worker was cut off")  # resumable
+                final = client.chat.completions.create(model="gpt-4o", messages=messages)
+                return run.finish(final.choices[0].message.content)
+
+        with pytest.raises(ConnectionError):
+            handle("v1: you refund orders", crash=True)
+        server.add(
+            Reply(body=refund_call("c9")),
+            Reply(body=chat({"role": "assistant", "content": "Refunded A."})),
+        )
+        out = handle("v2: you refund orders kindly", crash=False, replay=CONTINUE)
+        assert out == "Refunded A." and effects == ["A"] and len(server.requests) == 3
+        assert handle("v2: you refund orders kindly", crash=False, live=False) == out
+        assert len(server.requests) == 3  # the finished run replayed without a model call
+    fp = redrive.run_fingerprint(journal, "sdk")
+    assert fp.models == ("gpt-4o",) and len(fp.prompts) == 2 and fp.reasked == (1,)
+    notes = _reasked(journal, "sdk")
+    assert notes[0]["paths"] == ["$.body.messages[0].content"]
