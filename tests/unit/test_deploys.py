@@ -449,7 +449,7 @@ def test_openai_sdk_prompt_edit_between_crash_and_resume() -> None:
                 message = reply.choices[0].message
                 messages.append(message.model_dump(exclude_none=True))
                 for call in message.tool_calls or []:
-                    result = refund(**json.loads(call.function.arguments))
+                    result = refund(**json.loads(call.function.arguments))  # type: ignore[union-attr]
                     messages.append(
                         {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
                     )
