@@ -472,3 +472,25 @@ def test_openai_sdk_prompt_edit_between_crash_and_resume() -> None:
     assert fp.models == ("gpt-4o",) and len(fp.prompts) == 2 and fp.reasked == (1,)
     notes = _reasked(journal, "sdk")
     assert notes[0]["paths"] == ["$.body.messages[0].content"]
+
+
+def test_lease_lost_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """A worker whose lease was taken over stops at its next write; the log says so."""
+    caplog.set_level(logging.INFO, logger="redrive")
+    journal = MemoryJournal()
+    desk = Desk(Drive("sync"))
+
+    def taken_over(run: redrive.Run) -> Loop:
+        yield desk.ask(system=desk.prompt, text="order A arrived damaged")
+        lease = run._lease
+        assert lease.epoch is not None
+        journal.renew_lease("r", lease.owner, lease.epoch, 0)  # it lapses at once
+        journal.acquire_lease("r", "another worker", 60)
+        yield desk.refund("A", 10)
+        return None
+
+    with pytest.raises(redrive.LeaseLostError):
+        desk.drive.run(journal, "r", taken_over, lease=60)
+    lost = _records(caplog)[-1]
+    assert lost.redrive_event == "lease_lost" and lost.levelno == logging.WARNING  # type: ignore[attr-defined]
+    assert desk.effects == []  # the refund's claim was refused before its body ran

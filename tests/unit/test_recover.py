@@ -362,3 +362,17 @@ def test_recovery_leaves_a_run_executing_under_a_lease_alone(app: App) -> None:
         set_boundary_hook(None)
     assert app.effects() == ["refund A"]
     assert journal.get_run("refund:A").status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_check_reports_fingerprint_differences_next_to_a_divergence(app: App) -> None:
+    """redrive check on a run recorded before a deploy: the divergence report is followed
+    by what the fingerprint says changed (the tool's signature)."""
+    journal = MemoryJournal()
+    module = app.deploy()
+    module.handle.redrive_recover(journal, "refund:A", [], {"order": "A"}, {})
+    passed = redrive.check_run((journal, "refund:A"), import_paths=[str(app.dir)])
+    assert passed.passed and "fingerprint" not in passed.message
+    app.deploy(prompt="v2", extra=", note: str = ''")
+    result = redrive.check_run((journal, "refund:A"), import_paths=[str(app.dir)])
+    assert result.outcome == "diverged" and result.seq == 1
+    assert "fingerprint differences: tool:refund (signature changed)" in result.message
