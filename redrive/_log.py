@@ -9,9 +9,11 @@ prefixed ``redrive_`` (``redrive_replayed``, ``redrive_live``, ``redrive_seq``,
 ``redrive_status``...). The message and every text field pass the default
 scrubber (:mod:`redrive._scrub`): a secret in an error text is masked.
 
-Nothing is configured here: with no handler, Python's last-resort handler
-prints warnings and errors only; attach a handler to ``logging.getLogger("redrive")``
-(or to the root logger) to see the rest.
+Nothing is configured here beyond a :class:`logging.NullHandler` (the logging
+HOWTO's advice for libraries: an application that configures no logging gets no
+output from redrive, not Python's last-resort handler on stderr); records
+propagate to the handlers an application attaches to ``logging.getLogger("redrive")``
+or to the root logger (``logging.basicConfig(level=logging.INFO)`` shows them all).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = ["LOGGER_NAME", "log_event", "logger"]
 #: The logger redrive's lifecycle events go to.
 LOGGER_NAME = "redrive"
 logger = logging.getLogger(LOGGER_NAME)
+logger.addHandler(logging.NullHandler())
 _SCRUB = Scrubber()
 
 
