@@ -179,8 +179,9 @@ class Fingerprint:
         tools: tool name -> hashes (``sig``, ``decl``, ``doc``; 16 hex each).
         models: the model names its model steps asked for, in order of first use.
         prompts: hashes (16 hex) of the system prompts its model steps sent, in order.
-        reasked: seqs of recorded model steps re-asked live after the code changed
-            (``ReplayPolicy(on_drift="continue_live")``), in order.
+        reasked: seqs of recorded steps superseded after the code changed
+            (``ReplayPolicy(on_drift="continue_live")``): model steps re-asked
+            live, and steps a shorter new path no longer asked for; in order.
     """
 
     run_id: str
