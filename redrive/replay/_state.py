@@ -10,16 +10,15 @@ from typing import Any, Literal, TypedDict
 
 import attrs
 
-from .._log import log_event
 from ..errors import DivergenceError, ReplayMissError, TerminalRunError
-from ..frames import Frame, Kind, canonical
+from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
-from ._engine import OpenOperations, decide_drift
+from ._drift import continue_live, supersede_leftovers
+from ._engine import OpenOperations
 from ._faces import flow as _flow
-from ._fingerprint import REASKED
 from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, scrubber
 from ._writer import JournalWriter
@@ -388,102 +387,10 @@ class RunState:
                     return None  # this flow's record ends here, other flows' goes on: go live
                 raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
         except DivergenceError as exc:
-            if not self._continue_live(cursor, kind, name, turn, key, exc):
+            if not continue_live(self, cursor, kind, name, turn, key, exc):
                 raise
             return None
         return step
-
-    def _supersede_leftovers(self, left: list[RecordedStep]) -> bool:
-        """After a re-ask, drop recorded steps the new path never asked for, when harmless.
-
-        Under ``on_drift="continue_live"``, once a model step was re-asked the
-        loop may take a shorter path: recorded model and value steps, and
-        finished read-only tool steps, it did not ask for are superseded (a
-        ``reasked`` note each, reason ``"not asked after the code changed"``).
-        Any other leftover (a side effect the new path does not account for)
-        is not: the caller raises ``DivergenceError``.
-
-        Returns:
-            True when every leftover was superseded.
-        """
-        if self.policy.on_drift != "continue_live" or not self._can_write:
-            return False
-        harmless = all(
-            s.kind in ("model", "value")
-            or (s.kind == "tool" and bool(s.data.get("read_only")) and s.end is not None)
-            for s in left
-        )
-        if not harmless:
-            return False
-        with self._lock:
-            for step in left:
-                note = {
-                    "step": step.seq,
-                    "event": "reasked",
-                    "name": None,
-                    "recorded_name": step.name,
-                    "turn": step.turn,
-                    "paths": [],
-                    "recorded_key": step.key,
-                    "key": None,
-                    "reason": "not asked after the code changed (the loop took a shorter path); "
-                    "superseded under on_drift='continue_live'",
-                }
-                self._writer.queue(Kind.NOTE, REASKED, note)
-                self.reasked.append(note)
-        return True
-
-    def _continue_live(
-        self, cursor: Cursor, kind: str, name: str, turn: int, key: str, exc: DivergenceError
-    ) -> bool:
-        """Under ``on_drift="continue_live"``, re-ask a drifted model step live (True), or not.
-
-        Journals a ``reasked`` note (the superseded step, the paths that
-        changed, why) before the new request; see :func:`~._engine.decide_drift`.
-        """
-        if self.policy.on_drift != "continue_live" or kind != "model":
-            return False
-        expected, others = cursor.drift_window(turn)
-        decision = decide_drift(
-            on_drift=self.policy.on_drift,
-            can_write=self._can_write,
-            kind=kind,
-            expected=expected,
-            others_pending=others,
-        )
-        if decision is None:
-            return False
-        old = decision.step
-        # the live request is stored as a prefix delta of the last one journaled: read the
-        # whole record first, so the delta's base is the journal's last request
-        cursor.remaining()
-        if old is not None:
-            cursor.supersede(old)
-        diff = (exc.diff or []) if old is not None and exc.seq == old.seq else []
-        note = {
-            "step": old.seq if old is not None else None,
-            "event": "reasked",
-            "name": name,
-            "recorded_name": old.name if old is not None else None,
-            "turn": turn,
-            "paths": [path for path, _a, _b in diff],
-            "recorded_key": old.key if old is not None else None,
-            "key": key,
-            "reason": "the model request drifted from its record (the code changed); "
-            "re-asked live under on_drift='continue_live'",
-        }
-        self._writer.queue(Kind.NOTE, REASKED, note)
-        self.reasked.append(note)
-        log_event(
-            "reasked",
-            self.run_id,
-            f"run {self.run_id!r}: model step {name!r} re-asked live (its request drifted "
-            f"from seq {note['step']}; on_drift='continue_live')",
-            seq=note["step"],
-            step=name,
-            paths=note["paths"],
-        )
-        return True
 
     @property
     def redacting(self) -> bool:
@@ -507,7 +414,7 @@ class RunState:
             return
         # a lenient rule lets recorded steps of its kind go unasked (removed calls)
         left = [s for s in self._cursor.remaining() if self.policy.rule(s.kind) != "lenient"]
-        if left and self._cursor.superseded and self._supersede_leftovers(left):
+        if left and self._cursor.superseded and supersede_leftovers(self, left):
             return
         if left:
             step = left[0]
