@@ -14,7 +14,18 @@ from ..errors import (
     ReplayError,
     UnknownRunError,
 )
-from . import _cancel, _check, _demo, _diff, _operate, _runs, _sql, _transfer
+from . import (
+    _cancel,
+    _check,
+    _demo,
+    _diff,
+    _operate,
+    _recover,
+    _runs,
+    _sql,
+    _transfer,
+    _whatchanged,
+)
 from ._common import (
     EXIT_FAILED,
     EXIT_JOURNAL,
@@ -55,7 +66,18 @@ def _parser() -> argparse.ArgumentParser:
         "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_runs, _cancel, _operate, _transfer, _diff, _sql, _demo, _check):
+    for module in (
+        _runs,
+        _cancel,
+        _operate,
+        _transfer,
+        _diff,
+        _sql,
+        _demo,
+        _check,
+        _recover,
+        _whatchanged,
+    ):
         module.register(sub, common)
     return parser
 

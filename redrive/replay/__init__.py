@@ -6,9 +6,18 @@ from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
 from ._diff import diff_values, format_diff
 from ._executor import RunExecutor, executor
+from ._fingerprint import (
+    REASKED,
+    Fingerprint,
+    app_version,
+    current_tools,
+    read_fingerprint,
+    register_tool,
+    tool_digest,
+)
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
-from ._policy import ReplayPolicy
+from ._policy import ReplayPolicy, set_default_on_drift
 from ._resolve import resolve_step
 from ._run import (
     Recovery,
@@ -25,8 +34,10 @@ from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
     "Cursor",
+    "Fingerprint",
     "LostRunContextError",
     "ModelStep",
+    "REASKED",
     "RecordedStep",
     "Recovery",
     "ReplayDriftWarning",
@@ -42,8 +53,10 @@ __all__ = [
     "ToolStep",
     "ValueStep",
     "active_runs",
+    "app_version",
     "await_approval",
     "current_run",
+    "current_tools",
     "diff_runs",
     "diff_values",
     "executor",
@@ -55,8 +68,12 @@ __all__ = [
     "join_run",
     "outside_run",
     "pending_approvals",
+    "read_fingerprint",
     "rebuild_error",
+    "register_tool",
     "resolve_step",
     "run",
     "set_boundary_hook",
+    "set_default_on_drift",
+    "tool_digest",
 ]

@@ -17,6 +17,7 @@ from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
+from ._drift import continue_live, supersede_leftovers
 from ._engine import OpenOperations
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
@@ -149,6 +150,7 @@ class RunOptions(TypedDict, total=False):
     model_commit: Literal["write", "group", "each"]
     retryable: tuple[type[BaseException], ...]
     entrypoint: str | None
+    app_version: str | None
 
 
 class RunState:
@@ -176,6 +178,7 @@ class RunState:
         model_commit: Literal["write", "group", "each"] = "write",
         retryable: tuple[type[BaseException], ...] = _DEFAULT_RETRYABLE,
         entrypoint: str | None = None,
+        app_version: str | None = None,
     ) -> None:
         check_run_id(run_id)
         if on_in_flight not in ("raise", "tell_model"):
@@ -208,6 +211,9 @@ class RunState:
         self.model_commit = model_commit
         self.retryable = tuple(retryable)
         self.entrypoint = entrypoint
+        if app_version is not None and (not isinstance(app_version, str) or not app_version):
+            raise TypeError(f"app_version={app_version!r}: use a non-empty string or None")
+        self.app_version = app_version
         self._input = input
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()
@@ -238,6 +244,8 @@ class RunState:
         self.replayed_steps = 0
         self.live_steps = 0
         self.resumed = False
+        #: the ``reasked`` notes this execution journaled (model steps re-asked live)
+        self.reasked: list[dict[str, Any]] = []
         self._resumed_at = 0
         self.entered = False
 
@@ -372,11 +380,16 @@ class RunState:
         if cursor is None:
             return None
         turn = issue.turn if issue is not None else self._turn
-        step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
-        if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
-            if cursor.frontier(kind, name, issue):
-                return None  # this flow's record ends here, other flows' goes on: go live
-            raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+        try:
+            step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
+            if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
+                if cursor.frontier(kind, name, issue):
+                    return None  # this flow's record ends here, other flows' goes on: go live
+                raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+        except DivergenceError as exc:
+            if not continue_live(self, cursor, kind, name, turn, key, exc):
+                raise
+            return None
         return step
 
     @property
@@ -401,6 +414,8 @@ class RunState:
             return
         # a lenient rule lets recorded steps of its kind go unasked (removed calls)
         left = [s for s in self._cursor.remaining() if self.policy.rule(s.kind) != "lenient"]
+        if left and self._cursor.superseded and supersede_leftovers(self, left):
+            return
         if left:
             step = left[0]
             raise DivergenceError(
