@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import redrive
 from redrive import cli
@@ -367,3 +369,94 @@ def test_readme_operator_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         words = shlex.split(command)
         code, out, err = _cli(*words[1:])
         assert code == 0, (command, out, err)
+
+
+@given(
+    plan=st.lists(
+        st.tuples(
+            st.sampled_from(["succeeded", "failed", "cancelled", "running", "suspended"]),
+            st.booleans(),  # leased by a live worker (running runs only)
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    cut=st.integers(0, 8),
+    status=st.sampled_from([None, "succeeded", "failed", "cancelled", "running", "suspended"]),
+    dry_run=st.booleans(),
+)
+def test_prune_deletes_exactly_the_old_unleased_runs_of_its_statuses(
+    plan: list[tuple[str, bool]], cut: int, status: str | None, dry_run: bool
+) -> None:
+    """Random runs of every status and age: prune deletes (or, dry, lists) exactly those older
+    than the cutoff, of the named status (default: ended), not leased; it keeps every other."""
+    journal = MemoryJournal()
+
+    @redrive.tool(read_only=True)
+    def step(n: int) -> int:
+        return n
+
+    for i, (state, leased) in enumerate(plan):
+        run_id = f"r{i}"
+        if state == "suspended":
+            with redrive.run(journal, run_id) as run:
+                run.finish(redrive.await_approval("a"))
+        elif state == "running":
+            with pytest.raises(KeyboardInterrupt), redrive.run(journal, run_id):
+                step(i)
+                raise KeyboardInterrupt
+            if leased:
+                journal.acquire_lease(run_id, "worker", 3600.0)
+        elif state == "cancelled":
+            with pytest.raises(KeyboardInterrupt), redrive.run(journal, run_id):
+                raise KeyboardInterrupt
+            journal.cancel(run_id, reason="not needed", by="ops")
+        elif state == "failed":
+            with pytest.raises(LookupError), redrive.run(journal, run_id):
+                step(i)
+                raise LookupError("the loop failed")
+        else:
+            with redrive.run(journal, run_id) as run:
+                run.finish(step(i))
+    records = sorted(journal.runs(), key=lambda r: r.updated_at)
+    cutoff = records[min(cut, len(records)) - 1].updated_at if cut else 0.0
+    now = cutoff + 1000.0
+    statuses = (status,) if status else ("succeeded", "failed", "cancelled")
+    expected = {
+        r.run_id
+        for r in records
+        if r.updated_at <= cutoff
+        and r.status in statuses
+        and not (r.lease_owner and (r.lease_expires or 0) > time.time())
+    }
+    before = {r.run_id for r in records}
+    result = prune_runs(journal, older_than=1000.0, status=status, dry_run=dry_run, now=now)
+    assert {r.run_id for r in result.deleted} == expected
+    after = {r.run_id for r in journal.runs()}
+    assert after == (before if dry_run else before - expected)
+
+
+def test_resolve_step_on_the_memory_journal() -> None:
+    """The library call behind `redrive resolve` on the reference backend: not done, then the
+    resume re-runs the body once; a second crash in it blocks again (the resolution was used)."""
+    from redrive.replay import resolve_step
+
+    journal = MemoryJournal()
+    calls: list[int] = []
+
+    @redrive.tool(restart_safe=False)
+    def charge(n: int) -> int:
+        calls.append(n)
+        if len(calls) < 3:
+            raise KeyboardInterrupt
+        return n
+
+    for _ in range(2):
+        with pytest.raises(KeyboardInterrupt), redrive.run(journal, "m"):
+            charge(1)
+        with pytest.raises(redrive.SideEffectRetryBlockedError), redrive.run(journal, "m"):
+            charge(1)  # in flight again, unresolved: blocked, the body does not run
+        step = resolve_step(journal, "m", 1, state="not_done", by="ops", reason="checked")
+        assert step.name == "charge"
+    with redrive.run(journal, "m") as run:
+        run.finish(charge(1))
+    assert run.output == 1 and calls == [1, 1, 1]
