@@ -241,6 +241,11 @@ def _br(data: bytes, limit: int) -> bytes:
             out += step(data[start : start + 4096])
             if len(out) > limit:
                 raise ContentEncodingError(f"it decodes to more than {limit} bytes (the limit)")
+        finished = getattr(decompressor, "is_finished", None)  # brotli
+        if finished is not None and not finished():
+            raise ContentEncodingError("the brotli data is truncated")
+        if finished is None and hasattr(decompressor, "finish"):  # brotlicffi
+            decompressor.finish()  # raises on truncated data
     except ContentEncodingError:
         raise
     except Exception as exc:  # brotli.error / brotlicffi.error

@@ -288,3 +288,28 @@ def test_running_out_of_memory_blames_the_cassette_not_the_journal(
     assert code == cli.EXIT_DATA
     assert "CassetteError" in err and "c.yaml" in err and "memory" in err
     assert "cannot open journal" not in err and not os.path.exists(url)
+
+
+def test_brotli_decoding_stops_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A brotli body is fed to the decoder in pieces and stops past the limit (a bomb costs at
+    most the limit), and a truncated stream is refused; shown with a stand-in decoder."""
+    from redrive.recorders import _exchange
+
+    class Decompressor:
+        def __init__(self) -> None:
+            self.fed = 0
+
+        def process(self, data: bytes) -> bytes:
+            self.fed += len(data)
+            return b"x" * (100 * len(data))  # inflates 100x
+
+        def is_finished(self) -> bool:
+            return self.fed >= 8192
+
+    brotli = type("brotli", (), {"Decompressor": Decompressor})
+    monkeypatch.setattr(_exchange, "_brotli", lambda: brotli)
+    with pytest.raises(_exchange.ContentEncodingError, match="more than 100000 bytes"):
+        _exchange.decode_content(b"b" * 100_000, ["br"], limit=100_000)
+    with pytest.raises(_exchange.ContentEncodingError, match="truncated"):
+        _exchange.decode_content(b"b" * 10, ["br"], limit=100_000)
+    assert len(_exchange.decode_content(b"b" * 8192, ["br"], limit=1_000_000)) == 819_200
