@@ -236,11 +236,19 @@ def _br(data: bytes, limit: int) -> bytes:
     try:
         decompressor = module.Decompressor()
         out = bytearray()
-        step = getattr(decompressor, "process", None) or decompressor.decompress
-        for start in range(0, len(data), 4096):  # fed in pieces: a bomb stops at the limit
-            out += step(data[start : start + 4096])
-            if len(out) > limit:
-                raise ContentEncodingError(f"it decodes to more than {limit} bytes (the limit)")
+        if hasattr(decompressor, "can_accept_more_data"):
+            # brotli >= 1.1: output in bounded pieces (pending output is drained with b"")
+            out += decompressor.process(data, output_buffer_limit=limit + 1)
+            while len(out) <= limit and not decompressor.can_accept_more_data():
+                out += decompressor.process(b"", output_buffer_limit=limit + 1 - len(out))
+        else:
+            step = getattr(decompressor, "process", None) or decompressor.decompress
+            for start in range(0, len(data), 1024):  # fed in pieces: a bomb stops at the limit
+                out += step(data[start : start + 1024])
+                if len(out) > limit:
+                    break
+        if len(out) > limit:
+            raise ContentEncodingError(f"it decodes to more than {limit} bytes (the limit)")
         finished = getattr(decompressor, "is_finished", None)  # brotli
         if finished is not None and not finished():
             raise ContentEncodingError("the brotli data is truncated")

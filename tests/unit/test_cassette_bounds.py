@@ -313,3 +313,37 @@ def test_brotli_decoding_stops_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(_exchange.ContentEncodingError, match="truncated"):
         _exchange.decode_content(b"b" * 10, ["br"], limit=100_000)
     assert len(_exchange.decode_content(b"b" * 8192, ["br"], limit=1_000_000)) == 819_200
+
+
+def test_brotli_output_is_drained_in_bounded_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a decoder that bounds its output (brotli >= 1.1), no piece exceeds what is left of
+    the limit, and decoding stops once past it; shown with a stand-in decoder."""
+    from redrive.recorders import _exchange
+
+    asked: list[int] = []
+
+    class Decompressor:
+        def __init__(self) -> None:
+            self.pending = 0
+
+        def process(self, data: bytes, output_buffer_limit: int) -> bytes:
+            asked.append(output_buffer_limit)
+            self.pending += 1000 * len(data)
+            give = min(self.pending, output_buffer_limit, 700)  # at most 700 bytes a call
+            self.pending -= give
+            return b"x" * give
+
+        def can_accept_more_data(self) -> bool:
+            return self.pending == 0
+
+        def is_finished(self) -> bool:
+            return self.pending == 0
+
+    brotli = type("brotli", (), {"Decompressor": Decompressor})
+    monkeypatch.setattr(_exchange, "_brotli", lambda: brotli)
+    with pytest.raises(_exchange.ContentEncodingError, match="more than 5000 bytes"):
+        _exchange.decode_content(b"b" * 1_000_000, ["br"], limit=5000)
+    assert max(asked) == 5001 and len(asked) == 8  # stopped once past the limit
+    asked.clear()
+    assert len(_exchange.decode_content(b"b" * 3, ["br"], limit=10_000)) == 3000
+    assert asked == [10_001, 9301, 8601, 7901, 7201]  # pending output drained, each bounded
