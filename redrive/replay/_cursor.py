@@ -276,8 +276,33 @@ class Cursor:
         steps = [s for s in self._order if s.seq in self._steps and s.kind in kinds]
         if any(_position(s) is None for s in steps):
             return False
+        # any step recorded from this flow's point and not yet replayed keeps it from going
+        # live: a renamed or dropped call must diverge, not run the calls after it live
+        return not self._from_same_point(steps, issue)
+
+    def sibling_pending(self, kind: str, name: str, issue: Issue | None) -> bool:
+        """True when only steps of other calls issued from ``issue``'s point block it.
+
+        Such a step may belong to a sibling flow (a thread or task started
+        from the same point) that has not asked for it yet: the caller waits
+        a moment for it before it calls the drift a divergence. False when a
+        step of this very call (same kind, name and position) is recorded
+        there: that is drift of its arguments, nothing to wait for.
+        """
+        if issue is None or kind not in ISSUED_KINDS or self.superseded:
+            return False
+        kinds = self._positioned | {"model"}
+        steps = self._from_same_point(
+            [s for s in self._order if s.seq in self._steps and s.kind in kinds], issue
+        )
         here = (issue.parent, issue.occ)
-        return not any(s.kind == kind and s.name == name and _position(s) == here for s in steps)
+        return bool(steps) and not any(
+            s.kind == kind and s.name == name and _position(s) == here for s in steps
+        )
+
+    @staticmethod
+    def _from_same_point(steps: list[RecordedStep], issue: Issue) -> list[RecordedStep]:
+        return [s for s in steps if (_position(s) or (None, 0))[0] == issue.parent]
 
     @property
     def exhausted(self) -> bool:

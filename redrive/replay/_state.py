@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import importlib.metadata
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypedDict
 
@@ -82,6 +83,10 @@ class Issue:
         """The ``issue`` field of a ``model_request`` or ``tool_start`` payload."""
         return {"parent": self.parent, "occ": self.occ, "after": list(self.after)}
 
+
+#: seconds a call waits for a sibling flow to replay a step recorded from the same point
+#: before it calls its own drift a divergence (threads started together race to ask)
+_SIBLING_WAIT = 2.0
 
 _flow_var: contextvars.ContextVar[Flow | None] = contextvars.ContextVar(
     "redrive_flow_turn", default=None
@@ -217,6 +222,7 @@ class RunState:
         self._input = input
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()
+        self._sibling_wait = threading.Condition(self._lock)
         self._flow_id = object()
         self._issued: dict[tuple[int, str], int] = {}
         self._cursor: Cursor | None = None
@@ -380,17 +386,27 @@ class RunState:
         if cursor is None:
             return None
         turn = issue.turn if issue is not None else self._turn
-        try:
-            step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
-            if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
-                if cursor.frontier(kind, name, issue):
-                    return None  # this flow's record ends here, other flows' goes on: go live
-                raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
-        except DivergenceError as exc:
-            if not continue_live(self, cursor, kind, name, turn, key, exc):
-                raise
-            return None
-        return step
+        waited_until: float | None = None
+        while True:
+            try:
+                step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
+                if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
+                    if cursor.frontier(kind, name, issue):
+                        return None  # this flow's record ends here, other flows' goes on: live
+                    raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+            except DivergenceError as exc:
+                if cursor.sibling_pending(kind, name, issue):
+                    # the step recorded from this point may be a sibling flow's, not yet
+                    # asked for: give it a moment (the lock is released while waiting)
+                    now = time.monotonic()
+                    waited_until = waited_until or now + _SIBLING_WAIT
+                    if now < waited_until:
+                        self._sibling_wait.wait(0.005)
+                        continue
+                if not continue_live(self, cursor, kind, name, turn, key, exc):
+                    raise
+                return None
+            return step
 
     @property
     def redacting(self) -> bool:

@@ -498,3 +498,57 @@ def test_lease_lost_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     lost = _records(caplog)[-1]
     assert lost.redrive_event == "lease_lost" and lost.levelno == logging.WARNING  # type: ignore[attr-defined]
     assert desk.effects == []  # the refund's claim was refused before its body ran
+
+
+@given(
+    face=st.sampled_from(["sync", "async"]),
+    crash_at=st.integers(min_value=1, max_value=3),
+    change=st.sampled_from(["rename", "drop"]),
+    which=st.integers(min_value=0, max_value=2),
+    on_drift=st.sampled_from(["strict", "continue_live"]),
+)
+@settings(deadline=None, max_examples=30)
+def test_property_a_renamed_or_dropped_recorded_call_never_lets_later_calls_go_live(
+    face: str, crash_at: int, change: str, which: int, on_drift: str
+) -> None:
+    """Kind (outside: temporalio/sdk-rust#443, a renamed activity; PostHog/posthog#60956, a
+    removed one): an unfinished run whose new code renames or drops a call the record
+    holds before the crash point diverges at that call; no tool body runs on the resume,
+    under strict replay and under continue_live alike."""
+    drive = Drive(face)  # type: ignore[arg-type]
+    journal = MemoryJournal()
+    effects: list[str] = []
+    names: list[str | None] = ["a", "b", "c"]
+
+    @drive.model
+    def ask(n: int) -> str:
+        return f"plan {n}"
+
+    def side_effect(name: str) -> Any:
+        def body(n: int) -> int:
+            effects.append(f"{name} {n}")
+            return n
+
+        return drive.tool(restart_safe=False, name=name)(body)
+
+    tools = {name: side_effect(name) for name in ("a", "b", "c", "a2", "b2", "c2")}
+
+    def loop(run: redrive.Run) -> Loop:
+        for n, name in enumerate(names):
+            if name is None:
+                continue
+            yield ask(n=n)
+            yield tools[name](n=n)
+        return run.finish("done")
+
+    drive.crash(journal, "r", "tool_recorded", str(names[crash_at - 1]), loop)
+    before = list(effects)
+    changed_index = min(which, crash_at - 1)  # a call recorded before the crash
+    if change == "rename":
+        names[changed_index] = f"{names[changed_index]}2"
+    else:
+        names[changed_index] = None
+    policy = CONTINUE if on_drift == "continue_live" else ReplayPolicy()
+    with pytest.raises(redrive.DivergenceError):
+        drive.run(journal, "r", loop, replay=policy)
+    assert effects == before, f"a tool ran on the resume: {effects[len(before) :]}"
