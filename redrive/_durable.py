@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from .replay import Run
+from .replay import Run, redirected
 from .storage import Journal, shared_journal
 
 __all__ = ["durable", "entrypoint_of"]
@@ -68,9 +68,6 @@ def durable(
         signature = inspect.signature(func)
         entry = entrypoint_of(func)
 
-        def get_journal() -> Journal:
-            return shared_journal(journal) if isinstance(journal, str) else journal
-
         def make_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
             if callable(run_id):
                 return run_id(*args, **kwargs)
@@ -84,12 +81,14 @@ def durable(
         def start(
             rid: str | None, args: tuple[Any, ...], kwargs: dict[str, Any], extra: dict[str, Any]
         ) -> Run:
+            # inside a pytest plugin test the run goes to the test's journal
+            target, chosen = redirected(journal, {**options, **extra})
             return Run(
-                get_journal(),
+                shared_journal(target) if isinstance(target, str) else target,
                 rid or make_id(args, kwargs),
                 input=inputs(args, kwargs),
                 entrypoint=entry,
-                **{**options, **extra},
+                **chosen,
             )
 
         if inspect.iscoroutinefunction(func):

@@ -4,11 +4,12 @@ from ._approval import await_approval, pending_approvals
 from ._context import LostRunContextError, active_runs, join_run, outside_run
 from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
-from ._diff import diff_values, format_diff
+from ._diff import ABSENT, diff_values, format_diff
 from ._executor import RunExecutor, executor
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._policy import ReplayPolicy
+from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
 from ._run import (
     Recovery,
     Run,
@@ -23,11 +24,13 @@ from ._run import (
 from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
+    "ABSENT",
     "Cursor",
     "LostRunContextError",
     "ModelStep",
     "RecordedStep",
     "Recovery",
+    "Redirect",
     "ReplayDriftWarning",
     "ReplayPolicy",
     "Run",
@@ -55,6 +58,10 @@ __all__ = [
     "outside_run",
     "pending_approvals",
     "rebuild_error",
+    "redirect_runs",
+    "redirected",
     "run",
+    "sending_live",
+    "sends_live",
     "set_boundary_hook",
 ]

@@ -19,7 +19,7 @@ from ..errors import DivergenceError
 from ..frames import Frame, Kind, call_key
 from ..storage import parse_journal_url
 from ._delta import Expander
-from ._diff import diff_values, format_diff, short
+from ._diff import caller_location, diff_values, format_diff, short
 from ._policy import ReplayPolicy, match_view
 from ._steps import STEP_KINDS, RecordedStep, StepReader
 
@@ -433,10 +433,37 @@ class Cursor:
         if before is not None and before.seq < step.seq:
             raise self.divergence(before, found)
 
+    def _closest_same(self, found: Found) -> RecordedStep | None:
+        """The first unconsumed recorded step of the same kind and name as ``found``, if any."""
+        return next(
+            (
+                s
+                for s in self._order
+                if s.seq in self._steps and s.kind == found.kind and s.name == found.name
+            ),
+            None,
+        )
+
     def divergence(self, step: RecordedStep, found: Found) -> DivergenceError:
-        """Build the :class:`DivergenceError` for a recorded step and the step asked for."""
+        """Build the :class:`DivergenceError` for a recorded step and the step asked for.
+
+        When the step asked for is of another kind or name than the recorded
+        one at this point, the diff is taken against the nearest unconsumed
+        recorded step of the asked-for kind and name (if the journal has one),
+        so a changed tool argument is named (``$.amount``) even when an
+        unconsumed step of another kind (a model step a lenient rule left
+        behind) comes first. The error's ``caller`` is the user's frame that
+        asked for the step (``file:line in function``), when it can be told.
+        """
         same = step.kind == found.kind and step.name == found.name
-        diff = diff_values(step.args, found.args) if same else []
+        closest = None if same else self._closest_same(found)
+        if same:
+            diff = diff_values(step.args, found.args)
+        elif closest is not None:
+            diff = diff_values(closest.args, found.args)
+        else:
+            diff = []
+        caller = caller_location()
         lines = [
             f"run {self.run_id!r} diverged from its journal at seq {step.seq}: "
             + (
@@ -448,7 +475,15 @@ class Cursor:
             f"  recorded: {step.kind} {step.name} key {step.key}",
             f"  replayed: {found.kind} {found.name} key {found.key}",
         ]
-        if diff:
+        if caller is not None:
+            lines.append(f"  called from: {caller}")
+        if diff and closest is not None:
+            lines.append(
+                f"  differences from the nearest recorded {closest.kind} {closest.name!r} "
+                f"(seq {closest.seq}; recorded -> replayed):"
+            )
+            lines.append(format_diff(diff))
+        elif diff:
             lines.append("  differences (recorded -> replayed):")
             lines.append(format_diff(diff))
         elif not same:
@@ -477,6 +512,7 @@ class Cursor:
             found_key=found.key,
             diff=diff,
             context=list(self._recent),
+            caller=caller,
         )
 
 

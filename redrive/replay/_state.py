@@ -148,6 +148,26 @@ class RunOptions(TypedDict, total=False):
     model_commit: Literal["write", "group", "each"]
     retryable: tuple[type[BaseException], ...]
     entrypoint: str | None
+    live_tools: bool | tuple[str, ...] | list[str]
+
+
+def live_tool_names(live_tools: Any) -> bool | frozenset[str]:
+    """Check and normalize ``live_tools``: True/False, or the set of tool names.
+
+    Raises:
+        TypeError: neither a bool nor a sequence of tool names (a bare string is
+            refused: ``live_tools="send_email"`` would read as its letters).
+    """
+    if isinstance(live_tools, bool):
+        return live_tools
+    if isinstance(live_tools, str) or not isinstance(live_tools, tuple | list | frozenset | set):
+        raise TypeError(
+            f"live_tools={live_tools!r}: use True (every tool), False (none) or a list of "
+            "tool names such as ['create_refund']"
+        )
+    if not all(isinstance(n, str) and n for n in live_tools):
+        raise TypeError(f"live_tools={live_tools!r}: every tool name must be a non-empty string")
+    return frozenset(live_tools)
 
 
 class RunState:
@@ -175,6 +195,7 @@ class RunState:
         model_commit: Literal["write", "group", "each"] = "write",
         retryable: tuple[type[BaseException], ...] = _DEFAULT_RETRYABLE,
         entrypoint: str | None = None,
+        live_tools: bool | tuple[str, ...] | list[str] = False,
     ) -> None:
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty string, not {run_id!r}")
@@ -208,6 +229,8 @@ class RunState:
         self.model_commit = model_commit
         self.retryable = tuple(retryable)
         self.entrypoint = entrypoint
+        #: tools whose bodies run on replay, their results checked against the record
+        self.live_tools = live_tool_names(live_tools)
         self._input = input
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()

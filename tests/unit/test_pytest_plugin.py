@@ -100,16 +100,34 @@ def test_new_episodes_records_only_new_calls(pytester: pytest.Pytester) -> None:
     assert _calls(pytester) == ["a", "c"]
 
 
-def test_ci_defaults_to_none_and_the_marker_overrides(
+def test_ci_defaults_to_none_and_beats_the_marker(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With CI=true the default is none; a marker's record_mode wins over it."""
+    """With CI=true every test replays only, even one whose marker says once (issue 17 #1).
+
+    On main the marker's ``once`` won over CI and the test called the live model.
+    """
     monkeypatch.setenv("CI", "true")
     _write(pytester, ["a"])
     pytester.runpytest().assert_outcomes(errors=1)
     _write(pytester, ["a"], marker='(record_mode="once")')
-    pytester.runpytest().assert_outcomes(passed=1)
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*record mode 'none' (CI is set)*--redrive-record-mode=once*"])
+    assert _calls(pytester) == []
+    # the command line beats CI: recording on purpose still works
+    pytester.runpytest("--redrive-record-mode=once").assert_outcomes(passed=1)
     assert _calls(pytester) == ["a"]
+
+
+@pytest.mark.parametrize("marker_mode", ["once", "new_episodes", "all", "rewrite"])
+def test_command_line_none_beats_every_marker_mode(
+    pytester: pytest.Pytester, marker_mode: str
+) -> None:
+    """--redrive-record-mode=none replays only whatever mode the marker names (issue 17 #1)."""
+    _write(pytester, ["a"], marker=f"(record_mode={marker_mode!r})")
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(errors=1)
+    assert _calls(pytester) == []
 
 
 def test_command_line_all_re_records_a_marked_test(pytester: pytest.Pytester) -> None:
