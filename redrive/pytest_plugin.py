@@ -280,6 +280,31 @@ def _is_redrive_frame(path: Any) -> bool:
         return False
 
 
+#: ids of the exceptions of redrive tests whose traceback leaves redrive's frames out
+_HIDDEN_IN: set[int] = set()
+
+
+def _hidden(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
+    """The ``__tracebackhide__`` hook for redrive's modules: hide them in redrive tests."""
+    return id(excinfo.value) in _HIDDEN_IN
+
+
+def _hide_redrive_frames(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Mark redrive's frames in a redrive test's failure hidden (pytest's ``__tracebackhide__``).
+
+    pytest reads ``__tracebackhide__`` from a frame's locals or module globals;
+    a callable one is asked per failure, so only the failures of tests using
+    ``redrive_run`` lose redrive's frames (``--full-trace`` still shows them).
+    """
+    entries = list(excinfo.traceback)
+    if not any(not _is_redrive_frame(e.path) for e in entries):
+        return  # nothing but redrive: keep it all
+    _HIDDEN_IN.add(id(excinfo.value))
+    for entry in entries:
+        if _is_redrive_frame(entry.path):
+            entry.frame.f_globals.setdefault("__tracebackhide__", _hidden)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """End a replay error's message in a redrive test with the command that re-records it."""
@@ -306,19 +331,16 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Hide redrive's frames from a redrive test's traceback; keep each phase's report."""
     if call.excinfo is not None and "redrive_run" in getattr(item, "fixturenames", ()):
-        excinfo = call.excinfo
-        kept = excinfo.traceback.filter(lambda entry: not _is_redrive_frame(entry.path))
-        if len(kept) > 0:
-            excinfo.traceback = kept
+        _hide_redrive_frames(call.excinfo)
     report = yield
     item.stash.setdefault(_REPORTS, {})[report.when] = report
     blocked = item.stash.get(_BLOCKED, [])
     if blocked and report.when == "call" and report.passed:
         report.outcome = "failed"
         report.longrepr = (
-            f"redrive: the test made HTTP request(s) outside recorded steps with the network "
-            f"guard on: {'; '.join(blocked)}. Route the call through a wrapped client "
-            "(redrive.wrap) so it is recorded, or mock it."
+            f"redrive: {item.nodeid} sent {'; '.join(blocked)} outside recorded steps with "
+            "the network guard on (its code caught the NetworkBlocked raised there). Route "
+            "the call through a wrapped client (redrive.wrap) so it is recorded, or mock it."
         )
     return report
 
