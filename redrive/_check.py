@@ -24,6 +24,7 @@ import contextlib
 import importlib
 import inspect
 import os
+import shlex
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -185,7 +186,8 @@ def _call_args(func: Callable[..., Any], given: Any) -> tuple[list[Any], dict[st
 
 
 def _copy(journal: Journal, run_id: str) -> MemoryJournal:
-    copy = MemoryJournal(f"{journal.url}#{run_id}")
+    # named as its source, so the commands a report suggests (``redrive show``) work on it
+    copy = MemoryJournal(journal.url)
     copy_run(journal, run_id, copy)
     return copy
 
@@ -212,6 +214,16 @@ def _drive(run: Run, func: Callable[..., Any], args: list[Any], kwargs: dict[str
         return asyncio.run(go())
     with run:
         return func(*args, **kwargs)
+
+
+def _update_hint(source: Source) -> str:
+    """For an ``.rdj`` fixture, the command that shows (and can write) it updated to the code."""
+    if isinstance(source, tuple):
+        return ""
+    return (
+        "\nIf the change is intended, see the fixture updated to the current code (recorded "
+        f"model responses kept): `redrive check --update {shlex.quote(os.fspath(source))}`"
+    )
 
 
 def check_run(
@@ -297,11 +309,19 @@ def check_run(
             output = _drive(run, func, args, kwargs)
         except DivergenceError as exc:
             return result(
-                "diverged", str(exc), seq=exc.seq, error=exc, replayed_steps=run.replayed_steps
+                "diverged",
+                str(exc) + _update_hint(source),
+                seq=exc.seq,
+                error=exc,
+                replayed_steps=run.replayed_steps,
             )
         except ReplayMissError as exc:
             return result(
-                "went_live", str(exc), seq=exc.seq, error=exc, replayed_steps=run.replayed_steps
+                "went_live",
+                str(exc) + _update_hint(source),
+                seq=exc.seq,
+                error=exc,
+                replayed_steps=run.replayed_steps,
             )
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
@@ -334,7 +354,8 @@ def check_run(
         return result(
             "output_changed",
             f"run {run_id!r}: every step replayed, but the output differs (recorded -> now):\n"
-            + format_diff(diff),
+            + format_diff(diff)
+            + _update_hint(source),
             replayed_steps=run.replayed_steps,
         )
     return result("passed", replayed_steps=run.replayed_steps)

@@ -43,7 +43,26 @@ ISSUED_KINDS = frozenset({"model", "tool"})
 
 
 class ReplayDriftWarning(UserWarning):
-    """A step drifted from its record and was replayed anyway (policy ``"warn"``)."""
+    """A step drifted from its record and was replayed anyway (policy ``"warn"``).
+
+    Attributes:
+        run_id: the run.
+        seq: the recorded step's seq.
+        kind: the step's kind (``"model"``, ``"tool"``, ``"value"``).
+        name: the step's name.
+        recorded: the recorded canonical arguments.
+        replayed: the canonical arguments asked for now (``redrive check --update``
+            writes them into an updated fixture).
+        diff: ``(path, recorded, replayed)`` leaves.
+    """
+
+    run_id: str | None = None
+    seq: int | None = None
+    kind: str | None = None
+    name: str | None = None
+    recorded: Any = None
+    replayed: Any = None
+    diff: list[tuple[str, Any, Any]] | None = None
 
 
 @attrs.frozen
@@ -377,13 +396,13 @@ class Cursor:
             step = same_name[0]
             self._check_turn_order(step, Found(kind, name, key, args))
             diff = diff_values(step.args, args)
-            warnings.warn(
-                ReplayDriftWarning(
-                    f"run {self.run_id!r} seq {step.seq}: {kind} {name} drifted from its record; "
-                    f"replaying the recorded outcome.\n{format_diff(diff)}"
-                ),
-                stacklevel=4,
+            drift = ReplayDriftWarning(
+                f"run {self.run_id!r} seq {step.seq}: {kind} {name} drifted from its record; "
+                f"replaying the recorded outcome.\n{format_diff(diff)}"
             )
+            drift.run_id, drift.seq, drift.kind, drift.name = self.run_id, step.seq, kind, name
+            drift.recorded, drift.replayed, drift.diff = step.args, args, diff
+            warnings.warn(drift, stacklevel=4)
             return self.consume(step)
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
