@@ -29,8 +29,15 @@ from ._check import _call_args, _drive, _import_paths, _resolve
 from ._scrub import DEFAULT
 from .errors import DivergenceError, ReplayError, ReplayMissError
 from .frames import GENESIS, Frame, Kind, call_key, canonical, encode, make_frame
-from .replay import ReplayDriftWarning, ReplayPolicy, Run, diff_values, expand_frames, format_diff
-from .replay._policy import match_view
+from .replay import (
+    ReplayDriftWarning,
+    ReplayPolicy,
+    Run,
+    diff_values,
+    expand_frames,
+    format_diff,
+    match_view,
+)
 from .storage import MemoryJournal, RunRecord, RunStatus, RunUpdate, copy_run
 
 __all__ = ["MODELS_KEPT", "UpdateResult", "update_run"]

@@ -7,8 +7,7 @@ from typing import Any
 
 import attrs
 
-from ..replay import RunDiff, StepView, diff_runs, format_diff
-from ..replay._diff import short
+from ..replay import RunDiff, StepView, diff_runs, format_diff, short
 from ._common import EXIT_FAILED, EXIT_OK, Subparsers
 from ._journals import source
 from ._output import Out

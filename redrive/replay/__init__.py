@@ -4,11 +4,11 @@ from ._approval import await_approval, pending_approvals
 from ._context import LostRunContextError, active_runs, join_run, outside_run
 from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
-from ._diff import ABSENT, diff_values, format_diff
+from ._diff import ABSENT, diff_values, format_diff, short
 from ._executor import RunExecutor, executor
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
-from ._policy import ReplayPolicy
+from ._policy import ReplayPolicy, match_view
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
 from ._run import (
     Recovery,
@@ -55,6 +55,7 @@ __all__ = [
     "idempotency_key",
     "iter_steps",
     "join_run",
+    "match_view",
     "outside_run",
     "pending_approvals",
     "rebuild_error",
@@ -64,4 +65,5 @@ __all__ = [
     "sending_live",
     "sends_live",
     "set_boundary_hook",
+    "short",
 ]
