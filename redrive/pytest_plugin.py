@@ -53,8 +53,13 @@ Runs the test's code opens itself (``redrive.run(url, ...)``,
 ``@redrive.durable``) record into the test's journal too, under their own run
 ids, and are saved next to the test's file as ``<test>.runs/<run id>.rdj``.
 
+``--redrive-journal-format=jsonl`` (or the marker's ``journal_format="jsonl"``)
+saves the test's journal as JSON Lines (``<test>.rdj.jsonl``, one frame a
+line, volatile fields last): a re-recorded test then shows as a readable
+diff in review.
+
 Marker options: ``record_mode``, ``path``, ``replay``, ``live_tools``,
-``block_network``; any other, or a positional argument, stops the session with
+``block_network``, ``journal_format``; any other, or a positional argument, stops the session with
 a usage error. Recordings of failing tests are not saved. A journal whose
 steps a passing test no longer uses completely is listed in the terminal
 summary, with the command that re-records it. A replay error inside a test
@@ -95,7 +100,9 @@ __all__ = [
 #: The record modes.
 MODES = ("once", "new_episodes", "none", "all", "rewrite")
 #: The keyword options the ``redrive`` marker takes.
-MARKER_OPTIONS = ("record_mode", "path", "replay", "live_tools", "block_network")
+MARKER_OPTIONS = ("record_mode", "path", "replay", "live_tools", "block_network", "journal_format")
+#: The journal file formats: the binary ``.rdj``, or its JSON Lines text form.
+FORMATS = {"rdj": ".rdj", "jsonl": ".rdj.jsonl"}
 
 _UNUSED = pytest.StashKey[list[str]]()
 #: The longest readable part of a journal file name (file systems allow 255 bytes).
@@ -129,6 +136,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="fail any HTTP request a redrive test makes outside recorded steps",
+    )
+    group.addoption(
+        "--redrive-journal-format",
+        choices=sorted(FORMATS),
+        default=None,
+        help="rdj (binary, default) or jsonl (text a reviewer reads in a pull request)",
     )
     group.addoption(
         "--redrive-live-tools",
@@ -179,6 +192,14 @@ def default_record_mode(config: pytest.Config) -> str:
     return record_mode(config.getoption("--redrive-record-mode", default=None), _ci(), None)[0]
 
 
+def _suffix(item: pytest.Item) -> str:
+    """The journal file suffix: the marker's ``journal_format``, else the command line's."""
+    marker = item.get_closest_marker("redrive")
+    chosen = marker.kwargs.get("journal_format") if marker is not None else None
+    chosen = chosen or item.config.getoption("--redrive-journal-format", default=None) or "rdj"
+    return FORMATS[str(chosen)]
+
+
 def journal_path(item: pytest.Item) -> Path:
     """Return the journal file of a test: ``<dir>/journals/<module>/<test>.rdj``.
 
@@ -189,6 +210,8 @@ def journal_path(item: pytest.Item) -> Path:
     of the SHA-256 of the test's id within its module (``TestA::test_x[order 1]``)
     follow, so different tests of one module never share a file. The hash does
     not depend on the root directory, so the path is the same wherever pytest runs.
+    With the text format (``--redrive-journal-format=jsonl`` or the marker's
+    ``journal_format="jsonl"``) the file is ``<test>.rdj.jsonl``.
     """
     marker = item.get_closest_marker("redrive")
     if marker is not None and marker.kwargs.get("path"):
@@ -198,17 +221,33 @@ def journal_path(item: pytest.Item) -> Path:
     if name != in_module or len(name) > _MAX_NAME:
         digest = hashlib.sha256(in_module.encode("utf-8")).hexdigest()[:8]
         name = f"{name[:_MAX_NAME]}-{digest}"
-    return Path(item.path).parent / "journals" / Path(item.path).stem / f"{name}.rdj"
+    folder = Path(item.path).parent / "journals" / Path(item.path).stem
+    return folder / f"{name}{_suffix(item)}"
+
+
+def _text(path: Path) -> bool:
+    return path.name.endswith(".jsonl")
 
 
 def runs_dir(path: Path) -> Path:
     """The folder holding the runs a test's code opened itself: ``<test>.runs`` beside its file."""
-    return path.with_name(path.stem + ".runs")
+    return path.with_name(path.name.removesuffix(".jsonl").removesuffix(".rdj") + ".runs")
 
 
-def _run_file(folder: Path, run_id: str) -> Path:
+def _run_file(folder: Path, run_id: str, text: bool) -> Path:
     """The file of one run the test's code opened (its id %-quoted into a file name)."""
-    return folder / (urllib.parse.quote(run_id, safe="") + ".rdj")
+    return folder / (urllib.parse.quote(run_id, safe="") + (".rdj.jsonl" if text else ".rdj"))
+
+
+def _run_id_of(path: Path) -> str:
+    """The id of the run saved in ``path`` (either format)."""
+    if _text(path):
+        from redrive.storage.rdj import read_text
+
+        return read_text(path)[0].run_id
+    from redrive.storage.rdj import RdjJournal
+
+    return RdjJournal(path, verify=False).run_id
 
 
 def _check_marker(item: pytest.Item) -> None:
@@ -231,6 +270,12 @@ def _check_marker(item: pytest.Item) -> None:
             f"redrive: {item.nodeid}: unknown @pytest.mark.redrive option(s) "
             f"{', '.join(map(repr, unknown))}; the options are {', '.join(MARKER_OPTIONS)} "
             "(run options such as redact= go to redrive.run(...) in the code under test)"
+        )
+    chosen = marker.kwargs.get("journal_format")
+    if chosen is not None and chosen not in FORMATS:
+        raise pytest.UsageError(
+            f"redrive: {item.nodeid}: journal_format={chosen!r}; use one of "
+            f"{', '.join(sorted(FORMATS))}"
         )
     mode = marker.kwargs.get("record_mode")
     if mode is not None and mode not in MODES:
@@ -356,12 +401,18 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def _reopen(path: Path, journal: Journal) -> str:
     """Load the run in ``path`` into ``journal`` as unfinished (its run_end dropped); its id."""
-    from redrive.storage import copy_run
-    from redrive.storage.rdj import RdjJournal
+    from redrive.storage import MemoryJournal, copy_run
+    from redrive.storage.rdj import RdjJournal, import_run
 
-    source = RdjJournal(path)
-    copy_run(source, source.run_id, journal, reopen=True)
-    return source.run_id
+    source: Journal
+    if _text(path):
+        source = MemoryJournal(str(path))
+        run_id = import_run(path, source).run_id
+    else:
+        rdj = RdjJournal(path)
+        source, run_id = rdj, rdj.run_id
+    copy_run(source, run_id, journal, reopen=True)
+    return run_id
 
 
 @contextlib.contextmanager
@@ -456,7 +507,7 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
     from redrive.errors import DivergenceError, DivergenceReason, ReplayMissError
     from redrive.replay import Run, redirect_runs
     from redrive.storage import MemoryJournal
-    from redrive.storage.rdj import RdjJournal, export_run, import_run
+    from redrive.storage.rdj import export_run, import_run
 
     item = request.node
     marker = item.get_closest_marker("redrive")
@@ -470,12 +521,13 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
     folder = runs_dir(path)
     if mode == "rewrite":
         path.unlink(missing_ok=True)
-        for old in folder.glob("*.rdj") if folder.is_dir() else ():
+        for old in folder.glob("*.rdj*") if folder.is_dir() else ():
             old.unlink()
     journal = MemoryJournal(str(path))
     exists = path.exists()
-    others = sorted(folder.glob("*.rdj")) if folder.is_dir() and exists else []
-    run_id = RdjJournal(path, verify=False).run_id if exists else f"test:{item.nodeid}"
+    pattern = "*.rdj.jsonl" if _text(path) else "*.rdj"
+    others = sorted(folder.glob(pattern)) if folder.is_dir() and exists else []
+    run_id = _run_id_of(path) if exists else f"test:{item.nodeid}"
     replay = kwargs.get("replay") or "strict"
     live_tools = _live_tools(request, kwargs)
     forced: dict[str, Any] = {"live_tools": live_tools} if live_tools else {}
@@ -538,10 +590,10 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
         written = set()
         for other_id in opened:
             folder.mkdir(parents=True, exist_ok=True)
-            target = _run_file(folder, other_id)
+            target = _run_file(folder, other_id, _text(path))
             export_run(journal, other_id, target)
             written.add(target)
-        for stale in folder.glob("*.rdj") if folder.is_dir() else ():
+        for stale in folder.glob(pattern) if folder.is_dir() else ():
             if stale not in written:
                 stale.unlink()
 

@@ -115,8 +115,34 @@ def _diff(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK if found is None else EXIT_FAILED
 
 
+def _textconv(args: argparse.Namespace, out: Out) -> int:
+    """Print a run file as its JSON Lines text form (a git ``textconv`` diff driver)."""
+    import sys
+
+    from ..storage.rdj import RdjJournal, is_text_path, read_text, text_lines
+
+    if is_text_path(args.file):
+        record, frames = read_text(args.file)
+        lines = text_lines(record, frames)
+    else:
+        journal = RdjJournal(args.file)
+        record_or_none = journal.get_run(journal.run_id)
+        assert record_or_none is not None
+        lines = text_lines(record_or_none, journal.frames(journal.run_id))
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    return EXIT_OK
+
+
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
-    """Add the ``diff`` command to the ``redrive`` parser's subcommands."""
+    """Add the ``diff`` and ``textconv`` commands to the ``redrive`` parser's subcommands."""
+    p = sub.add_parser(
+        "textconv",
+        parents=[common],
+        help="print an .rdj file as JSON Lines, one frame a line (a git diff driver)",
+    )
+    p.add_argument("file", metavar="FILE", help=".rdj file (or .jsonl)")
+    p.set_defaults(func=_textconv)
     p = sub.add_parser("diff", parents=[common], help="first divergent step of two runs")
     p.add_argument("a", metavar="A", help="run id or .rdj file")
     p.add_argument("b", metavar="B", help="run id or .rdj file")

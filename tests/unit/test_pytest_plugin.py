@@ -514,3 +514,35 @@ def test_the_guard_lets_a_recording_wrapped_client_through(pytester: pytest.Pyte
         pytester.runpytest("--redrive-block-network").assert_outcomes(passed=1)
         pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=1)
         assert len(server.requests) == 1
+
+
+def test_text_journals_replay_and_re_record_as_a_readable_diff(pytester: pytest.Pytester) -> None:
+    """Issue 17 #10: with --redrive-journal-format=jsonl the test's journal is JSON Lines; it
+    replays offline, and a re-recorded prompt change differs only in the lines of its steps,
+    where the new prompt is readable."""
+    _write(pytester, ["a"])
+    pytester.runpytest("--redrive-journal-format=jsonl").assert_outcomes(passed=1)
+    path = pytester.path / "journals" / "test_agent" / "test_agent.rdj.jsonl"
+    assert path.exists() and not _journal(pytester).exists()
+    pytester.runpytest(
+        "--redrive-journal-format=jsonl", "--redrive-record-mode=none"
+    ).assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a"]
+    before = path.read_text().split("\n")
+    _write(pytester, ["changed prompt"])
+    pytester.runpytest(
+        "--redrive-journal-format=jsonl", "--redrive-record-mode=rewrite"
+    ).assert_outcomes(passed=1)
+    after = path.read_text().split("\n")
+    changed = [line for line in after if line not in before]
+    assert any('"changed prompt"' in line for line in changed)
+    assert all(line.startswith("{") for line in after if line)
+
+
+def test_a_marker_can_choose_the_text_format(pytester: pytest.Pytester) -> None:
+    """``journal_format="jsonl"`` on the marker; an unknown format is a usage error."""
+    _write(pytester, ["a"], marker='(journal_format="jsonl")')
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert (pytester.path / "journals" / "test_agent" / "test_agent.rdj.jsonl").exists()
+    _write(pytester, ["a"], marker='(journal_format="yaml")')
+    assert pytester.runpytest().ret == pytest.ExitCode.USAGE_ERROR
