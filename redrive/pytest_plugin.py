@@ -325,13 +325,13 @@ def _is_redrive_frame(path: Any) -> bool:
         return False
 
 
-#: ids of the exceptions of redrive tests whose traceback leaves redrive's frames out
-_HIDDEN_IN: set[int] = set()
+#: set on the exception of a redrive test whose traceback leaves redrive's frames out
+_HIDE = "_redrive_hide_frames"
 
 
 def _hidden(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
     """The ``__tracebackhide__`` hook for redrive's modules: hide them in redrive tests."""
-    return id(excinfo.value) in _HIDDEN_IN
+    return bool(getattr(excinfo.value, _HIDE, False))
 
 
 def _hide_redrive_frames(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -344,7 +344,8 @@ def _hide_redrive_frames(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     entries = list(excinfo.traceback)
     if not any(not _is_redrive_frame(e.path) for e in entries):
         return  # nothing but redrive: keep it all
-    _HIDDEN_IN.add(id(excinfo.value))
+    with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
+        setattr(excinfo.value, _HIDE, True)
     for entry in entries:
         if _is_redrive_frame(entry.path):
             entry.frame.f_globals.setdefault("__tracebackhide__", _hidden)

@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from redrive.pytest_plugin import MODES, record_mode
 
 pytest_plugins = ["pytester"]
 
@@ -262,7 +266,8 @@ def test_two():
 
 def test_an_unknown_marker_option_stops_the_session(pytester: pytest.Pytester) -> None:
     """Issue 17 #9: ``redact=`` on the marker was silently ignored (and the secret journaled);
-    an unknown option or a positional argument is now a usage error naming it."""
+    an unknown option or a positional argument is now a usage error naming it (as
+    pytest-recording#68 asked of its marks: check their arguments, typos included)."""
     _write(pytester, ["a"], marker='(redact=("$..user",))')
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -276,7 +281,8 @@ def test_an_unknown_marker_option_stops_the_session(pytester: pytest.Pytester) -
 
 def test_rewrite_drops_steps_no_longer_used(pytester: pytest.Pytester) -> None:
     """Mode rewrite re-records from scratch: a step the test no longer makes is gone, so the
-    next replay-only run uses the journal completely."""
+    next replay-only run uses the journal completely (pytest-recording#37: new_episodes keeps
+    the old interactions; users asked for a mode that removes them)."""
     _write(pytester, ["a", "b"])
     pytester.runpytest().assert_outcomes(passed=1)
     _write(pytester, ["a"])
@@ -331,7 +337,8 @@ def test_the_network_guard_fails_requests_outside_recorded_steps(
     pytester: pytest.Pytester, args: list[str], marker: str, blocked: bool
 ) -> None:
     """With the guard on (flag, marker, or mode none) an HTTP request the test makes at the
-    httpx transport level fails the test even when swallowed; MockTransport is not network."""
+    httpx transport level fails the test even when swallowed; MockTransport is not network
+    (vcrpy#23: a setting that prevents any network request in the cassette's context)."""
     pytester.makepyfile(test_net=NETWORK_TEST.format(marker=marker))
     if "--redrive-record-mode=none" in args:  # none needs a recording: make an empty one
         pytester.runpytest().assert_outcomes(passed=1)
@@ -492,7 +499,8 @@ def test_sdk():
 
 def test_the_guard_lets_a_recording_wrapped_client_through(pytester: pytest.Pytester) -> None:
     """Under --redrive-block-network a wrapped SDK client's live call is recorded (it is a
-    recorded step), and its replay makes no request at all."""
+    recorded step), and its replay makes no request at all (pytest-recording#68: a recording
+    mode under block_network raised instead of recording)."""
     from tests.sdkserver import Reply, serve
 
     chat = {
@@ -546,3 +554,23 @@ def test_a_marker_can_choose_the_text_format(pytester: pytest.Pytester) -> None:
     assert (pytester.path / "journals" / "test_agent" / "test_agent.rdj.jsonl").exists()
     _write(pytester, ["a"], marker='(journal_format="yaml")')
     assert pytester.runpytest().ret == pytest.ExitCode.USAGE_ERROR
+
+
+@given(
+    command_line=st.none() | st.sampled_from(MODES),
+    ci=st.booleans(),
+    marker=st.none() | st.sampled_from(MODES),
+)
+def test_one_precedence_rule_for_every_mode(
+    command_line: str | None, ci: bool, marker: str | None
+) -> None:
+    """For every combination: the command line wins, then CI (always ``none``, so never the
+    network), then the marker, then ``once`` (issue 17 #1: on main a marker beat CI and the
+    command line for every mode but ``all``)."""
+    mode, why = record_mode(command_line, ci, marker)
+    if command_line:
+        assert mode == command_line and why == "--redrive-record-mode"
+    elif ci:
+        assert mode == "none"
+    else:
+        assert mode == (marker or "once")
