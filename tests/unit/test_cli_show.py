@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +51,16 @@ def test_show_prints_results_responses_errors_and_attempts(
         if point == "tool_body_done" and info["name"] == "_create_refund":
             raise _Crash
 
-    set_boundary_hook(crash)
-    run = redrive.run(journal, "refund:1001")
-    run.__enter__()  # abandoned mid-tool, as a SIGKILL leaves it
-    try:
+    def abandoned() -> None:
+        run = redrive.run(journal, "refund:1001")
+        run.__enter__()  # abandoned mid-tool, as a SIGKILL leaves it (in a context of its own)
         _support("refund 1001")
         with pytest.raises(_Crash):
             _create_refund("O-1", 5)
+
+    set_boundary_hook(crash)
+    try:
+        contextvars.copy_context().run(abandoned)
     finally:
         set_boundary_hook(None)
     with redrive.run(journal, "refund:1001") as again:
