@@ -36,7 +36,7 @@ import attrs
 
 from .errors import DivergenceError, ReplayError, ReplayMissError
 from .frames import Kind, canonical
-from .replay import Run, diff_values, format_diff
+from .replay import REASKED, Run, diff_values, format_diff
 from .storage import Journal, MemoryJournal, RunStatus, copy_run
 
 __all__ = [
@@ -65,6 +65,9 @@ class CheckResult:
         message: the report (the divergence diff, the miss with closest steps...).
         seq: the recorded seq where the check failed, when known.
         replayed_steps: steps answered from the record before the outcome.
+        reasked: seqs of recorded model steps the run re-asked live when it
+            resumed across a code change (``on_drift="continue_live"``); empty
+            for a run that did not (see :func:`redrive.run_fingerprint`).
         duration: seconds the check took.
         error: the exception behind a failed check, if any.
     """
@@ -75,6 +78,7 @@ class CheckResult:
     message: str = ""
     seq: int | None = None
     replayed_steps: int = 0
+    reasked: tuple[int, ...] = ()
     duration: float = attrs.field(default=0.0, eq=False)
     error: BaseException | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -250,13 +254,30 @@ def check_run(
         label = os.fspath(source)
         run_id = None
 
+    reasked: tuple[int, ...] = ()
+    copy: Journal | None = None
+
     def result(outcome: Outcome, message: str = "", **more: Any) -> CheckResult:
+        if outcome in ("diverged", "went_live", "output_changed") and copy is not None:
+            # next to a divergence: what the fingerprint says changed since it was recorded
+            from ._whatchanged import describe_changes
+
+            changed = describe_changes(copy, run_id or "")
+            if changed:
+                message = f"{message}\n{changed}"
+        if reasked:
+            message = (
+                (f"{message}\n" if message else "")
+                + "resumed across a code change: model step(s) re-asked live at seq "
+                + ", ".join(map(str, reasked))
+            )
         return CheckResult(
             source=label,
             run_id=run_id,
             outcome=outcome,
             message=message,
             duration=time.perf_counter() - started,
+            reasked=reasked,
             **more,
         )
 
@@ -273,6 +294,13 @@ def check_run(
         first = next(copy.frames(run_id))
         start = first.data() if first.kind == Kind.RUN_START.value else {}
         entry = start.get("entrypoint") or record.entrypoint
+        reasked = tuple(
+            ref
+            for f in copy.frames(run_id)
+            if f.kind == Kind.NOTE.value and f.name == REASKED
+            for ref in [f.data().get("step")]
+            if isinstance(ref, int)
+        )
     except (ReplayError, OSError, ValueError) as exc:
         return result("error", f"cannot read the run: {exc}", error=exc)
     if not entry:

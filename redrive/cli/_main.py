@@ -14,7 +14,7 @@ from ..errors import (
     ReplayError,
     UnknownRunError,
 )
-from . import _cancel, _check, _demo, _diff, _runs, _sql, _transfer
+from . import _cancel, _check, _demo, _diff, _recover, _runs, _sql, _transfer, _whatchanged
 from ._common import (
     EXIT_FAILED,
     EXIT_JOURNAL,
@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_runs, _cancel, _transfer, _diff, _sql, _demo, _check):
+    for module in (_runs, _cancel, _transfer, _diff, _sql, _demo, _check, _recover, _whatchanged):
         module.register(sub, common)
     return parser
 

@@ -6,6 +6,7 @@ import argparse
 import time
 from typing import Any
 
+from .._whatchanged import fingerprint_lines, recorded_app_version, run_fingerprint
 from ..replay import pending_approvals
 from ..storage import RunRecord, RunStatus
 from ._common import EXIT_OK, Subparsers
@@ -24,6 +25,8 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
         rows = journal.runs(status=args.status)
     if args.entrypoint:
         rows = [r for r in rows if r.entrypoint and args.entrypoint in r.entrypoint]
+    if args.app_version:
+        rows = [r for r in rows if recorded_app_version(journal, r.run_id) == args.app_version]
     if args.limit is not None:
         rows = rows[: args.limit]
     now = time.time()
@@ -69,7 +72,8 @@ def _show(args: argparse.Namespace, out: Out) -> int:
     assert record is not None  # source() checked it
     steps, info = read_steps(journal.frames(run_id))
     if out.json:
-        out.emit({"run": run_row(record), "info": info, "steps": steps})
+        fingerprint = run_fingerprint(journal, run_id).to_dict()
+        out.emit({"run": run_row(record), "info": info, "steps": steps, "fingerprint": fingerprint})
         return EXIT_OK
     total = {"input": 0, "output": 0}
     for step in steps:
@@ -83,6 +87,8 @@ def _show(args: argparse.Namespace, out: Out) -> int:
     )
     if info.get("input") is not None:
         out.line(f"input: {clip(info['input'])}")
+    for line in fingerprint_lines(run_fingerprint(journal, run_id)):
+        out.line(line)
     rows: list[list[Any]] = []
     for step in steps:
         tokens = step["tokens"]
@@ -133,6 +139,7 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="only running runs whose lease expired (at least SECONDS ago)",
     )
     p.add_argument("--entrypoint", help="only runs whose entrypoint contains this text")
+    p.add_argument("--app-version", help="only runs recorded under this app version (fingerprint)")
     p.add_argument("--limit", type=int)
     p.set_defaults(func=_runs)
 

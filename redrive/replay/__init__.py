@@ -6,9 +6,18 @@ from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
 from ._diff import ABSENT, diff_values, format_diff, short
 from ._executor import RunExecutor, executor
+from ._fingerprint import (
+    REASKED,
+    Fingerprint,
+    app_version,
+    current_tools,
+    read_fingerprint,
+    register_tool,
+    tool_digest,
+)
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
-from ._policy import ReplayPolicy, match_view
+from ._policy import ReplayPolicy, match_view, set_default_on_drift
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
 from ._run import (
     Recovery,
@@ -26,8 +35,10 @@ from ._steps import RecordedStep, StepReader, iter_steps
 __all__ = [
     "ABSENT",
     "Cursor",
+    "Fingerprint",
     "LostRunContextError",
     "ModelStep",
+    "REASKED",
     "RecordedStep",
     "Recovery",
     "Redirect",
@@ -44,8 +55,10 @@ __all__ = [
     "ToolStep",
     "ValueStep",
     "active_runs",
+    "app_version",
     "await_approval",
     "current_run",
+    "current_tools",
     "diff_runs",
     "diff_values",
     "executor",
@@ -58,12 +71,16 @@ __all__ = [
     "match_view",
     "outside_run",
     "pending_approvals",
+    "read_fingerprint",
     "rebuild_error",
     "redirect_runs",
     "redirected",
+    "register_tool",
     "run",
     "sending_live",
     "sends_live",
     "set_boundary_hook",
+    "set_default_on_drift",
     "short",
+    "tool_digest",
 ]

@@ -20,6 +20,7 @@ from ..frames import Frame, Kind, call_key
 from ..storage import parse_journal_url
 from ._delta import Expander
 from ._diff import caller_location, diff_values, format_diff, short
+from ._fingerprint import REASKED
 from ._policy import ReplayPolicy, match_view
 from ._steps import STEP_KINDS, RecordedStep, StepReader
 
@@ -110,6 +111,8 @@ class Cursor:
         self._positioned: set[str] = set()
         self._saw_model = False
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
+        #: seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)
+        self.superseded: list[int] = []
         if "lenient" in (policy.tool, policy.model, policy.value):
             self._load_all()
 
@@ -126,6 +129,12 @@ class Cursor:
         if step is None:
             if frame.kind == Kind.RUN_START.value:
                 self._read_flags()
+            elif frame.kind == Kind.NOTE.value and frame.name == REASKED:
+                # a model step re-asked live after a code change: its record is superseded
+                ref = frame.data().get("step")
+                if isinstance(ref, int):
+                    self._reader.forget(ref)
+                    self.superseded.append(ref)
             return True
         if self._ignore:
             step.key = call_key(step.name, match_view(step.args, self._ignore, kind=step.kind))
@@ -273,6 +282,11 @@ class Cursor:
         if issue is None or kind not in ISSUED_KINDS:
             return False
         self._load_all()
+        if self.superseded:
+            # a model step was re-asked live (on_drift="continue_live"): the steps after it
+            # carry other issue positions than their record, so no flow's record can be told
+            # to end here; a step that matches nothing diverges (a drifted tool never runs)
+            return False
         if self.run_end is not None or (self._saw_model and "model" not in self._positioned):
             return False
         if kind != "model" and kind not in self._positioned:
@@ -406,6 +420,27 @@ class Cursor:
             return self.consume(step)
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
+
+    def drift_window(self, turn: int) -> tuple[RecordedStep | None, bool]:
+        """For a drifted model step of ``turn``: the turn's unconsumed model step, and others.
+
+        Returns:
+            ``(model step or None, True when tool or value steps of the turn are unconsumed)``.
+        """
+        window = self._window(turn)
+        model = next((s for s in window if s.kind == "model"), None)
+        return model, any(s.kind != "model" for s in window)
+
+    def supersede(self, step: RecordedStep) -> None:
+        """Drop a recorded model step the run re-asks live (it is never replayed)."""
+        self._reader.forget(step.seq)
+        for index, key in (
+            (self._by_turn, step.turn),
+            (self._by_turn_key, (step.turn, step.kind, step.name, step.key)),
+            (self._by_key, (step.kind, step.name, step.key)),
+        ):
+            self._first_alive(index, key)
+        self.superseded.append(step.seq)
 
     def _unsettled_side_effect(self, name: str) -> RecordedStep | None:
         """An unconsumed in-flight call of tool ``name`` that is not restart safe, if any."""

@@ -16,6 +16,7 @@ from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander
 from ._diff import short
+from ._drift import continue_live, supersede_leftovers
 from ._engine import OpenOperations
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
@@ -148,6 +149,7 @@ class RunOptions(TypedDict, total=False):
     model_commit: Literal["write", "group", "each"]
     retryable: tuple[type[BaseException], ...]
     entrypoint: str | None
+    app_version: str | None
     live_tools: bool | tuple[str, ...] | list[str]
 
 
@@ -195,6 +197,7 @@ class RunState:
         model_commit: Literal["write", "group", "each"] = "write",
         retryable: tuple[type[BaseException], ...] = _DEFAULT_RETRYABLE,
         entrypoint: str | None = None,
+        app_version: str | None = None,
         live_tools: bool | tuple[str, ...] | list[str] = False,
     ) -> None:
         if not isinstance(run_id, str) or not run_id:
@@ -229,6 +232,9 @@ class RunState:
         self.model_commit = model_commit
         self.retryable = tuple(retryable)
         self.entrypoint = entrypoint
+        if app_version is not None and (not isinstance(app_version, str) or not app_version):
+            raise TypeError(f"app_version={app_version!r}: use a non-empty string or None")
+        self.app_version = app_version
         #: tools whose bodies run on replay, their results checked against the record
         self.live_tools = live_tool_names(live_tools)
         self._input = input
@@ -261,6 +267,8 @@ class RunState:
         self.replayed_steps = 0
         self.live_steps = 0
         self.resumed = False
+        #: the ``reasked`` notes this execution journaled (model steps re-asked live)
+        self.reasked: list[dict[str, Any]] = []
         self._resumed_at = 0
         self.entered = False
 
@@ -395,11 +403,16 @@ class RunState:
         if cursor is None:
             return None
         turn = issue.turn if issue is not None else self._turn
-        step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
-        if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
-            if cursor.frontier(kind, name, issue):
-                return None  # this flow's record ends here, other flows' goes on: go live
-            raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+        try:
+            step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
+            if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
+                if cursor.frontier(kind, name, issue):
+                    return None  # this flow's record ends here, other flows' goes on: go live
+                raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+        except DivergenceError as exc:
+            if not continue_live(self, cursor, kind, name, turn, key, exc):
+                raise
+            return None
         return step
 
     @property
@@ -424,6 +437,8 @@ class RunState:
             return
         # a lenient rule lets recorded steps of its kind go unasked (removed calls)
         left = [s for s in self._cursor.remaining() if self.policy.rule(s.kind) != "lenient"]
+        if left and self._cursor.superseded and supersede_leftovers(self, left):
+            return
         if left:
             step = left[0]
             raise DivergenceError(
