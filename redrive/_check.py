@@ -130,12 +130,15 @@ def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     Raises:
         FileNotFoundError: a path that does not exist.
         ValueError: a journal database given where an exported ``.rdj`` run belongs.
+
+    A directory gives its ``*.rdj`` files and their text forms (``*.rdj.jsonl``).
     """
     out: list[str] = []
     for path in paths:
         p = Path(path)
         if p.is_dir():
-            out.extend(str(f) for f in sorted(p.rglob("*.rdj")))
+            found = [*p.rglob("*.rdj"), *p.rglob("*.rdj.jsonl")]  # binary and text forms
+            out.extend(str(f) for f in sorted(found))
         elif p.exists():
             if p.suffix in (".duckdb", ".db"):
                 raise ValueError(
@@ -146,6 +149,24 @@ def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         else:
             raise FileNotFoundError(f"no such file or directory: {p}")
     return out
+
+
+def open_run_file(path: str) -> tuple[Journal, str]:
+    """Open a saved run: an ``.rdj`` file, or its text form (``.jsonl``, loaded in memory).
+
+    Returns:
+        ``(journal, run_id)``.
+
+    Raises:
+        JournalCorruptError, JournalFormatError, OSError: the file cannot be read.
+    """
+    from .storage.rdj import RdjJournal, import_text, is_text_path
+
+    if is_text_path(path):
+        text = MemoryJournal(path)
+        return text, import_text(path, text).run_id
+    rdj = RdjJournal(path)
+    return rdj, rdj.run_id
 
 
 def _resolve(entrypoint: str) -> Callable[..., Any]:
@@ -283,10 +304,7 @@ def check_run(
 
     try:
         if not isinstance(source, tuple):
-            from .storage.rdj import RdjJournal
-
-            rdj = RdjJournal(label)
-            journal, run_id = rdj, rdj.run_id
+            journal, run_id = open_run_file(label)
         assert run_id is not None
         copy = _copy(journal, run_id)
         record = copy.get_run(run_id)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ._check import _call_args, _drive, _import_paths, _resolve
+from ._check import _call_args, _drive, _import_paths, _resolve, open_run_file
 from ._scrub import DEFAULT
 from .errors import DivergenceError, ReplayError, ReplayMissError
 from .frames import GENESIS, Frame, Kind, call_key, canonical, encode, make_frame
@@ -86,7 +86,8 @@ def update_run(
     """Re-drive the saved run in ``source`` with its model responses kept; diff; maybe rewrite.
 
     Args:
-        source: an ``.rdj`` file of a run started through ``@redrive.durable``.
+        source: an ``.rdj`` file (or its ``.jsonl`` text form) of a run started
+            through ``@redrive.durable``; rewritten in the same form.
         write: rewrite ``source`` with the new requests and output when they changed.
         import_paths: directories put at the front of ``sys.path`` for the entrypoint.
 
@@ -94,12 +95,11 @@ def update_run(
         An :class:`UpdateResult`; a run that cannot be updated is a result
         (``failed``), not an exception.
     """
-    from .storage.rdj import RdjJournal, export_run
+    from .storage.rdj import export_run
 
     label = os.fspath(source)
     try:
-        rdj = RdjJournal(label)
-        run_id = rdj.run_id
+        rdj, run_id = open_run_file(label)
         copy = MemoryJournal(label)
         copy_run(rdj, run_id, copy)
         record = copy.get_run(run_id)

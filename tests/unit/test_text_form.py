@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import redrive
 from redrive import cli
+from redrive._check import collect_sources
 from redrive.errors import JournalCorruptError
 from redrive.storage import MemoryJournal
 from redrive.storage.rdj import RdjJournal, export_run, import_run, read_text
@@ -144,3 +145,23 @@ def test_special_floats_survive() -> None:
 
     back = _from_json(json.loads(json.dumps(_to_json([math.inf, -math.inf, math.nan]))))
     assert back[:2] == [math.inf, -math.inf] and math.isnan(back[2])
+
+
+def test_check_show_and_update_take_the_text_form(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fixture kept as text is checked, shown, diffed and updated like an .rdj file; an
+    update rewrites it in text form, as a reviewer reads it."""
+    monkeypatch.chdir(ROOT)
+    fixture = tmp_path / "prompt.rdj.jsonl"
+    source = RdjJournal(ROOT / "fixtures" / "runs" / "fail" / "prompt.rdj")
+    export_run(source, source.run_id, fixture)
+    assert redrive.check_run(fixture).outcome == "diverged"
+    assert collect_sources([tmp_path]) == [str(fixture)]
+    assert cli.main(["show", str(fixture)]) == cli.EXIT_OK
+    assert "model:support" in capsys.readouterr().out
+    assert cli.main(["check", "--update", "--write", str(fixture)]) == cli.EXIT_OK
+    assert redrive.check_run(fixture).passed
+    first = json.loads(fixture.read_text().split("\n")[1])
+    assert first["kind"] == "run_start"
+    assert cli.main(["check", str(tmp_path)]) == cli.EXIT_OK
