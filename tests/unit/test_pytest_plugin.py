@@ -574,3 +574,41 @@ def test_one_precedence_rule_for_every_mode(
         assert mode == "none"
     else:
         assert mode == (marker or "once")
+
+
+ASYNC_DURABLE_TEST = """
+import asyncio
+import pathlib
+import pytest
+import redrive
+
+CALLS = pathlib.Path(__file__).parent / "calls.log"
+
+@redrive.model(name="model:fake")
+async def fake_model(prompt):
+    with CALLS.open("a") as log:
+        log.write(prompt + "\\n")
+    return prompt.upper()
+
+@redrive.durable("runs.duckdb", run_id="refund:{{order_id}}")
+async def handle(order_id):
+    return await fake_model(order_id)
+
+@pytest.mark.redrive
+def test_refund():
+    assert asyncio.run(handle("{order}")) == "{order}".upper()
+"""
+
+
+def test_an_async_durable_function_records_into_the_tests_journal(
+    pytester: pytest.Pytester,
+) -> None:
+    """The async face of issue 17 #2: an async ``@redrive.durable`` run from the test records
+    into the test's journal and replays from it."""
+    pytester.makepyfile(test_refund=ASYNC_DURABLE_TEST.format(order="7"))
+    pytester.runpytest().assert_outcomes(passed=1)
+    folder = pytester.path / "journals" / "test_refund" / "test_refund.runs"
+    assert [p.name for p in folder.iterdir()] == ["refund%3A7.rdj"]
+    assert not (pytester.path / "runs.duckdb").exists()
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=1)
+    assert _calls(pytester) == ["7"]
