@@ -14,8 +14,8 @@ from ..errors import DivergenceError, ReplayMissError, TerminalRunError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
-from ._delta import Expander
-from ._diff import short
+from ._delta import Expander, expand_frames
+from ._diff import diff_values, format_diff, short
 from ._drift import continue_live, supersede_leftovers
 from ._engine import OpenOperations
 from ._faces import flow as _flow
@@ -441,11 +441,19 @@ class RunState:
             return
         if left:
             step = left[0]
+            counterpart = self._live_counterpart(step)
+            diff = counterpart[1] if counterpart is not None else []
+            called = (
+                f" The loop called {step.kind} {step.name!r} live at seq {counterpart[0]} "
+                f"with other arguments (recorded -> live):\n{format_diff(diff)}\n"
+                if counterpart is not None and diff
+                else " "
+            )
             raise DivergenceError(
                 f"run {self.run_id!r}: the loop finished but the journal has more steps, from "
                 f"seq {step.seq} ({step.kind} {step.name}); the code took a shorter path than "
-                f"the record. {len(left)} recorded step(s) were not asked for. If the change is "
-                "intended, record a new run.",
+                f"the record. {len(left)} recorded step(s) were not asked for.{called}If the "
+                "change is intended, record a new run.",
                 run_id=self.run_id,
                 seq=step.seq,
                 kind=step.kind,
@@ -456,9 +464,25 @@ class RunState:
                 found=None,
                 expected_key=step.key,
                 found_key=None,
-                diff=[],
+                diff=diff,
                 context=[s.describe() for s in left[:5]],
             )
+
+    def _live_counterpart(self, step: RecordedStep) -> tuple[int, list[Any]] | None:
+        """The first step of ``step``'s kind and name this execution made live, and their diff.
+
+        Read only when a resumed run ends with recorded steps unused (the error
+        path), so a changed argument is named even though the loop went live.
+        """
+        opening = {"tool": "tool_start", "model": "model_request"}.get(step.kind)
+        if opening is None or not self.resumed:
+            return None
+        for frame, data in expand_frames(self.journal.frames(self.run_id)):
+            if frame.seq < self._resumed_at or frame.kind != opening or frame.name != step.name:
+                continue
+            if isinstance(data, dict):
+                return frame.seq, diff_values(step.args, data.get("args"))
+        return None
 
     def before_next_step(self, settle: Callable[[], None]) -> None:
         """Run ``settle()`` before the next step of this thread or task begins, or at a clean end.

@@ -136,3 +136,28 @@ def test_every_difference_is_a_path_with_absent_marking_a_missing_side(
     assert sorted(diff, key=lambda d: d[0]) == expected
     for _, a, b in diff:
         assert type(a) in (int, type(ABSENT)) and type(b) in (int, type(ABSENT))
+
+
+def test_a_resume_under_a_lenient_model_rule_names_the_changed_tool_argument(
+    drive: Drive,
+) -> None:
+    """Issue 17 #8, the resume case: model='lenient', tool='strict', after a crash the code no
+    longer asks the first model step and calls the tool with another amount: the call, issued
+    where the record has none, goes live, and the run's end names ``$.amount`` (on main it
+    raised with ``diff=[]``)."""
+    journal = MemoryJournal()
+    state: dict[str, Any] = {"amount": 5, "plan_first": True}
+    loop = _refund_agent(drive, state)
+    drive.crash(journal, "r", "model_before", "model:plan", loop, occurrence=2)
+    state["amount"] = 6
+    policy = redrive.ReplayPolicy(model="lenient", tool="strict")
+
+    def changed(run: redrive.Run) -> Loop:
+        state["plan_first"] = False  # the new prompt: the recorded model step is not asked for
+        return (yield from loop(run))
+
+    with pytest.raises(DivergenceError) as caught:
+        drive.run(journal, "r", changed, replay=policy)
+    assert caught.value.diff == [("$.amount", 5, 6)]
+    assert "$.amount: 5 -> 6" in str(caught.value)
+    assert caught.value.reason == "unused_steps"
