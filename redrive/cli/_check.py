@@ -8,7 +8,7 @@ import os
 from .._check import CheckReport, CheckResult, collect_sources, iter_checks, write_junit
 from .._update import update_run
 from ._common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Subparsers
-from ._output import Out
+from ._output import Out, shown
 
 __all__ = ["register"]
 
@@ -35,9 +35,12 @@ def _print(report: CheckReport, out: Out, *, fail_fast: bool) -> None:
         return
     for r in report.results:
         if r.passed:
-            out.line(f"PASS  {r.source} ({r.run_id}, {r.replayed_steps} steps replayed)", "green")
+            out.line(
+                f"PASS  {shown(r.source)} ({shown(r.run_id)}, {r.replayed_steps} steps replayed)",
+                "green",
+            )
         else:
-            out.line(f"FAIL  {r.source} ({r.run_id}): {r.outcome}", "red")
+            out.line(f"FAIL  {shown(r.source)} ({shown(r.run_id)}): {r.outcome}", "red")
             out.line("      " + r.message.replace("\n", "\n      "))
     out.line(
         report.summary()
@@ -72,7 +75,7 @@ def _update(sources: list[str], args: argparse.Namespace, out: Out) -> int:
     else:
         for r in results:
             style = {"unchanged": "green", "failed": "red"}.get(r.outcome, "yellow")
-            out.line(f"{r.outcome.upper():9} {r.source} ({r.run_id})", style)
+            out.line(f"{r.outcome.upper():9} {shown(r.source)} ({shown(r.run_id)})", style)
             out.line("      " + r.message.replace("\n", "\n      "))
     if not results:
         return EXIT_NOT_FOUND

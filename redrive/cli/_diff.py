@@ -10,7 +10,7 @@ import attrs
 from ..replay import RunDiff, StepView, diff_runs, format_diff, short
 from ._common import EXIT_FAILED, EXIT_OK, Subparsers
 from ._journals import source
-from ._output import Out
+from ._output import Out, shown
 from ._steps import count_steps
 
 __all__ = ["diff_document", "diff_text", "register"]
@@ -108,7 +108,7 @@ def _diff(args: argparse.Namespace, out: Out) -> int:
         out.emit(diff_document(a, b, found))
     elif found is None:
         steps = count_steps(journal_a, a)
-        out.line(f"{a} and {b}: the same {steps} steps and the same output", "green")
+        out.line(f"{shown(a)} and {shown(b)}: the same {steps} steps and the same output", "green")
     else:
         for line in diff_text(a, b, found):
             out.line(line)

@@ -8,7 +8,7 @@ import os
 from .._recover import RecoverResult, recover_runs, stale_runs
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers
 from ._journals import opened
-from ._output import Out, age
+from ._output import Out, age, shown
 
 __all__ = ["register"]
 
@@ -25,7 +25,10 @@ def _recover(args: argparse.Namespace, out: Out) -> int:
             out.emit({"journal": args.journal, "dry_run": True, "runs": ids})
         else:
             for row in todo:
-                out.line(f"would recover {row.run_id}  ({row.entrypoint or 'no entrypoint'})")
+                out.line(
+                    f"would recover {shown(row.run_id)}  "
+                    f"({shown(row.entrypoint or 'no entrypoint')})"
+                )
             out.line(f"{len(todo)} run(s) to recover", "bold")
         return EXIT_OK
     imports = [*(os.path.abspath(d) for d in args.import_path), os.getcwd()]
@@ -56,7 +59,7 @@ def _recover(args: argparse.Namespace, out: Out) -> int:
             style = "green" if r.outcome in ("recovered", "already_done") else "red"
             if r.outcome in ("busy", "suspended"):
                 style = "yellow"
-            out.line(f"{r.outcome:<12} {r.run_id}  ({age(r.duration)})  {r.message}", style)
+            out.line(f"{r.outcome:<12} {shown(r.run_id)}  ({age(r.duration)})  {r.message}", style)
         out.line(report.summary(), "bold")
     return EXIT_OK if report.ok else EXIT_FAILED
 

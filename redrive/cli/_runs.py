@@ -11,7 +11,7 @@ from ..replay import pending_approvals
 from ..storage import RunRecord, RunStatus
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
-from ._output import Out, age, clip, run_row
+from ._output import Out, age, clip, run_row, shown
 from ._steps import count_steps, read_steps
 
 __all__ = ["register"]
@@ -81,8 +81,9 @@ def _show(args: argparse.Namespace, out: Out) -> int:
             total["input"] += step["tokens"]["input"]
             total["output"] += step["tokens"]["output"]
     out.line(
-        f"run {run_id}  status {_status(record)}  frames {record.next_seq}  "
-        f"entrypoint {record.entrypoint or '-'}  tokens in/out {total['input']}/{total['output']}",
+        f"run {shown(run_id)}  status {shown(_status(record))}  frames {record.next_seq}  "
+        f"entrypoint {shown(record.entrypoint or '-')}  "
+        f"tokens in/out {total['input']}/{total['output']}",
         style="bold",
     )
     if info.get("input") is not None:
@@ -108,17 +109,23 @@ def _show(args: argparse.Namespace, out: Out) -> int:
             ]
         )
     out.table(
-        f"timeline of {run_id}",
+        f"timeline of {shown(run_id)}",
         ["seq", "step", "name", "status", "ms", "tokens", "arguments", "result / response / error"],
         rows,
     )
     for approval in pending_approvals(journal, run_id):
-        out.line(f"pending approval {approval['name']}: {clip(approval['payload'])}", "yellow")
+        out.line(
+            f"pending approval {shown(approval['name'])}: {clip(approval['payload'])}", "yellow"
+        )
     end = info.get("end")
     if end:
         out.line(
             f"ended {end['status']}"
-            + (f": {end['error']}" if end.get("error") else f", output {clip(end['output'])}")
+            + (
+                f": {clip(end['error'], 300)}"
+                if end.get("error")
+                else f", output {clip(end['output'])}"
+            )
         )
     else:
         out.line("no run_end: the run is unfinished (it may be resumed)")

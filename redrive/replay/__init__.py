@@ -19,6 +19,7 @@ from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._policy import ReplayPolicy, match_view, set_default_on_drift
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
+from ._resolve import resolve_step
 from ._run import (
     Recovery,
     Run,
@@ -76,6 +77,7 @@ __all__ = [
     "redirect_runs",
     "redirected",
     "register_tool",
+    "resolve_step",
     "run",
     "sending_live",
     "sends_live",

@@ -279,11 +279,17 @@ def _busy(ask: ToolAsk, step: RecordedStep) -> StopBusy | WaitForWorker | None:
 
 
 def decide_in_flight(ask: ToolAsk) -> InFlightDecision:
-    """Settle a step whose outcome is unknown: re-run, recover, block, or stop."""
+    """Settle a step whose outcome is unknown: re-run, recover, block, or stop.
+
+    A step a person resolved as not done (:func:`redrive.replay.resolve_step`)
+    is re-run, whatever the tool's declarations: its body did not take effect.
+    """
     step = ask.step
     assert step is not None
     if not ask.can_write:
         return Miss()
+    if step.resolved_not_done:  # a person checked: it did not happen (redrive resolve)
+        return Rerun(step)
     if step.attempts >= ask.max_attempts:
         return RetryLimit(step)
     if ask.has_recover:

@@ -448,6 +448,9 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
     Raises:
         TypeError: (at once) an unknown option, or an option of the wrong type;
             nothing is written.
+        ValueError: (at once) ``run_id`` breaks the run-id rule (empty, NUL, a
+            lone surrogate, over 1,024 UTF-8 bytes; see ``redrive._runid``), or
+            an option has a value outside its choices; nothing is written.
 
     Raises (on entering):
         RunInputMismatchError, TerminalRunError, UnknownRunError, RunBusyError,

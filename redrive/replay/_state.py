@@ -10,6 +10,7 @@ from typing import Any, Literal, TypedDict
 
 import attrs
 
+from .._runid import check_run_id
 from ..errors import DivergenceError, ReplayMissError, TerminalRunError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
@@ -200,8 +201,7 @@ class RunState:
         app_version: str | None = None,
         live_tools: bool | tuple[str, ...] | list[str] = False,
     ) -> None:
-        if not isinstance(run_id, str) or not run_id:
-            raise ValueError(f"run_id must be a non-empty string, not {run_id!r}")
+        check_run_id(run_id)
         if on_in_flight not in ("raise", "tell_model"):
             raise ValueError(f"on_in_flight={on_in_flight!r}: use 'raise' or 'tell_model'")
         if on_busy not in ("raise", "wait"):
