@@ -24,6 +24,7 @@ import contextlib
 import importlib
 import inspect
 import os
+import shlex
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -129,12 +130,15 @@ def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     Raises:
         FileNotFoundError: a path that does not exist.
         ValueError: a journal database given where an exported ``.rdj`` run belongs.
+
+    A directory gives its ``*.rdj`` files and their text forms (``*.rdj.jsonl``).
     """
     out: list[str] = []
     for path in paths:
         p = Path(path)
         if p.is_dir():
-            out.extend(str(f) for f in sorted(p.rglob("*.rdj")))
+            found = [*p.rglob("*.rdj"), *p.rglob("*.rdj.jsonl")]  # binary and text forms
+            out.extend(str(f) for f in sorted(found))
         elif p.exists():
             if p.suffix in (".duckdb", ".db"):
                 raise ValueError(
@@ -145,6 +149,24 @@ def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         else:
             raise FileNotFoundError(f"no such file or directory: {p}")
     return out
+
+
+def open_run_file(path: str) -> tuple[Journal, str]:
+    """Open a saved run: an ``.rdj`` file, or its text form (``.jsonl``, loaded in memory).
+
+    Returns:
+        ``(journal, run_id)``.
+
+    Raises:
+        JournalCorruptError, JournalFormatError, OSError: the file cannot be read.
+    """
+    from .storage.rdj import RdjJournal, import_text, is_text_path
+
+    if is_text_path(path):
+        text = MemoryJournal(path)
+        return text, import_text(path, text).run_id
+    rdj = RdjJournal(path)
+    return rdj, rdj.run_id
 
 
 def _resolve(entrypoint: str) -> Callable[..., Any]:
@@ -189,7 +211,8 @@ def _call_args(func: Callable[..., Any], given: Any) -> tuple[list[Any], dict[st
 
 
 def _copy(journal: Journal, run_id: str) -> MemoryJournal:
-    copy = MemoryJournal(f"{journal.url}#{run_id}")
+    # named as its source, so the commands a report suggests (``redrive show``) work on it
+    copy = MemoryJournal(journal.url)
     copy_run(journal, run_id, copy)
     return copy
 
@@ -216,6 +239,16 @@ def _drive(run: Run, func: Callable[..., Any], args: list[Any], kwargs: dict[str
         return asyncio.run(go())
     with run:
         return func(*args, **kwargs)
+
+
+def _update_hint(source: Source) -> str:
+    """For an ``.rdj`` fixture, the command that shows (and can write) it updated to the code."""
+    if isinstance(source, tuple):
+        return ""
+    return (
+        "\nIf the change is intended, see the fixture updated to the current code (recorded "
+        f"model responses kept): `redrive check --update {shlex.quote(os.fspath(source))}`"
+    )
 
 
 def check_run(
@@ -271,10 +304,7 @@ def check_run(
 
     try:
         if not isinstance(source, tuple):
-            from .storage.rdj import RdjJournal
-
-            rdj = RdjJournal(label)
-            journal, run_id = rdj, rdj.run_id
+            journal, run_id = open_run_file(label)
         assert run_id is not None
         copy = _copy(journal, run_id)
         record = copy.get_run(run_id)
@@ -325,11 +355,19 @@ def check_run(
             output = _drive(run, func, args, kwargs)
         except DivergenceError as exc:
             return result(
-                "diverged", str(exc), seq=exc.seq, error=exc, replayed_steps=run.replayed_steps
+                "diverged",
+                str(exc) + _update_hint(source),
+                seq=exc.seq,
+                error=exc,
+                replayed_steps=run.replayed_steps,
             )
         except ReplayMissError as exc:
             return result(
-                "went_live", str(exc), seq=exc.seq, error=exc, replayed_steps=run.replayed_steps
+                "went_live",
+                str(exc) + _update_hint(source),
+                seq=exc.seq,
+                error=exc,
+                replayed_steps=run.replayed_steps,
             )
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
@@ -362,7 +400,8 @@ def check_run(
         return result(
             "output_changed",
             f"run {run_id!r}: every step replayed, but the output differs (recorded -> now):\n"
-            + format_diff(diff),
+            + format_diff(diff)
+            + _update_hint(source),
             replayed_steps=run.replayed_steps,
         )
     return result("passed", replayed_steps=run.replayed_steps)

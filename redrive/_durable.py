@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from .replay import Run
+from .replay import Run, redirected
 from .storage import Journal, shared_journal
 
 __all__ = ["durable", "entrypoint_of"]
@@ -71,9 +71,6 @@ def durable(
         signature = inspect.signature(func)
         entry = entrypoint_of(func)
 
-        def get_journal() -> Journal:
-            return shared_journal(journal) if isinstance(journal, str) else journal
-
         def make_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
             if callable(run_id):
                 return run_id(*args, **kwargs)
@@ -91,12 +88,14 @@ def durable(
             extra: dict[str, Any],
             on: Journal | None = None,
         ) -> Run:
+            # inside a pytest plugin test the run goes to the test's journal
+            target, chosen = redirected(journal if on is None else on, {**options, **extra})
             return Run(
-                on if on is not None else get_journal(),
+                shared_journal(target) if isinstance(target, str) else target,
                 rid or make_id(args, kwargs),
                 input=inputs(args, kwargs),
                 entrypoint=entry,
-                **{**options, **extra},
+                **chosen,
             )
 
         def redrive_recover(

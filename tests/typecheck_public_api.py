@@ -100,9 +100,10 @@ def library_tools(journal: redrive.Journal) -> None:
 def error_fields(journal: redrive.Journal) -> None:
     """Typed code reads the errors' fields."""
     try:
-        with redrive.run(journal, "job:1", live=False):
+        with redrive.run(journal, "job:1", live=False, live_tools=["send_email"]):
             pass
     except redrive.DivergenceError as err:
+        assert_type(err.caller, str | None)
         assert_type(err.seq, int | None)
         assert_type(err.run_id, str | None)
         assert_type(err.reason, DivergenceReason)

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from .._whatchanged import fingerprint_lines, recorded_app_version, run_fingerprint
+from ..replay import pending_approvals
 from ..storage import RunRecord, RunStatus
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
@@ -92,22 +93,30 @@ def _show(args: argparse.Namespace, out: Out) -> int:
     rows: list[list[Any]] = []
     for step in steps:
         tokens = step["tokens"]
+        status = step["status"]
+        if step["attempts"] > 1:
+            status = f"{status} (attempt {step['attempts']})"
         rows.append(
             [
                 step["seq"],
                 step["kind"],
                 step["name"],
-                step["status"],
+                status,
                 "" if step["duration_ms"] is None else f"{step['duration_ms']:.1f}",
                 f"{tokens['input']}/{tokens['output']}" if tokens else "",
-                step["error"] or clip(step["args"]),
+                clip(step["args"]),
+                step["error"] or clip(step.get("response", step.get("result", ""))),
             ]
         )
     out.table(
         f"timeline of {shown(run_id)}",
-        ["seq", "step", "name", "status", "ms", "tokens", "arguments / error"],
+        ["seq", "step", "name", "status", "ms", "tokens", "arguments", "result / response / error"],
         rows,
     )
+    for approval in pending_approvals(journal, run_id):
+        out.line(
+            f"pending approval {shown(approval['name'])}: {clip(approval['payload'])}", "yellow"
+        )
     end = info.get("end")
     if end:
         out.line(

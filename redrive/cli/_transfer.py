@@ -44,11 +44,11 @@ def _export(args: argparse.Namespace, out: Out) -> int:
 
 
 def _import(args: argparse.Namespace, out: Out) -> int:
-    from ..storage.rdj import import_run, read_header
+    from ..storage.rdj import import_run, is_text_path, read_header
 
     if not os.path.exists(args.file):
         raise FileNotFoundError(f"no such file: {args.file}")
-    total = read_header(args.file).frames
+    total = 0 if is_text_path(args.file) else read_header(args.file).frames
     journal = opened(args.journal, must_exist=False)
     try:
         with out.progress(f"importing {args.file}", total) as update:

@@ -19,7 +19,7 @@ from ..errors import DivergenceError
 from ..frames import Frame, Kind, call_key
 from ..storage import parse_journal_url
 from ._delta import Expander
-from ._diff import diff_values, format_diff, short
+from ._diff import caller_location, diff_values, format_diff, short
 from ._fingerprint import REASKED
 from ._policy import ReplayPolicy, match_view
 from ._steps import STEP_KINDS, RecordedStep, StepReader
@@ -44,7 +44,26 @@ ISSUED_KINDS = frozenset({"model", "tool"})
 
 
 class ReplayDriftWarning(UserWarning):
-    """A step drifted from its record and was replayed anyway (policy ``"warn"``)."""
+    """A step drifted from its record and was replayed anyway (policy ``"warn"``).
+
+    Attributes:
+        run_id: the run.
+        seq: the recorded step's seq.
+        kind: the step's kind (``"model"``, ``"tool"``, ``"value"``).
+        name: the step's name.
+        recorded: the recorded canonical arguments.
+        replayed: the canonical arguments asked for now (``redrive check --update``
+            writes them into an updated fixture).
+        diff: ``(path, recorded, replayed)`` leaves.
+    """
+
+    run_id: str | None = None
+    seq: int | None = None
+    kind: str | None = None
+    name: str | None = None
+    recorded: Any = None
+    replayed: Any = None
+    diff: list[tuple[str, Any, Any]] | None = None
 
 
 @attrs.frozen
@@ -416,13 +435,13 @@ class Cursor:
             step = same_name[0]
             self._check_turn_order(step, Found(kind, name, key, args))
             diff = diff_values(step.args, args)
-            warnings.warn(
-                ReplayDriftWarning(
-                    f"run {self.run_id!r} seq {step.seq}: {kind} {name} drifted from its record; "
-                    f"replaying the recorded outcome.\n{format_diff(diff)}"
-                ),
-                stacklevel=4,
+            drift = ReplayDriftWarning(
+                f"run {self.run_id!r} seq {step.seq}: {kind} {name} drifted from its record; "
+                f"replaying the recorded outcome.\n{format_diff(diff)}"
             )
+            drift.run_id, drift.seq, drift.kind, drift.name = self.run_id, step.seq, kind, name
+            drift.recorded, drift.replayed, drift.diff = step.args, args, diff
+            warnings.warn(drift, stacklevel=4)
             return self.consume(step)
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
@@ -493,10 +512,37 @@ class Cursor:
         if before is not None and before.seq < step.seq:
             raise self.divergence(before, found)
 
+    def _closest_same(self, found: Found) -> RecordedStep | None:
+        """The first unconsumed recorded step of the same kind and name as ``found``, if any."""
+        return next(
+            (
+                s
+                for s in self._order
+                if s.seq in self._steps and s.kind == found.kind and s.name == found.name
+            ),
+            None,
+        )
+
     def divergence(self, step: RecordedStep, found: Found) -> DivergenceError:
-        """Build the :class:`DivergenceError` for a recorded step and the step asked for."""
+        """Build the :class:`DivergenceError` for a recorded step and the step asked for.
+
+        When the step asked for is of another kind or name than the recorded
+        one at this point, the diff is taken against the nearest unconsumed
+        recorded step of the asked-for kind and name (if the journal has one),
+        so a changed tool argument is named (``$.amount``) even when an
+        unconsumed step of another kind (a model step a lenient rule left
+        behind) comes first. The error's ``caller`` is the user's frame that
+        asked for the step (``file:line in function``), when it can be told.
+        """
         same = step.kind == found.kind and step.name == found.name
-        diff = diff_values(step.args, found.args) if same else []
+        closest = None if same else self._closest_same(found)
+        if same:
+            diff = diff_values(step.args, found.args)
+        elif closest is not None:
+            diff = diff_values(closest.args, found.args)
+        else:
+            diff = []
+        caller = caller_location()
         lines = [
             f"run {self.run_id!r} diverged from its journal at seq {step.seq}: "
             + (
@@ -508,7 +554,15 @@ class Cursor:
             f"  recorded: {step.kind} {step.name} key {step.key}",
             f"  replayed: {found.kind} {found.name} key {found.key}",
         ]
-        if diff:
+        if caller is not None:
+            lines.append(f"  called from: {caller}")
+        if diff and closest is not None:
+            lines.append(
+                f"  differences from the nearest recorded {closest.kind} {closest.name!r} "
+                f"(seq {closest.seq}; recorded -> replayed):"
+            )
+            lines.append(format_diff(diff))
+        elif diff:
             lines.append("  differences (recorded -> replayed):")
             lines.append(format_diff(diff))
         elif not same:
@@ -537,6 +591,7 @@ class Cursor:
             found_key=found.key,
             diff=diff,
             context=list(self._recent),
+            caller=caller,
         )
 
 

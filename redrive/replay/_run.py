@@ -39,6 +39,7 @@ from ._events import log_closed, log_opened
 from ._faces import Wait, adrive, drive, off_loop
 from ._handle import StepSource
 from ._recorder_steps import RecorderSteps
+from ._redirect import redirected
 from ._state import RunOptions, _take_until
 from ._tools import Recovery, ToolSpec, rebuild_error, tool_error_retryable
 from ._writer import _Adopted
@@ -433,6 +434,13 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
         app_version: the application's version, recorded in the run's fingerprint
             (default: ``$REDRIVE_APP_VERSION``, else the git commit of the
             entrypoint's checkout, else its package's version).
+        live_tools: ``True`` (every tool) or a list of tool names whose bodies
+            run again where the journal has their outcome, model steps still
+            replayed: for tests whose tools write to the test's own resources,
+            and for a breakpoint in a tool while replaying an incident. Each
+            result (or exception) is checked against the record: a difference
+            raises ``DivergenceError`` naming the path (``$.result...``); nothing
+            is written for such a step. Default False.
 
     Returns:
         A :class:`Run`; entering it starts or resumes the run.
@@ -454,11 +462,12 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
             f"redrive.run() got unknown option(s) {', '.join(map(repr, unknown))}; the options "
             f"are {', '.join(sorted(_RUN_OPTIONS))}"
         )
+    journal, chosen = redirected(journal, options)  # inside a pytest plugin test: its journal
     if isinstance(journal, str):
         from ..storage import shared_journal
 
         journal = shared_journal(journal)
-    return Run(journal, run_id, **options)
+    return Run(journal, run_id, **chosen)
 
 
 #: The keyword options of :func:`run` (those of the Run's constructor).

@@ -16,8 +16,8 @@ from ..errors import DivergenceError, ReplayMissError, TerminalRunError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
-from ._delta import Expander
-from ._diff import short
+from ._delta import Expander, expand_frames
+from ._diff import diff_values, format_diff, short
 from ._drift import continue_live, supersede_leftovers
 from ._engine import OpenOperations
 from ._faces import flow as _flow
@@ -156,6 +156,26 @@ class RunOptions(TypedDict, total=False):
     retryable: tuple[type[BaseException], ...]
     entrypoint: str | None
     app_version: str | None
+    live_tools: bool | tuple[str, ...] | list[str]
+
+
+def live_tool_names(live_tools: Any) -> bool | frozenset[str]:
+    """Check and normalize ``live_tools``: True/False, or the set of tool names.
+
+    Raises:
+        TypeError: neither a bool nor a sequence of tool names (a bare string is
+            refused: ``live_tools="send_email"`` would read as its letters).
+    """
+    if isinstance(live_tools, bool):
+        return live_tools
+    if isinstance(live_tools, str) or not isinstance(live_tools, tuple | list | frozenset | set):
+        raise TypeError(
+            f"live_tools={live_tools!r}: use True (every tool), False (none) or a list of "
+            "tool names such as ['create_refund']"
+        )
+    if not all(isinstance(n, str) and n for n in live_tools):
+        raise TypeError(f"live_tools={live_tools!r}: every tool name must be a non-empty string")
+    return frozenset(live_tools)
 
 
 class RunState:
@@ -184,6 +204,7 @@ class RunState:
         retryable: tuple[type[BaseException], ...] = _DEFAULT_RETRYABLE,
         entrypoint: str | None = None,
         app_version: str | None = None,
+        live_tools: bool | tuple[str, ...] | list[str] = False,
     ) -> None:
         check_run_id(run_id)
         if on_in_flight not in ("raise", "tell_model"):
@@ -219,6 +240,8 @@ class RunState:
         if app_version is not None and (not isinstance(app_version, str) or not app_version):
             raise TypeError(f"app_version={app_version!r}: use a non-empty string or None")
         self.app_version = app_version
+        #: tools whose bodies run on replay, their results checked against the record
+        self.live_tools = live_tool_names(live_tools)
         self._input = input
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()
@@ -434,11 +457,19 @@ class RunState:
             return
         if left:
             step = left[0]
+            counterpart = self._live_counterpart(step)
+            diff = counterpart[1] if counterpart is not None else []
+            called = (
+                f" The loop called {step.kind} {step.name!r} live at seq {counterpart[0]} "
+                f"with other arguments (recorded -> live):\n{format_diff(diff)}\n"
+                if counterpart is not None and diff
+                else " "
+            )
             raise DivergenceError(
                 f"run {self.run_id!r}: the loop finished but the journal has more steps, from "
                 f"seq {step.seq} ({step.kind} {step.name}); the code took a shorter path than "
-                f"the record. {len(left)} recorded step(s) were not asked for. If the change is "
-                "intended, record a new run.",
+                f"the record. {len(left)} recorded step(s) were not asked for.{called}If the "
+                "change is intended, record a new run.",
                 run_id=self.run_id,
                 seq=step.seq,
                 kind=step.kind,
@@ -449,9 +480,25 @@ class RunState:
                 found=None,
                 expected_key=step.key,
                 found_key=None,
-                diff=[],
+                diff=diff,
                 context=[s.describe() for s in left[:5]],
             )
+
+    def _live_counterpart(self, step: RecordedStep) -> tuple[int, list[Any]] | None:
+        """The first step of ``step``'s kind and name this execution made live, and their diff.
+
+        Read only when a resumed run ends with recorded steps unused (the error
+        path), so a changed argument is named even though the loop went live.
+        """
+        opening = {"tool": "tool_start", "model": "model_request"}.get(step.kind)
+        if opening is None or not self.resumed:
+            return None
+        for frame, data in expand_frames(self.journal.frames(self.run_id)):
+            if frame.seq < self._resumed_at or frame.kind != opening or frame.name != step.name:
+                continue
+            if isinstance(data, dict):
+                return frame.seq, diff_values(step.args, data.get("args"))
+        return None
 
     def before_next_step(self, settle: Callable[[], None]) -> None:
         """Run ``settle()`` before the next step of this thread or task begins, or at a clean end.
