@@ -5,17 +5,28 @@ plus one ``fdatasync`` is the floor for a durable write. The DuckDB journal
 appends each mutation here (one record, one fsync) and moves records into
 DuckDB in bulk at checkpoints, then empties the log.
 
-File layout: the 8-byte magic ``RDLOG\\x00\\x01\\n``, then records of
-``u32 big-endian body length | 8-byte xxh3-64 of the body | body`` where the
-body is canonical msgpack of plain values (no ext types).
+File layout (format 2): the 8-byte magic ``RDLOG\\x00\\x02\\n`` and an 8-byte
+random *salt* drawn when the log is created or emptied, then records of a
+28-byte header ``marker(4) | u32 length | u64 record number | body digest(8) |
+header check(4)`` and the body (canonical msgpack of plain values, no ext
+types). The marker and both checks are keyed by the salt, the record numbers
+count 0, 1, 2... from the salt, and the header check covers the length.
 
-Reading streams the file record by record (memory bounded by the largest
-record). A record that fails its checks is a *torn tail* (a write that never
-returned) only when no valid record (length fits, checksum matches) starts
-anywhere after it; only then is it cut off, and only when the log is open for
-writing. Otherwise the log is damaged mid-file and reading raises
-:class:`~redrive.errors.JournalCorruptError` without changing the file, since
-the records after the damage are durable, acknowledged writes.
+Recovery is decided by structure, never by finding bytes that parse (a tool
+result may hold the bytes of a valid record): a header with a good check is
+trusted, so a record whose trusted length runs past the end of the file is a
+torn tail, cut at once without looking further. Only a damaged header or body
+makes the reader look for a record after it, and then only for a header with
+this log's salt and a record number after the damaged one (copies of earlier
+records inside a payload have lower numbers; the salt is not known to whoever
+wrote the payload); when one exists the log is damaged mid-file and reading
+raises :class:`~redrive.errors.JournalCorruptError` without changing the file,
+since the records after the damage are durable, acknowledged writes. A torn
+tail is cut only when the log is open for writing.
+
+Format 1 logs (``RDLOG\\x00\\x01\\n``, no salt, 12-byte headers) are still read;
+the journal empties its log into the database on open, and an empty log is
+rewritten in format 2 before the first append.
 """
 
 from __future__ import annotations
@@ -30,15 +41,24 @@ from typing import Any, BinaryIO, Final
 import msgpack
 import xxhash
 
-from ..errors import JournalCorruptError, JournalFormatError
+from ..errors import JournalCorruptError, JournalFormatError, JournalWriteError
 from ..frames import encode
+from ._limits import LOG_RECORD_LIMIT
 
-__all__ = ["FrameLog"]
+__all__ = ["FrameLog", "MAX_RECORD", "record_bytes"]
 
-MAGIC: Final = b"RDLOG\x00\x01\n"
+#: Magic of a format-1 log (read, never written).
+MAGIC_V1: Final = b"RDLOG\x00\x01\n"
+#: Magic of a format-2 log; the 8-byte salt follows it.
+MAGIC: Final = b"RDLOG\x00\x02\n"
+_SALT: Final = 8
+#: Bytes before the first record of a format-2 log.
+START: Final = len(MAGIC) + _SALT
 _HEAD = struct.Struct(">I8s")
-#: Largest record accepted on read (a guard against a damaged length field).
-MAX_RECORD: Final = 256 * 1024 * 1024
+#: Format-2 record header: marker, length, record number, body digest, header check.
+_HEAD2 = struct.Struct(">4sIQ8s4s")
+#: Largest record body, in bytes, written or read (the writer refuses larger ones).
+MAX_RECORD: Final = LOG_RECORD_LIMIT
 #: Bytes read at a time while looking for a valid record after a damaged one.
 _SCAN_CHUNK: Final = 1 << 16
 
@@ -55,6 +75,62 @@ ADVICE: Final = (
     "was already checkpointed, copy the database file alone (without its .rdlog) and run "
     "`redrive --journal COPY verify` or `redrive --journal COPY sql ...` on the copy."
 )
+
+
+def _marker(salt: bytes) -> bytes:
+    return xxhash.xxh3_64_digest(b"rdlog-marker" + salt)[:4]
+
+
+def _body_digest(salt: bytes, number: int, body: bytes) -> bytes:
+    seed = int.from_bytes(salt, "big") ^ number
+    return xxhash.xxh3_64_digest(body, seed=seed)
+
+
+def _head_check(salt: bytes, head: bytes) -> bytes:
+    return xxhash.xxh3_64_digest(salt + head)[:4]
+
+
+def record_bytes(salt: bytes, number: int, body: bytes) -> bytes:
+    """Return the bytes of format-2 record ``number`` holding ``body`` in a log salted ``salt``."""
+    head = _HEAD2.pack(_marker(salt), len(body), number, _body_digest(salt, number, body), b"")
+    head = head[:-4]
+    return head + _head_check(salt, head) + body
+
+
+def _header_at(f: BinaryIO, offset: int, size: int, salt: bytes) -> tuple[int, int, bytes] | None:
+    """Return ``(length, record number, body digest)`` of a good header at ``offset``, or None."""
+    if offset + _HEAD2.size > size:
+        return None
+    f.seek(offset)
+    head = f.read(_HEAD2.size)
+    if len(head) < _HEAD2.size:
+        return None
+    mark, length, number, digest, check = _HEAD2.unpack(head)
+    if mark != _marker(salt) or check != _head_check(salt, head[:-4]):
+        return None
+    return length, number, digest
+
+
+def _later_record(f: BinaryIO, start: int, size: int, salt: bytes, index: int) -> int | None:
+    """Return the offset of a good header numbered after ``index`` at or after ``start``, or None.
+
+    Candidates are the places where this log's marker appears (found with
+    ``bytes.find`` in chunks read one at a time); a candidate counts when its
+    header check matches and its record number is greater than ``index``.
+    """
+    mark = _marker(salt)
+    pos = start
+    while pos < size:
+        f.seek(pos)
+        chunk = f.read(_SCAN_CHUNK + len(mark) - 1)
+        i = chunk.find(mark)
+        while 0 <= i < _SCAN_CHUNK:
+            found = _header_at(f, pos + i, size, salt)
+            if found is not None and found[1] > index:
+                return pos + i
+            i = chunk.find(mark, i + 1)
+        pos += _SCAN_CHUNK
+    return None
 
 
 def _no_ext(code: int, data: bytes) -> Any:
@@ -153,12 +229,22 @@ class FrameLog:
         self.path = path
         self.read_only = read_only
         self._fd: int | None = None
+        #: the record number of the next append (None: not known until the log is read)
+        self._next: int | None = None
         if read_only:
             return
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        if os.fstat(self._fd).st_size == 0:
-            os.write(self._fd, MAGIC)
-            _sync(self._fd)
+        size = os.fstat(self._fd).st_size
+        if size == 0 or (size == len(MAGIC_V1) and os.pread(self._fd, size, 0) == MAGIC_V1):
+            self._fresh()
+
+    def _fresh(self) -> None:
+        """Empty the log and start it again in format 2 with a new salt (writable only)."""
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, MAGIC + os.urandom(_SALT))
+        _sync(self._fd)
+        self._next = 0
 
     def records(self) -> Iterator[Any]:
         """Yield every complete record in order; see :meth:`entries`."""
@@ -168,17 +254,17 @@ class FrameLog:
     def entries(self) -> Iterator[tuple[int, Any]]:
         """Yield ``(byte offset, record)`` for every complete record, in order.
 
-        A damaged record with no valid record anywhere after it is a torn
-        tail: it ends the iteration and, when the log is writable, is cut
-        off. Memory use is bounded by the largest record, not the file.
+        A torn tail (see the module docstring for how it is told from
+        damage) ends the iteration and, when the log is writable, is cut off.
+        Memory use is bounded by the largest record, not the file.
 
         Raises:
             JournalFormatError: not a redrive log.
-            JournalCorruptError: a record fails its length or checksum check
-                and a valid record follows it (the file is left untouched), or
-                a record with a good checksum is not one plain msgpack value.
-                Fields: ``source`` (the file), ``offset`` (bytes),
-                ``record_index`` (0-based), ``reason``.
+            JournalCorruptError: the log is damaged mid-file (the file is left
+                untouched), or a record with a good checksum is not one plain
+                msgpack value. Fields: ``source`` (the file), ``offset``
+                (bytes), ``record_index`` (0-based), ``reason``, and
+                ``next_record_offset`` when a later record was found.
         """
         try:
             f = open(self.path, "rb")  # noqa: SIM115 - closed below; a generator holds it
@@ -188,40 +274,139 @@ class FrameLog:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 return
-            if f.read(len(MAGIC)) != MAGIC:
+            magic = f.read(len(MAGIC))
+            if magic == MAGIC_V1:
+                yield from self._entries_v1(f, size)
+                return
+            salt = f.read(_SALT)
+            if magic != MAGIC or len(salt) < _SALT:
                 raise JournalFormatError(
                     f"{self.path} is not a redrive journal log (bad magic); move it away if it "
                     "is not yours",
                     path=self.path,
                 )
-            offset = len(MAGIC)
+            offset = START
             index = 0
             while offset < size:
-                body, reason = self._read_at(f, offset, size)
+                body, reason, resume = self._read2(f, offset, size, salt, index)
                 if body is None:
-                    self._torn(f, offset, size, index, reason)
+                    self._torn2(f, offset, size, salt, index, reason, resume)
+                    self._next = index
                     return
-                try:
-                    record = _decode_record(body)
-                except ValueError as exc:
-                    raise JournalCorruptError(
-                        f"{self.path}: record {index} at byte {offset} has a good checksum but "
-                        f"is not a plain msgpack value ({exc}); the log was written by "
-                        "something other than redrive or damaged before it was checksummed. "
-                        + ADVICE,
-                        source=self.path,
-                        offset=offset,
-                        record_index=index,
-                        reason="decode",
-                        last_good_seq=None,
-                    ) from None
-                yield offset, record
-                offset += _HEAD.size + len(body)
+                yield offset, self._decoded(body, offset, index)
+                offset += _HEAD2.size + len(body)
                 index += 1
+            self._next = index
+
+    def _decoded(self, body: bytes, offset: int, index: int) -> Any:
+        try:
+            return _decode_record(body)
+        except ValueError as exc:
+            raise JournalCorruptError(
+                f"{self.path}: record {index} at byte {offset} has a good checksum but "
+                f"is not a plain msgpack value ({exc}); the log was written by "
+                "something other than redrive or damaged before it was checksummed. " + ADVICE,
+                source=self.path,
+                offset=offset,
+                record_index=index,
+                reason="decode",
+                last_good_seq=None,
+            ) from None
+
+    def _read2(
+        self, f: BinaryIO, offset: int, size: int, salt: bytes, index: int
+    ) -> tuple[bytes | None, str, int | None]:
+        """Read format-2 record ``index`` at ``offset``.
+
+        Returns ``(body, "", None)`` when good; ``(None, why, None)`` for a torn
+        tail that needs no search; ``(None, why, start)`` for damage after
+        which a later record is searched for from ``start``.
+        """
+        if offset + _HEAD2.size > size:
+            return None, f"a header of {size - offset} bytes, {_HEAD2.size} expected", None
+        found = _header_at(f, offset, size, salt)
+        if found is None:
+            return None, "a damaged header", offset + 1
+        length, number, digest = found
+        if number != index:
+            raise JournalCorruptError(
+                f"{self.path}: record {index} at byte {offset} is numbered {number}: a record "
+                "is missing or repeated, so the log is damaged in the middle. The file was not "
+                "changed. " + ADVICE,
+                source=self.path,
+                offset=offset,
+                record_index=index,
+                reason="sequence",
+                last_good_seq=None,
+            )
+        if length > MAX_RECORD:
+            raise JournalCorruptError(
+                f"{self.path}: record {index} at byte {offset} declares {length} bytes, over "
+                f"the {MAX_RECORD}-byte limit no redrive writer goes past. The file was not "
+                "changed. " + ADVICE,
+                source=self.path,
+                offset=offset,
+                record_index=index,
+                reason="length",
+                last_good_seq=None,
+            )
+        end = offset + _HEAD2.size + length
+        if end > size:
+            return (
+                None,
+                f"a length of {length} bytes, past the end of the file ({size} bytes)",
+                None,
+            )
+        body = f.read(length)
+        if _body_digest(salt, number, body) != digest:
+            return None, "a checksum that does not match its bytes", end
+        return body, "", None
+
+    def _torn2(
+        self,
+        f: BinaryIO,
+        offset: int,
+        size: int,
+        salt: bytes,
+        index: int,
+        reason: str,
+        resume: int | None,
+    ) -> None:
+        """Cut a torn tail at ``offset``, or raise when a later record follows the damage."""
+        found = None if resume is None else _later_record(f, resume, size, salt, index)
+        if found is not None:
+            raise JournalCorruptError(
+                f"{self.path}: record {index} at byte {offset} has {reason}, and a valid "
+                f"record follows it at byte {found}; the log is damaged in the middle, not "
+                "torn at its end, so the records after the damage (acknowledged writes) "
+                "cannot be read. The file was not changed. " + ADVICE,
+                source=self.path,
+                offset=offset,
+                record_index=index,
+                next_record_offset=found,
+                reason="checksum" if "checksum" in reason else "length",
+                last_good_seq=None,
+            )
+        if self._fd is not None:
+            os.ftruncate(self._fd, offset)
+            _sync(self._fd)
+
+    def _entries_v1(self, f: BinaryIO, size: int) -> Iterator[tuple[int, Any]]:
+        """Read a format-1 log (see the module docstring)."""
+        offset = len(MAGIC_V1)
+        index = 0
+        while offset < size:
+            body, reason = self._read_at(f, offset, size)
+            if body is None:
+                self._torn(f, offset, size, index, reason)
+                return
+            yield offset, self._decoded(body, offset, index)
+            offset += _HEAD.size + len(body)
+            index += 1
 
     @staticmethod
     def _read_at(f: BinaryIO, offset: int, size: int) -> tuple[bytes | None, str]:
-        """Return ``(body, "")`` for a good record at ``offset``, else ``(None, why not)``."""
+        """Return ``(body, "")`` for a good format-1 record at ``offset``, else ``(None, why)``."""
         if offset + _HEAD.size > size:
             return None, f"a header of {size - offset} bytes, {_HEAD.size} expected"
         f.seek(offset)
@@ -236,7 +421,7 @@ class FrameLog:
         return body, ""
 
     def _torn(self, f: BinaryIO, offset: int, size: int, index: int, reason: str) -> None:
-        """Cut a torn tail at ``offset``, or raise when valid records follow it."""
+        """Cut a torn format-1 tail at ``offset``, or raise when valid records follow it."""
         found = _next_record(f, offset + 1, size)
         if found is not None:
             raise JournalCorruptError(
@@ -255,19 +440,44 @@ class FrameLog:
             os.ftruncate(self._fd, offset)
             _sync(self._fd)
 
+    def _salt(self) -> bytes:
+        """Return the salt of this (writable, format-2) log, reading the log first if needed.
+
+        Raises:
+            OSError: the log is a format-1 log still holding records (the
+                journal empties it into the database on open).
+        """
+        assert self._fd is not None
+        if self._next is None:
+            for _ in self.entries():
+                pass
+        head = os.pread(self._fd, START, 0)
+        if head[: len(MAGIC)] != MAGIC:
+            if os.fstat(self._fd).st_size > len(MAGIC_V1):
+                raise OSError(
+                    f"{self.path}: a format-1 journal log still holding records; open the "
+                    "journal (which moves them into the database) before writing"
+                )
+            self._fresh()
+            head = os.pread(self._fd, START, 0)
+        if self._next is None:
+            self._next = 0
+        return head[len(MAGIC) :]
+
     def append(self, record: Any, *, sync: bool = True) -> int:
         """Append one record and fsync it; return the bytes written.
 
         Args:
             record: a list of 1 to 15 plain values whose first item is a
-                type tag of 1 to 31 lowercase letters or underscores (the
-                fixed start lets a damaged log be told from a torn one fast).
+                type tag of 1 to 31 lowercase letters or underscores.
             sync: False skips the fsync: the record survives this process
                 dying (it is in the OS), and the next synced append (whose
                 fdatasync covers the file) makes it survive a machine crash.
 
         Raises:
             ValueError: ``record`` does not have that shape.
+            JournalWriteError: the encoded record is over :data:`MAX_RECORD`
+                bytes; nothing was written.
             OSError: the write or the fsync failed (disk full, I/O error); the
                 log is cut back to its previous end so no partial record stays.
         """
@@ -275,7 +485,17 @@ class FrameLog:
             raise OSError(f"{self.path}: the journal log is open read-only")
         _check_shape(record)
         body = encode(record)
-        blob = _HEAD.pack(len(body), xxhash.xxh3_64_digest(body)) + body
+        if len(body) > MAX_RECORD:
+            raise JournalWriteError(
+                f"{self.path}: one journal write of {len(body)} bytes is over the "
+                f"{MAX_RECORD}-byte limit of a log record; nothing was written. Write fewer "
+                "or smaller values at once: keep large values outside the journal (store them "
+                "elsewhere and return a reference).",
+                journal=self.path,
+            )
+        salt = self._salt()
+        assert self._next is not None
+        blob = record_bytes(salt, self._next, body)
         end = os.lseek(self._fd, 0, os.SEEK_END)
         try:
             written = os.write(self._fd, blob)
@@ -287,6 +507,7 @@ class FrameLog:
             with contextlib.suppress(OSError):  # else the torn tail is cut off on next open
                 os.ftruncate(self._fd, end)
             raise
+        self._next += 1
         return len(blob)
 
     def size(self) -> int:
@@ -299,11 +520,10 @@ class FrameLog:
             return 0
 
     def reset(self) -> None:
-        """Empty the log (after its records were checkpointed elsewhere)."""
+        """Empty the log (after its records were checkpointed elsewhere), with a new salt."""
         if self._fd is None:
             return
-        os.ftruncate(self._fd, len(MAGIC))
-        _sync(self._fd)
+        self._fresh()  # a crash inside leaves an empty file: a new log
 
     def close(self) -> None:
         """Close the file."""

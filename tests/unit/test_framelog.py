@@ -10,7 +10,7 @@ import pytest
 import redrive
 from redrive.errors import JournalCorruptError, JournalFormatError
 from redrive.storage import verify_frames
-from redrive.storage._framelog import MAGIC, FrameLog
+from redrive.storage._framelog import START, FrameLog
 from redrive.storage.duckdb import DuckDBJournal
 
 
@@ -35,14 +35,14 @@ def test_log_holds_writes_until_checkpoint(tmp_path: Path) -> None:
     path = str(tmp_path / "runs.duckdb")
     journal = DuckDBJournal(path, checkpoint_frames=10_000)
     record_run(journal, "r", 5)
-    assert os.path.getsize(path + ".rdlog") > len(MAGIC)
+    assert os.path.getsize(path + ".rdlog") > START
     assert journal.get_run("r").status == "succeeded"  # type: ignore[union-attr]
     frames = list(journal.frames("r"))
     assert verify_frames(iter(frames), source="test") == 12
     crash(journal)
     reopened = DuckDBJournal(path)
     assert [f.chain for f in reopened.frames("r")] == [f.chain for f in frames]
-    assert os.path.getsize(path + ".rdlog") == len(MAGIC)  # checkpointed on open
+    assert os.path.getsize(path + ".rdlog") == START  # checkpointed on open
     reopened.close()
 
 
@@ -80,7 +80,7 @@ def test_damage_before_the_tail_is_corruption(tmp_path: Path) -> None:
     log.append(["one", "payload"])
     log.append(["two"])
     with open(path, "r+b") as f:
-        f.seek(len(MAGIC) + 14)
+        f.seek(START + 30)  # inside the first record's body
         f.write(b"\xff")
     with pytest.raises(JournalCorruptError, match="checksum"):
         list(FrameLog(path).records())

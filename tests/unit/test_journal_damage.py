@@ -13,12 +13,11 @@ from typing import Any
 
 import msgpack
 import pytest
-import xxhash
 
 import redrive
 from redrive.errors import JournalCorruptError
 from redrive.storage import _framelog as framelog
-from redrive.storage._framelog import MAGIC, FrameLog
+from redrive.storage._framelog import MAGIC, START, FrameLog, record_bytes
 from redrive.storage.duckdb import DuckDBJournal
 
 
@@ -47,12 +46,15 @@ def logged_journal(tmp_path: Path, steps: int = 3) -> tuple[str, list[int]]:
 
 def set_length(log: str, offset: int, length: int) -> None:
     with open(log, "r+b") as f:
-        f.seek(offset)
+        f.seek(offset + 4)  # the length follows the 4-byte marker
         f.write(struct.pack(">I", length))
 
 
-def record(body: bytes) -> bytes:
-    return struct.pack(">I8s", len(body), xxhash.xxh3_64_digest(body)) + body
+SALT = b"saltsalt"
+
+
+def record(body: bytes, number: int = 0) -> bytes:
+    return record_bytes(SALT, number, body)
 
 
 @pytest.mark.parametrize("damage", ["over the limit", "past the end"])
@@ -164,7 +166,7 @@ def test_append_refuses_records_without_a_type_tag(tmp_path: Path, bad: Any) -> 
     log = FrameLog(str(tmp_path / "x.rdlog"))
     with pytest.raises(ValueError, match="type tag"):
         log.append(bad)
-    assert log.size() == len(MAGIC)
+    assert log.size() == START
 
 
 _RUN = ["r", "running", 1, "c" * 32, "f" * 32, None, 1.0, 1.0, None, None, None, 0, None]
@@ -192,11 +194,11 @@ def test_hostile_records_are_corruption(tmp_path: Path, name: str) -> None:
     path = str(tmp_path / "j.duckdb")
     good = msgpack.packb(["frames", _RUN, [_FRAME]], use_bin_type=True)
     bad = msgpack.packb(HOSTILE[name], use_bin_type=True)
-    Path(path + ".rdlog").write_bytes(MAGIC + record(good) + record(bad))
+    Path(path + ".rdlog").write_bytes(MAGIC + SALT + record(good) + record(bad, 1))
     with pytest.raises(JournalCorruptError) as caught:
         DuckDBJournal(path)
     err = caught.value
-    offset = len(MAGIC) + len(record(good))
+    offset = START + len(record(good))
     assert err.fields["source"] == path + ".rdlog" and err.fields["offset"] == offset
     assert err.fields["record_index"] == 1 and f"byte {offset}" in str(err)
     assert err.run_id == "r" and err.fields["last_good_seq"] == 0
@@ -206,8 +208,8 @@ def test_ext_types_in_log_records_are_corruption() -> None:
     """Ext values (overflowing timedeltas, 2000-deep prefix refs) raise, in a child process."""
     child = textwrap.dedent("""
         import os, struct, tempfile, msgpack, xxhash, redrive
-        from redrive.storage._framelog import MAGIC
-        def rec(b): return struct.pack(">I8s", len(b), xxhash.xxh3_64_digest(b)) + b
+        from redrive.storage._framelog import MAGIC, record_bytes
+        def rec(b): return b"saltsalt" + record_bytes(b"saltsalt", 0, b)
         deep = msgpack.packb([0, []])
         for _ in range(2000):
             inner = msgpack.packb([0, [msgpack.ExtType(9, deep)]], use_bin_type=True)
@@ -218,7 +220,7 @@ def test_ext_types_in_log_records_are_corruption() -> None:
             try:
                 redrive.open_journal(path)
             except redrive.JournalCorruptError as e:
-                assert e.fields["reason"] == "decode" and e.fields["offset"] == 8, e.fields
+                assert e.fields["reason"] == "decode" and e.fields["offset"] == 16, e.fields
                 print("corrupt")
     """)
     done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
