@@ -27,6 +27,7 @@ from ._base import (
     held_by_other,
 )
 from ._copy import copy_run
+from ._limits import MAX_VALUE
 from ._prune import PruneResult, prune_runs
 from ._url import JournalURL, parse_journal_url
 from ._verify import verify_frames, verify_run
@@ -36,6 +37,7 @@ __all__ = [
     "Decision",
     "Journal",
     "JournalURL",
+    "MAX_VALUE",
     "MemoryJournal",
     "PruneResult",
     "RunRecord",

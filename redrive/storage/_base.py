@@ -11,8 +11,15 @@ from typing import Any, Protocol, cast, runtime_checkable
 import attrs
 
 from .._scrub import DEFAULT as _SCRUB
-from ..errors import AppendConflictError, LeaseLostError, TerminalRunError, UnknownRunError
+from ..errors import (
+    AppendConflictError,
+    JournalWriteError,
+    LeaseLostError,
+    TerminalRunError,
+    UnknownRunError,
+)
 from ..frames import GENESIS, ChainCheck, Frame, Kind, decode, make_frame
+from ._limits import MAX_VALUE
 
 __all__ = [
     "Decision",
@@ -28,6 +35,8 @@ __all__ = [
     "scrubbed_text",
     "cancelled_error",
     "check_append",
+    "check_size",
+    "frame_size",
     "check_delete",
     "check_open",
     "check_fence",
@@ -344,6 +353,10 @@ def appended(
     if record.status == RunStatus.CANCELLED.value:
         raise cancelled_error(record)  # before the seq check: a cancel is not a lost race
     check_append(record, frames, expected_seq)
+    if update is not None and update.output is not None:
+        check_size(run_id, expected_seq + len(frames), "the run's output", len(update.output))
+    if update is not None and update.error is not None:
+        check_size(run_id, expected_seq + len(frames), "the run's error", len(update.error))
     check_open(record)  # a lost race to end the run is a conflict (above), not this
     return after_append(record, frames, update, time.time())
 
@@ -450,13 +463,54 @@ def check_delete(record: RunRecord | None, expected_seq: int) -> bool:
     return True
 
 
+def check_size(run_id: str, seq: int, what: str, size: int) -> None:
+    """Refuse a value over the one size limit of every journal (:data:`MAX_VALUE`).
+
+    Args:
+        run_id: the run the value would be written to.
+        seq: the seq it would be written at.
+        what: what the value is, for the message (``"frame seq 4 (tool_done 'fetch')"``).
+        size: its size in bytes.
+
+    Raises:
+        JournalWriteError: ``size`` is over the limit; nothing was written.
+    """
+    if size > MAX_VALUE:
+        raise JournalWriteError(
+            f"run {run_id!r} seq {seq}: {what} is {size:,} bytes, over the {MAX_VALUE:,}-byte "
+            "limit of a journaled value (redrive.storage.MAX_VALUE, the same on every journal "
+            "and in .rdj files). Nothing of this write was journaled; what was journaled "
+            "before it is kept. Return a smaller value from the step: store large data "
+            "elsewhere (a file, an object store) and return a reference to it.",
+            run_id=run_id,
+            seq=seq,
+        )
+
+
+def frame_size(frame: Frame) -> int:
+    """Return the bytes a frame counts against :data:`MAX_VALUE`: payload, name and key."""
+    return (
+        len(frame.payload)
+        + len(frame.name.encode("utf-8", "surrogatepass"))
+        + len(frame.key.encode("utf-8", "surrogatepass"))
+    )
+
+
 def check_append(record: RunRecord, frames: Sequence[Frame], expected_seq: int) -> None:
     """Validate an append against the run row (shared by every backend).
 
     Raises:
         AppendConflictError: ``expected_seq`` is not the run's ``next_seq``.
+        JournalWriteError: a frame over the size limit (:func:`check_size`).
         ValueError: frames that are not dense, of another run, or mis-chained.
     """
+    for frame in frames:
+        check_size(
+            record.run_id,
+            frame.seq,
+            f"frame seq {frame.seq} ({frame.kind} {frame.name!r})",
+            frame_size(frame),
+        )
     if record.next_seq != expected_seq:
         raise AppendConflictError(
             f"run {record.run_id!r}: expected to append at seq {expected_seq} but the journal "

@@ -38,6 +38,7 @@ import xxhash
 
 from ...frames import Frame, Kind, encode
 from .._base import RunRecord, RunStatus
+from .._limits import RDJ_RECORD_LIMIT
 
 __all__ = [
     "BATCH",
@@ -65,8 +66,9 @@ MAGIC: Final = b"\x89RDJ\r\n\x1a\n"
 #: The ``.rdj`` layout version this redrive writes (and the newest it reads). 2: the
 #: layout of 1, with frame payloads that may hold stored values (frame format 2).
 RDJ_VERSION: Final = 2
-#: Largest record body accepted by default, in bytes (64 MiB).
-MAX_RECORD: Final = 64 * 1024 * 1024
+#: Largest record body written or accepted by default, in bytes (64 MiB: twice
+#: :data:`redrive.storage.MAX_VALUE`, room for a largest value and its fields).
+MAX_RECORD: Final = RDJ_RECORD_LIMIT
 
 PREAMBLE = struct.Struct(">8sHHI")
 RECORD_HEAD = struct.Struct(">cI")

@@ -8,12 +8,13 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import JournalCorruptError, UnknownRunError
+from ...errors import JournalCorruptError, JournalWriteError, UnknownRunError
 from ...frames import ChainCheck, Kind
 from .._base import Journal, RunRecord
 from .._copy import copy_run
 from ._format import (
     BATCH,
+    MAX_RECORD,
     RDJ_VERSION,
     TAG_END,
     TAG_FRAME,
@@ -98,10 +99,12 @@ def export_run(
                         output=record.output,
                         error=record.error,
                     )
-                    out.write(record_bytes(TAG_HEADER, header_bytes(lease_free, flags)))
+                    out.write(
+                        _record(TAG_HEADER, header_bytes(lease_free, flags), run_id, 0, "header")
+                    )
                     header_written = True
                 out.write(
-                    record_bytes(
+                    _record(
                         TAG_FRAME,
                         pack(
                             [
@@ -115,6 +118,9 @@ def export_run(
                                 frame.epoch,
                             ]
                         ),
+                        run_id,
+                        frame.seq,
+                        f"frame seq {frame.seq}",
                     )
                 )
                 count = check.next_seq
@@ -142,6 +148,26 @@ def export_run(
     if progress is not None:
         progress(total, total)
     return record
+
+
+def _record(tag: bytes, body: bytes, run_id: str, seq: int, what: str) -> bytes:
+    """Return one ``.rdj`` record, refusing a body its reader would refuse.
+
+    Raises:
+        JournalWriteError: ``body`` is over :data:`MAX_RECORD` (a value
+            journaled before the one size limit existed); no file is written.
+    """
+    if len(body) > MAX_RECORD:
+        raise JournalWriteError(
+            f"run {run_id!r} seq {seq}: the {what} is {len(body):,} bytes, over the "
+            f"{MAX_RECORD:,}-byte limit of an .rdj record, so no reader would accept the "
+            "file; nothing was written. The value was journaled before redrive limited "
+            "values (redrive.storage.MAX_VALUE): replay or copy the run from this journal "
+            "instead (redrive.storage.copy_run), or re-record it with a smaller value.",
+            run_id=run_id,
+            seq=seq,
+        )
+    return record_bytes(tag, body)
 
 
 def import_run(
