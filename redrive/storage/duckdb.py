@@ -15,13 +15,16 @@ workers use the Postgres journal. Within a process the journal is thread-safe,
 and there must be one journal object per file: a second writable
 ``DuckDBJournal`` on the same file in the same process also raises
 :class:`~redrive.errors.JournalLockedError` (each object would hold its own
-writes not yet checkpointed, so both could claim the same step). Share one
+writes not yet checkpointed, so both could claim the same step). The file is
+known by identity (device and inode, plus an exclusive ``flock`` on it), not
+by path: a hard link or a second path to the file is the same file. Share one
 object, e.g. with :func:`redrive.storage.shared_journal`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import threading
 import weakref
@@ -59,8 +62,8 @@ CHECKPOINT_FRAMES: Final = 2000
 _PAGE: Final = 1000
 _CHUNK: Final = 200
 
-#: Writable DuckDB journals open in this process, by the file's real path.
-_OPEN: dict[str, weakref.ref[DuckDBJournal]] = {}
+#: Writable DuckDB journals open in this process, by the file's real path and identity.
+_OPEN: dict[str | tuple[int, int], weakref.ref[DuckDBJournal]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
@@ -166,34 +169,80 @@ def _locked_elsewhere(path: str, read_only: bool, said: str) -> JournalLockedErr
     return JournalLockedError(advice + f"DuckDB said: {said}", path=path)
 
 
-def _claim(path: str, journal: DuckDBJournal) -> str:
-    """Register ``journal`` as the writable journal of ``path`` in this process.
+def _claim(key: str | tuple[int, int], path: str, journal: DuckDBJournal) -> None:
+    """Register ``journal`` as the writable journal of file ``key`` in this process.
+
+    Args:
+        key: the file's real path, or its ``(device, inode)`` once it exists.
+        path: the path the journal was opened with (for the message).
+        journal: the journal object claiming the file.
 
     Raises:
         JournalLockedError: another live writable journal object has the file.
     """
-    key = os.path.realpath(path)
     with _OPEN_LOCK:
         ref = _OPEN.get(key)
         other = ref() if ref is not None else None
-        if other is not None and not other.closed:
+        if other is not None and other is not journal and not other.closed:
+            same = (
+                f"the same file as {other.path!r} (device {key[0]}, inode {key[1]})"
+                if isinstance(key, tuple)
+                else repr(key)
+            )
             raise JournalLockedError(
-                f"DuckDB journal {key} is already open for writing in this process (another "
-                "DuckDBJournal object holds it). Two journal objects on one file would each "
+                f"DuckDB journal {path!r} is {same}, which is already open for writing in "
+                "this process (another DuckDBJournal object holds it, possibly through "
+                "another path or a hard link). Two journal objects on one file would each "
                 "keep their own writes not yet checkpointed, so both could claim and run the "
                 "same step. Reuse the open journal object, or get one journal per file per "
                 "process from redrive.storage.shared_journal(path).",
                 path=path,
             )
         _OPEN[key] = weakref.ref(journal)
-    return key
 
 
-def _release(key: str, journal: DuckDBJournal) -> None:
+def _release(key: str | tuple[int, int], journal: DuckDBJournal) -> None:
     with _OPEN_LOCK:
         ref = _OPEN.get(key)
         if ref is not None and ref() in (journal, None):
             del _OPEN[key]
+
+
+def _lock_file(path: str, journal: DuckDBJournal) -> tuple[int, tuple[int, int]] | None:
+    """Claim an existing database file by identity and take an OS lock on it.
+
+    The file is claimed by ``(device, inode)``, so a hard link or any second
+    path to it is the same file; then an exclusive ``flock`` is taken on an
+    open file description of its own, which conflicts with every other open
+    of the file (in this process or another), unlike DuckDB's own ``fcntl``
+    locks, which one process never conflicts with.
+
+    Returns:
+        ``(descriptor holding the lock, (device, inode))``, or None when the
+        file does not exist yet.
+
+    Raises:
+        JournalLockedError: another journal object, or another process, holds it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        ident = (st.st_dev, st.st_ino)
+        _claim(ident, path, journal)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _release(ident, journal)
+            raise _locked_elsewhere(
+                path, False, "another redrive journal holds an exclusive lock on the file"
+            ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, ident
 
 
 class DuckDBJournal(LocalJournal):
@@ -229,13 +278,20 @@ class DuckDBJournal(LocalJournal):
         self._log: FrameLog | None = None
         #: the records written to the log and not yet checkpointed into the tables
         self._overlay = MemoryState()
-        self._key = _claim(path, self) if path != ":memory:" and not read_only else None
+        self._keys: list[str | tuple[int, int]] = []
+        self._lock_fd: int | None = None
         try:
+            if path != ":memory:" and not read_only:
+                self._keys.append(os.path.realpath(path))
+                _claim(self._keys[0], path, self)
+                self._take_file()
             self._store = _Store(path, read_only=read_only)
         except BaseException:
             self._release()
             raise
         try:
+            if path != ":memory:" and not read_only and self._lock_fd is None:
+                self._take_file()  # the file did not exist before DuckDB created it
             if path != ":memory:":
                 self._log = FrameLog(path + ".rdlog", read_only=read_only)
                 self._replay_log(self._log)
@@ -253,10 +309,20 @@ class DuckDBJournal(LocalJournal):
         """True once :meth:`close` ran."""
         return self._closed
 
+    def _take_file(self) -> None:
+        locked = _lock_file(self.path, self)
+        if locked is not None:
+            self._lock_fd, ident = locked
+            self._keys.append(ident)
+
     def _release(self) -> None:
         self._closed = True
-        if self._key is not None:
-            _release(self._key, self)
+        for key in self._keys:
+            _release(key, self)
+        self._keys = []
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     # -- the log -------------------------------------------------------------
 
