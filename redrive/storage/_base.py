@@ -22,6 +22,7 @@ from ..frames import GENESIS, ChainCheck, Frame, Kind, decode, make_frame
 from ._limits import MAX_VALUE
 
 __all__ = [
+    "IMPORT_OWNER",
     "Decision",
     "Journal",
     "RunIndexOps",
@@ -463,6 +464,11 @@ def check_delete(record: RunRecord | None, expected_seq: int) -> bool:
     return True
 
 
+#: The lease owner of a run while an import copies it: workers cannot write to it,
+#: sweeps and ``interrupted_runs()`` skip it, and a new import of it starts it over.
+IMPORT_OWNER = "redrive import (not finished)"
+
+
 def check_size(run_id: str, seq: int, what: str, size: int) -> None:
     """Refuse a value over the one size limit of every journal (:data:`MAX_VALUE`).
 
@@ -549,8 +555,14 @@ class RunIndexOps:
         raise NotImplementedError
 
     def interrupted_runs(self) -> list[RunRecord]:
-        """Return runs left ``running`` (a worker may have died in them)."""
-        return self.runs(status=RunStatus.RUNNING.value)
+        """Return runs left ``running`` (a worker may have died in them).
+
+        A run an import is still copying (or a killed import left half-copied;
+        importing again finishes it) is not listed.
+        """
+        return [
+            r for r in self.runs(status=RunStatus.RUNNING.value) if r.lease_owner != IMPORT_OWNER
+        ]
 
     def stale_runs(self, *, older_than: float = 0.0) -> list[RunRecord]:
         """Return running runs whose lease expired at least ``older_than`` seconds ago."""

@@ -11,12 +11,14 @@ import attrs
 from .._runid import check_run_id
 from ..errors import AppendConflictError, UnknownRunError
 from ..frames import GENESIS, ChainCheck, Frame, Kind, make_frame
-from ._base import Journal, RunRecord, RunStatus, RunUpdate
+from ._base import IMPORT_OWNER, Journal, RunRecord, RunStatus, RunUpdate
 
-__all__ = ["copy_run"]
+__all__ = ["IMPORT_OWNER", "copy_run"]
 
 #: Frames per append while copying.
 BATCH = 1000
+#: How long an import's lease lasts: until the import ends (it is released then).
+_IMPORT_LEASE = 100 * 365 * 24 * 3600.0
 
 
 def copy_run(
@@ -29,6 +31,7 @@ def copy_run(
     reopen: bool = False,
     start_extra: Mapping[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    all_or_nothing: bool = False,
 ) -> RunRecord:
     """Copy run ``run_id``'s frames and run row from ``src`` into ``dst``.
 
@@ -49,6 +52,11 @@ def copy_run(
         reopen: leave out a ``run_end`` frame, so the copy is ``running``.
         start_extra: keys added to the ``run_start`` payload (re-chains the copy).
         progress: called as ``progress(frames_done, frames_total)`` after each append.
+        all_or_nothing: hold the copy under a lease of :data:`IMPORT_OWNER`
+            until its last frame is written, so a copy killed half-way is
+            never resumed, swept or listed as interrupted as if it were a run,
+            and the next copy with this flag deletes it and starts over
+            (what :func:`~redrive.storage.rdj.import_run` uses).
 
     Returns:
         The copy's run row in ``dst``.
@@ -76,6 +84,13 @@ def copy_run(
     rechain = new_id is not None or bool(start_extra)
     whole = total == record.next_seq and not reopen
     existing = dst.get_run(target)
+    if existing is not None and all_or_nothing and existing.lease_owner == IMPORT_OWNER:
+        if whole and not rechain and existing.last_chain == record.last_chain:
+            dst.release_lease(target, IMPORT_OWNER, existing.lease_epoch)  # killed at the end
+            return dst.get_run(target) or existing
+        dst.release_lease(target, IMPORT_OWNER, existing.lease_epoch)  # a killed copy:
+        dst.delete_run(target, expected_seq=existing.next_seq)  # start over
+        existing = dst.get_run(target)
     if existing is not None:
         if whole and not rechain and existing.last_chain == record.last_chain:
             return existing
@@ -99,6 +114,12 @@ def copy_run(
         created_at=record.created_at if new_id is None else now,
         updated_at=record.updated_at if new_id is None else now,
     )
+    epoch: int | None = None
+    if all_or_nothing:
+        created = attrs.evolve(
+            created, lease_owner=IMPORT_OWNER, lease_epoch=0, lease_expires=now + _IMPORT_LEASE
+        )
+        epoch = 0
     if not dst.create_run(created, first):
         raise AppendConflictError(
             f"cannot copy run {run_id!r} into journal {dst.url}: a run {target!r} was created "
@@ -117,14 +138,16 @@ def copy_run(
     for frame in frames:
         batch.append(frame)
         if len(batch) >= BATCH:
-            dst.append(target, batch, expected_seq=done)
+            dst.append(target, batch, expected_seq=done, epoch=epoch)
             done += len(batch)
             batch = []
             if progress is not None:
                 progress(done, total)
     if batch or final is not None:
-        dst.append(target, batch, expected_seq=done, update=final)
+        dst.append(target, batch, expected_seq=done, update=final, epoch=epoch)
         done += len(batch)
+    if epoch is not None:
+        dst.release_lease(target, IMPORT_OWNER, epoch)
     if progress is not None:
         progress(done, total)
     copied = dst.get_run(target)

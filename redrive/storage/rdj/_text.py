@@ -30,7 +30,6 @@ import contextlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -39,6 +38,7 @@ import msgpack
 from ...errors import AppendConflictError, JournalCorruptError, JournalFormatError, UnknownRunError
 from ...frames import ChainCheck, Frame
 from .._base import Journal, RunRecord, RunUpdate
+from ._temp import export_temp
 
 __all__ = ["TEXT_SUFFIXES", "export_text", "import_text", "is_text_path", "read_text", "text_lines"]
 
@@ -205,7 +205,7 @@ def export_text(journal: Journal, run_id: str, path: str | os.PathLike[str]) -> 
     target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".rdj-", suffix=".tmp", dir=folder)
+    fd, tmp = export_temp(target)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             checked = (check.check(f) for f in journal.frames(run_id))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ from ._format import (
     record_bytes,
 )
 from ._journal import RdjJournal
+from ._temp import export_temp
 from ._text import export_text, import_text, is_text_path
 
 __all__ = ["export_run", "import_run"]
@@ -70,7 +70,7 @@ def export_run(
     total = record.next_seq
     folder = os.path.dirname(os.path.abspath(target))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".rdj-", suffix=".tmp", dir=folder)
+    fd, tmp = export_temp(target)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(preamble_bytes(RDJ_VERSION))
@@ -182,7 +182,12 @@ def import_run(
     in batches of 1,000 frames (streamed). The run keeps its id, status,
     output and timestamps, so it can be replayed (``live=False``) or, when it
     was exported while ``running``, resumed. Importing the same file twice is
-    a no-op.
+    a no-op. The import is all-or-nothing: until its last frame is written
+    the run is held under a lease of
+    :data:`~redrive.storage._copy.IMPORT_OWNER` (no worker can resume or
+    write it, ``interrupted_runs()`` and the sweeps skip it), and importing
+    the file again after a killed import deletes the partial copy and starts
+    over.
 
     Args:
         path: the ``.rdj`` file, or a run in text form (``.jsonl``).
@@ -199,4 +204,4 @@ def import_run(
     if is_text_path(path):  # the readable JSON Lines form (see ._text)
         return import_text(path, journal)
     source = RdjJournal(path)
-    return copy_run(source, source.run_id, journal, progress=progress)
+    return copy_run(source, source.run_id, journal, progress=progress, all_or_nothing=True)
