@@ -59,6 +59,7 @@ __all__ = [
     "fingerprint",
     "make_frame",
     "pack_tree",
+    "payload_problem",
     "rebuild",
     "register_codec",
     "store",
@@ -317,3 +318,63 @@ def verify_chain(
     check = ChainCheck(run_id, source=source, advice=advice)
     for frame in frames:
         yield check.check(frame)
+
+
+#: Fields of frame payloads that readers use, with the types they must have when
+#: present (every frame kind; a field a kind does not use is simply absent).
+_INT_FIELDS: Final = ("turn", "step", "attempt")
+_BOOL_FIELDS: Final = ("read_only", "restart_safe", "partial", "blocked", "retryable")
+_STR_FIELDS: Final = ("idempotency_key", "event", "input_fp", "type", "module", "qualname")
+_KIND_FIELDS: Final[dict[str, dict[str, tuple[type, ...]]]] = {
+    "run_start": {"entrypoint": (str, type(None)), "flags": (dict,)},
+    "run_end": {"status": (str,), "error": (str, type(None))},
+    "tool_error": {"error": (dict,)},
+}
+_END_STATUSES: Final = frozenset({"succeeded", "failed", "cancelled", "running"})
+
+
+def payload_problem(kind: str, data: Any) -> str | None:
+    """Check a decoded frame payload against the schema of its kind.
+
+    Every payload is a map; the fields readers use (``turn``, ``step``...)
+    must have their types when present (an int is never a bool); a
+    ``run_end`` status must be a run status; a ``tool_error`` error a map
+    whose ``type``, ``module``, ``qualname`` are strings.
+
+    Args:
+        kind: the frame's kind (a :class:`Kind` value).
+        data: the decoded payload (:meth:`Frame.data`).
+
+    Returns:
+        None when the payload is well-formed, else ``"field: what is wrong"``.
+    """
+    if not isinstance(data, dict):
+        return f"payload: expected a map, got {type(data).__name__}"
+    for name in _INT_FIELDS:
+        value = data.get(name)
+        if name in data and (
+            not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63
+        ):
+            return f"{name}: expected an int from 0 to 2**63-1, got {_brief(value)}"
+    for name in _BOOL_FIELDS:
+        if name in data and not isinstance(data[name], bool):
+            return f"{name}: expected a bool, got {_brief(data[name])}"
+    for name in _STR_FIELDS:
+        if name in data and not isinstance(data[name], str):
+            return f"{name}: expected a string, got {_brief(data[name])}"
+    for name, allowed in _KIND_FIELDS.get(kind, {}).items():
+        if name in data and not isinstance(data[name], allowed):
+            names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
+            return f"{name}: expected {names}, got {_brief(data[name])}"
+    if kind == "run_end" and data.get("status", "succeeded") not in _END_STATUSES:
+        return f"status: {_brief(data.get('status'))} is not a run status"
+    if kind == "tool_error":
+        problem = payload_problem("error", data.get("error", {}))
+        if problem is not None:
+            return f"error.{problem}"
+    return None
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"

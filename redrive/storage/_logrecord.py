@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import attrs
 
-from ..frames import Frame
+from ..frames import Frame, decode, payload_problem
 from ._base import Decision, RunRecord, RunStatus
 from ._sql import FRAME_ATTRS, RUN_COLUMNS
 
@@ -172,6 +172,12 @@ def _run_record(row: Any) -> RunRecord:
 def _frame_of(row: Any, index: int) -> Frame:
     values = _row(f"frame row {index}", row, FRAME_ATTRS)
     _typed(f"frame {index}", values, _FRAME_TYPES)
+    try:
+        problem = payload_problem(values["kind"], decode(values["payload"]))
+    except Exception as exc:  # any decoding failure of a hostile payload is a bad record
+        problem = f"payload: not canonical msgpack ({type(exc).__name__}: {exc})"
+    if problem is not None:
+        raise BadRecord(f"frame {index} (run {values['run_id']!r} seq {values['seq']}): {problem}")
     return Frame(**values)
 
 

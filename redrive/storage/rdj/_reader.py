@@ -9,7 +9,7 @@ from typing import IO, Any
 import xxhash
 
 from ...errors import JournalCorruptError, JournalFormatError
-from ...frames import ChainCheck, Frame, decode
+from ...frames import ChainCheck, Frame, decode, payload_problem
 from ._format import (
     MAGIC,
     MAX_RECORD,
@@ -142,6 +142,13 @@ class Reader:
         except (KeyError, TypeError, ValueError) as exc:
             raise self.corrupt("header", f"malformed header: {exc}") from None
         self.run_id = header.run.run_id
+        if header.run.output is not None:
+            try:
+                decode(header.run.output)
+            except Exception as exc:  # any decoding failure of a hostile value is corruption
+                raise self.corrupt(
+                    "header", f"the header's output field is not canonical msgpack: {exc}"
+                ) from None
         return header
 
     def frames(self, header: RdjHeader) -> Iterator[Frame]:
@@ -177,13 +184,20 @@ class Reader:
                     seq=frame.seq,
                 )
             try:
-                decode(frame.payload)
+                problem = payload_problem(frame.kind, decode(frame.payload))
             except Exception as exc:
                 raise self.corrupt(
                     "payload",
                     f"frame seq {frame.seq} payload is not canonical msgpack: {exc}",
                     seq=frame.seq,
                 ) from None
+            if problem is not None:
+                raise self.corrupt(
+                    "payload",
+                    f"frame seq {frame.seq} ({frame.kind}) has a malformed payload field: "
+                    f"{problem}",
+                    seq=frame.seq,
+                )
             if found is not None:  # checked after the payload: a bad payload says so
                 raise self.corrupt(
                     found[0],
