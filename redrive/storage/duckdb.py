@@ -34,7 +34,7 @@ from typing import Any, Final
 import attrs
 import duckdb
 
-from ..errors import JournalCorruptError, JournalLockedError
+from ..errors import JournalCorruptError, JournalLockedError, JournalWriteError, ReplayError
 from ..frames import Frame
 from ._base import (
     Decision,
@@ -95,10 +95,11 @@ class _Store(SqlJournal):
             con.execute("BEGIN TRANSACTION")
             try:
                 yield con
+                con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                with contextlib.suppress(duckdb.Error):  # a failed COMMIT may have ended it
+                    con.execute("ROLLBACK")
                 raise
-            con.execute("COMMIT")
 
     def page(self, run_id: str, start: int, limit: int) -> list[Frame]:
         """Return up to ``limit`` frames of a run from seq ``start``."""
@@ -278,6 +279,8 @@ class DuckDBJournal(LocalJournal):
         self._log: FrameLog | None = None
         #: the records written to the log and not yet checkpointed into the tables
         self._overlay = MemoryState()
+        #: after a failed bulk move, the held frame count at which to try again
+        self._retry_at = 0
         self._keys: list[str | tuple[int, int]] = []
         self._lock_fd: int | None = None
         try:
@@ -373,8 +376,15 @@ class DuckDBJournal(LocalJournal):
         if self._log is not None:
             self._log.append(record, sync=sync)
             self._apply(record)
-            if self._overlay.held >= self.checkpoint_frames:
-                self.checkpoint()
+            if self._overlay.held >= max(self.checkpoint_frames, self._retry_at):
+                try:
+                    self.checkpoint()
+                except Exception:
+                    # The record is durable in the log and visible: the write succeeded.
+                    # The bulk move failed (disk full, I/O error): the log keeps holding
+                    # the records; try again after another checkpoint_frames frames, on
+                    # close (which reports it) or on the next open.
+                    self._retry_at = self._overlay.held + self.checkpoint_frames
             return
         self._apply(record)  # ":memory:": straight into the tables
         self.checkpoint()
@@ -390,6 +400,24 @@ class DuckDBJournal(LocalJournal):
             if self._log is not None:
                 self._log.reset()
             held.clear()
+            self._retry_at = 0
+
+    def _final_checkpoint(self) -> None:
+        """Checkpoint on close; a failure is a JournalWriteError telling what is durable."""
+        try:
+            self.checkpoint()
+        except Exception as exc:
+            if isinstance(exc, ReplayError):
+                raise
+            log = f"{self.path}.rdlog"
+            raise JournalWriteError(
+                f"closing DuckDB journal {self.path}: moving the records of its log into the "
+                f"database failed ({type(exc).__name__}: {exc}). Nothing is lost: every "
+                f"acknowledged write is durable in {log} (fsynced), and the next open of the "
+                "journal moves it into the database. Free disk space (or fix the I/O error), "
+                f"then reopen the journal; keep {log} next to the database file until then.",
+                journal=self.path,
+            ) from exc
 
     def delete_run(self, run_id: str, *, expected_seq: int) -> bool:
         """See :meth:`redrive.storage.Journal.delete_run`.
@@ -470,15 +498,32 @@ class DuckDBJournal(LocalJournal):
 
         The file is released for another journal object in this process even
         when the checkpoint fails (what the log holds stays in the log).
+
+        Raises:
+            JournalWriteError: the checkpoint or DuckDB's close failed (disk
+                full, I/O error); the message says what is durable where (the
+                log keeps every acknowledged write; the next open moves it).
         """
         with self._lock:
             if self._closed:
                 return
             try:
                 if not self.read_only:
-                    self.checkpoint()
+                    self._final_checkpoint()
             finally:
                 if self._log is not None:
                     self._log.close()
-                self._store.close()
+                try:
+                    self._store.close()
+                except duckdb.Error as exc:
+                    closing: duckdb.Error | None = exc
+                else:
+                    closing = None
                 self._release()
+            if closing is not None:
+                raise JournalWriteError(
+                    f"closing DuckDB journal {self.path} failed ({type(closing).__name__}: "
+                    f"{closing}); every acknowledged write is durable in the database or in "
+                    f"{self.path}.rdlog, which the next open moves into the database.",
+                    journal=self.path,
+                ) from closing
