@@ -159,3 +159,19 @@ def test_any_tear_keeps_exactly_the_whole_records(
         whole = sum(1 for e in ends if e <= at)
         assert list(FrameLog(path).records()) == written[:whole]
         assert os.path.getsize(path) == ([START, *ends])[whole]
+
+
+def test_appending_after_a_torn_tail_is_read_back(tmp_path: Path) -> None:
+    """Outside case amelielabs/amelie#17: a torn tail not cut before the next append hid
+    every later record on the next recovery. Here the first append cuts it first."""
+    path = str(tmp_path / "x.rdlog")
+    log = FrameLog(path)
+    log.append(["one"])
+    log.append(["two", "x" * 100])
+    log.close()
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 7)
+    writer = FrameLog(path)  # no read before the append
+    writer.append(["three"])
+    writer.close()
+    assert list(FrameLog(path).records()) == [["one"], ["three"]]

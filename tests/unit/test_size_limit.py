@@ -112,3 +112,19 @@ def test_export_never_writes_a_file_its_reader_refuses(
     with pytest.raises(JournalWriteError, match=r"over the 2,000-byte limit of an \.rdj record"):
         redrive.export_run(journal, "r", target)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_input_over_the_limit_creates_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside case temporalio/temporal#1267: arguments too large left an execution with no
+    history that blocked later ones. Here the run is not created at all."""
+    monkeypatch.setattr(base, "MAX_VALUE", 2048)
+    journal = MemoryJournal()
+    with (
+        pytest.raises(JournalWriteError, match="seq 0") as caught,
+        redrive.run(journal, "huge", input={"blob": "x" * 4096}),
+    ):
+        pass
+    assert caught.value.run_id == "huge" and journal.get_run("huge") is None
+    with redrive.run(journal, "small", input={"blob": "x"}) as run:
+        run.finish(1)
+    assert journal.get_run("small").status == "succeeded"  # type: ignore[union-attr]
