@@ -209,6 +209,11 @@ def _release(key: str | tuple[int, int], journal: DuckDBJournal) -> None:
             del _OPEN[key]
 
 
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
 def _lock_file(path: str, journal: DuckDBJournal) -> tuple[int, tuple[int, int]] | None:
     """Claim an existing database file by identity and take an OS lock on it.
 
@@ -317,6 +322,8 @@ class DuckDBJournal(LocalJournal):
         if locked is not None:
             self._lock_fd, ident = locked
             self._keys.append(ident)
+            # a journal dropped without close() releases the file's lock when collected
+            self._lock_closer = weakref.finalize(self, _close_quietly, self._lock_fd)
 
     def _release(self) -> None:
         self._closed = True
@@ -324,6 +331,7 @@ class DuckDBJournal(LocalJournal):
             _release(key, self)
         self._keys = []
         if self._lock_fd is not None:
+            self._lock_closer.detach()
             os.close(self._lock_fd)
             self._lock_fd = None
 

@@ -71,3 +71,15 @@ def test_another_process_gets_the_lock_error(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
     assert done.stdout.split() == ["locked"], done.stderr
     first.close()
+
+
+def test_a_journal_dropped_without_close_frees_the_file(tmp_path: Path) -> None:
+    """A journal object collected without close() releases its lock (as before: by GC)."""
+    import gc
+
+    path = str(tmp_path / "runs.duckdb")
+    journal = DuckDBJournal(path)
+    journal._store.close()  # as a dropped object's connection is closed when collected
+    del journal
+    gc.collect()
+    DuckDBJournal(path).close()
