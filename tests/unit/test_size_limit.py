@@ -128,3 +128,24 @@ def test_an_input_over_the_limit_creates_no_run(monkeypatch: pytest.MonkeyPatch)
     with redrive.run(journal, "small", input={"blob": "x"}) as run:
         run.finish(1)
     assert journal.get_run("small").status == "succeeded"  # type: ignore[union-attr]
+
+
+@pytest.mark.postgres
+def test_postgres_refuses_the_same_values_and_imports_what_duckdb_wrote(
+    tmp_path: Path, pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same limit on Postgres: over it is refused cleanly; an export from DuckDB imports."""
+    from redrive.storage.postgres import PostgresJournal
+
+    monkeypatch.setattr(base, "MAX_VALUE", 4096)
+    journal = PostgresJournal(pg_url, schema=pg_schema)
+    error = record(journal, "over", 5000)
+    assert error is not None and "4,096-byte limit" in str(error)
+    assert any(f.name == "small" for f in journal.frames("over"))
+    duck = DuckDBJournal(str(tmp_path / "runs.duckdb"))
+    assert record(duck, "under", 3900) is None
+    redrive.export_run(duck, "under", tmp_path / "under.rdj")
+    duck.close()
+    redrive.import_run(tmp_path / "under.rdj", journal)
+    assert journal.get_run("under").status == "succeeded"  # type: ignore[union-attr]
+    journal.close()
