@@ -69,7 +69,7 @@ def round_trip(path: str, run_id: str, folder: str) -> None:
 @given(delta=st.integers(-80, 80))
 def test_values_around_the_limit_survive_a_crash_export_and_import(delta: int) -> None:
     """Property (a small limit for speed): written or refused cleanly; refused -> clear error."""
-    limit = 4096
+    limit = 65_536  # over any run_start frame (its flags grow with the environment)
     with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as folder:
         mp.setattr(base, "MAX_VALUE", limit)
         path = os.path.join(folder, "runs.duckdb")
@@ -117,11 +117,11 @@ def test_export_never_writes_a_file_its_reader_refuses(
 def test_an_input_over_the_limit_creates_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside case temporalio/temporal#1267: arguments too large left an execution with no
     history that blocked later ones. Here the run is not created at all."""
-    monkeypatch.setattr(base, "MAX_VALUE", 2048)
+    monkeypatch.setattr(base, "MAX_VALUE", 65_536)
     journal = MemoryJournal()
     with (
         pytest.raises(JournalWriteError, match="seq 0") as caught,
-        redrive.run(journal, "huge", input={"blob": "x" * 4096}),
+        redrive.run(journal, "huge", input={"blob": "x" * 100_000}),
     ):
         pass
     assert caught.value.run_id == "huge" and journal.get_run("huge") is None
@@ -137,13 +137,13 @@ def test_postgres_refuses_the_same_values_and_imports_what_duckdb_wrote(
     """Same limit on Postgres: over it is refused cleanly; an export from DuckDB imports."""
     from redrive.storage.postgres import PostgresJournal
 
-    monkeypatch.setattr(base, "MAX_VALUE", 4096)
+    monkeypatch.setattr(base, "MAX_VALUE", 65_536)
     journal = PostgresJournal(pg_url, schema=pg_schema)
-    error = record(journal, "over", 5000)
-    assert error is not None and "4,096-byte limit" in str(error)
+    error = record(journal, "over", 70_000)
+    assert error is not None and "65,536-byte limit" in str(error)
     assert any(f.name == "small" for f in journal.frames("over"))
     duck = DuckDBJournal(str(tmp_path / "runs.duckdb"))
-    assert record(duck, "under", 3900) is None
+    assert record(duck, "under", 60_000) is None
     redrive.export_run(duck, "under", tmp_path / "under.rdj")
     duck.close()
     redrive.import_run(tmp_path / "under.rdj", journal)
