@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import redrive
 
@@ -96,3 +99,95 @@ def test_a_worker_frozen_inside_a_claim_does_not_block_takeover(
     ]
     a.close()
     b.close()
+
+
+# -- the kind: claims decided on a remembered row agree with a journal that reads it -----
+
+_OPS = st.lists(
+    st.tuples(
+        st.integers(0, 1),  # which of two journal objects (each remembers its own rows)
+        st.sampled_from(["append", "append-unleased", "lease", "lapse", "release", "cancel"]),
+        st.integers(-1, 1),  # seq offset of an append; epoch offset of a fenced one
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS)
+def test_one_statement_claims_agree_with_the_memory_journal(
+    pg_url: str, pg_schema: str, ops: list[tuple[int, str, int]]
+) -> None:
+    """Two Postgres journal objects with stale remembered rows decide every write as memory does.
+
+    Each object answers appends from the run row it last saw, so after the other object
+    wrote, its row is stale: the one-statement claim must then match nothing and decide
+    on a fresh read. Same outcome (the error class, or success) and same final row as
+    :class:`~redrive.storage.MemoryJournal` doing the same operations.
+    """
+    import uuid
+
+    import attrs
+
+    from redrive.frames import GENESIS
+    from redrive.storage import MemoryJournal
+    from redrive.storage.postgres import PostgresJournal
+
+    from .test_journal import _frames, _start
+
+    run_id = f"kind-{uuid.uuid4().hex[:8]}"
+    pgs = [PostgresJournal(pg_url, schema=pg_schema, max_size=1) for _ in range(2)]
+    memory = MemoryJournal()
+    try:
+        first = _start(memory, run_id)
+        created = memory.get_run(run_id)
+        assert created is not None
+        assert pgs[0].create_run(attrs.evolve(created, next_seq=0, last_chain=GENESIS), first)
+        chain = {"prev": first.chain, "seq": 1, "epoch": 0}
+
+        def apply(journal: Any, who: int, op: str, offset: int, frames: list[Any]) -> str:
+            owner = f"w{who}"
+            try:
+                if op.startswith("append"):
+                    seq = frames[0].seq
+                    epoch = None if op == "append-unleased" else int(chain["epoch"]) + offset
+                    journal.append(run_id, frames, expected_seq=seq, epoch=epoch)
+                    return "ok:" + frames[0].chain
+                if op == "lease":
+                    return f"ok:{journal.acquire_lease(run_id, owner, 60)}"
+                if op == "lapse":
+                    journal.renew_lease(run_id, owner, int(chain["epoch"]), 0)
+                elif op == "release":
+                    journal.release_lease(run_id, owner, int(chain["epoch"]))
+                else:
+                    journal.cancel(run_id, reason="test", by=owner)
+                return "ok"
+            except Exception as exc:
+                return type(exc).__name__
+
+        for n, (who, op, offset) in enumerate(ops):
+            seq = int(chain["seq"]) + offset
+            frames = _frames(run_id, seq, str(chain["prev"]), 1, f"{who}-{n}")  # once: same chain
+            got = apply(pgs[who], who, op, offset, frames)
+            want = apply(memory, who, op, offset, frames)
+            assert got == want, (n, who, op, offset)
+            if want.startswith("ok:") and op.startswith("append"):
+                chain["prev"], chain["seq"] = want[3:], int(chain["seq"]) + offset + 1
+            elif want.startswith("ok:") and op == "lease":
+                chain["epoch"] = int(want[3:])
+        ours, theirs = pgs[0].get_run(run_id), memory.get_run(run_id)
+        assert ours is not None and theirs is not None
+        fields = ("status", "next_seq", "lease_owner", "lease_epoch", "error")
+        assert [getattr(ours, f) for f in fields] == [getattr(theirs, f) for f in fields]
+
+        def kept(journal: Any) -> list[tuple[int, str, str]]:  # a cancel's frame has its own time
+            return [
+                (f.seq, f.kind, "" if f.kind == "run_end" else f.chain)
+                for f in journal.frames(run_id)
+            ]
+
+        assert kept(pgs[1]) == kept(memory)
+    finally:
+        for j in pgs:
+            j.close()
