@@ -254,7 +254,7 @@ class PostgresJournal(SqlJournal):
                 f"WITH r AS (INSERT INTO redrive_runs ({', '.join(RUN_COLUMNS)}) "
                 f"VALUES ({', '.join('%s' for _ in RUN_COLUMNS)}) "
                 "ON CONFLICT (run_id) DO NOTHING RETURNING 1), "
-                f"f AS ({_insert_frames_sql()} WHERE EXISTS (SELECT 1 FROM r) RETURNING 1) "
+                f"f AS ({_insert_frames_sql(1)} WHERE EXISTS (SELECT 1 FROM r) RETURNING 1) "
                 "SELECT count(*) FROM r",
                 [values[c] for c in RUN_COLUMNS] + _frame_arrays([first]),
             )
@@ -347,7 +347,8 @@ class PostgresJournal(SqlJournal):
             f"WHERE run_id = %s AND next_seq = %s AND last_chain = %s AND status = %s AND {fence} "
             "RETURNING 1)"
             + (
-                f", f AS ({_insert_frames_sql()} WHERE EXISTS (SELECT 1 FROM r) RETURNING 1)"
+                f", f AS ({_insert_frames_sql(len(frames))} "
+                "WHERE EXISTS (SELECT 1 FROM r) RETURNING 1)"
                 if frames
                 else ""
             )
@@ -436,12 +437,22 @@ _SWAP_COLUMNS = (
 )
 
 
-def _insert_frames_sql() -> str:
-    """``INSERT`` of frames from one array parameter per column (any number of frames)."""
+def _insert_frames_sql(count: int) -> str:
+    """``INSERT`` of ``count`` frames as a ``SELECT`` (to be followed by a ``WHERE``).
+
+    One frame (the common claim) is one row of scalar parameters; more frames
+    are one array parameter per column (``unnest``), so the statement text does
+    not depend on how many.
+    """
+    if count == 1:
+        values = ", ".join(f"%s::{t}" for t in _FRAME_ARRAYS)
+        return f"INSERT INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) SELECT {values}"
     arrays = ", ".join(f"%s::{t}[]" for t in _FRAME_ARRAYS)
     return f"INSERT INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) SELECT * FROM unnest({arrays})"
 
 
-def _frame_arrays(frames: Sequence[Frame]) -> list[list[Any]]:
-    """The parameters of :func:`_insert_frames_sql`: one list per column."""
+def _frame_arrays(frames: Sequence[Frame]) -> list[Any]:
+    """The parameters of :func:`_insert_frames_sql` for ``frames``."""
+    if len(frames) == 1:
+        return [getattr(frames[0], a) for a in FRAME_ATTRS]
     return [[getattr(f, a) for f in frames] for a in FRAME_ATTRS]
