@@ -3,7 +3,8 @@
 Writes take the fast durable path: each append is one record in an
 append-only log next to the database (``<file>.rdlog``) and one fsync. The
 records are moved into DuckDB's tables in bulk at checkpoints (every
-:data:`CHECKPOINT_FRAMES` frames, on open, on close), so the tables serve
+:data:`CHECKPOINT_FRAMES` frames, and on close; opening only reads the log,
+so resuming after a crash does not wait for a bulk insert), so the tables serve
 queries (``redrive sql``), the run index and reads, while the per-step
 commit cost stays close to the fsync floor. Reads merge the tables with the
 records not yet checkpointed, so they always see every acknowledged write.
@@ -268,9 +269,10 @@ class DuckDBJournal(LocalJournal):
         try:
             if path != ":memory:":
                 self._log = FrameLog(path + ".rdlog", read_only=read_only)
+                # what the log holds stays in the log (and the overlay): it moves into
+                # the tables at the next checkpoint (threshold or close), not here, so
+                # opening after a crash costs reading the log, not a bulk insert
                 self._replay_log(self._log)
-                if not read_only:
-                    self.checkpoint()
         except BaseException:
             if self._log is not None:
                 self._log.close()
