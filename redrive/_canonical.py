@@ -505,13 +505,19 @@ def decode(data: bytes) -> Any:
             inside another one, nesting deeper than 256 levels counted
             through prefix references too).
     """
-    value = _untrusted(
-        "canonical msgpack",
-        lambda: msgpack.unpackb(
+    try:
+        value = msgpack.unpackb(
             data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
-        ),
-    )
-    _check_depth(value)
+        )
+    except Exception:  # the error text of _untrusted, on the rare path
+        value = _untrusted(
+            "canonical msgpack",
+            lambda: msgpack.unpackb(
+                data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
+            ),
+        )
+    if len(data) > MAX_DEPTH:  # shorter bytes cannot nest deeper (one byte per level at least)
+        _check_depth(value)
     return value
 
 
