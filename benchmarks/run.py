@@ -509,12 +509,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{'quick' if args.quick else 'full'} size; N steps = N/2 model + N/2 tool calls; "
         f"record N={data['sizes']['record']}, replay N={data['sizes']['replay']}\n"
     )
+    if args.json:  # first: the figures survive a formatting error
+        with open(args.json, "w") as fh:
+            json.dump(data, fh, indent=2, default=str)
     print(report(data))
     print("\nIssue 14 goals (each figure against its peer or floor measured in this run):\n")
     print(goals(data))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(data, fh, indent=2, default=str)
     return 0
 
 
