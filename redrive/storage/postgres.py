@@ -43,6 +43,7 @@ from ..errors import RunBusyError
 from ..frames import Frame
 from ._base import RunRecord, RunUpdate, appended, check_append, unknown_run
 from ._sql import FRAME_ATTRS, FRAME_COLUMNS, RUN_COLUMNS, Cursor, SqlJournal
+from ._sql import schema as _schema_ddl
 
 #: Postgres array type of each frame column, for ``unnest`` (one parameter per column).
 _FRAME_ARRAYS = (
@@ -101,6 +102,11 @@ class PostgresJournal(SqlJournal):
             checks that the schema is current (read-only).
         connect_timeout: seconds to wait for the server when opening (libpq
             waits at least 2).
+        partitions: hash-partition the frames table by ``run_id`` into this
+            many partitions when the journal's tables are created (also given
+            in the URL as ``?partitions=N``; see ``docs/scaling.md``). None:
+            one table. A journal created one way keeps its layout; asking for
+            partitions on an existing unpartitioned journal raises ``ValueError``.
         lock_timeout: seconds a statement waits for a row lock held by another
             connection (a worker frozen inside a journal write) before giving
             up with ``RunBusyError``; nothing is written then.
@@ -136,9 +142,12 @@ class PostgresJournal(SqlJournal):
         connect_timeout: float = 5.0,
         lock_timeout: float = 5.0,
         idle_in_transaction_timeout: float = 60.0,
+        partitions: int | None = None,
     ) -> None:
         if schema is not None and not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema={schema!r}: use a plain identifier (letters, digits, _)")
+        url, partitions = _partitions_option(url, partitions)
+        self.partitions = partitions
         shown = _redacted(url)
         self.url = shown if schema is None else f"{shown} (schema {schema})"
         self.schema = schema
@@ -180,6 +189,8 @@ class PostgresJournal(SqlJournal):
         self._known_lock = threading.Lock()
         self._pool.open(wait=True, timeout=connect_timeout)
         try:
+            if migrate and partitions is not None:
+                self._create_partitioned_frames(partitions)
             if migrate:
                 self._migrate()
             else:
@@ -187,6 +198,36 @@ class PostgresJournal(SqlJournal):
         except BaseException:
             self._pool.close()
             raise
+
+    def _create_partitioned_frames(self, partitions: int) -> None:
+        """Create ``redrive_frames`` hash-partitioned by ``run_id`` (before the migrations).
+
+        Raises:
+            ValueError: the journal already has an unpartitioned frames table.
+        """
+        columns = _schema_ddl(self.blob_type, self.double_type)[2]  # the frames table's DDL
+        body = columns[columns.index("(") : columns.rindex(")") + 1]
+        with self._transaction() as cur:
+            self._lock_schema(cur)
+            cur.execute(
+                "SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relname = 'redrive_frames' AND n.nspname = current_schema()"
+            )
+            row = cur.fetchone()
+            if row is not None and row[0] != "p":
+                raise ValueError(
+                    f"journal {self.url}: partitions={partitions} asked for, but its frames "
+                    "table already exists unpartitioned; a journal keeps the layout it was "
+                    "created with. Open it without partitions, or copy its runs into a new "
+                    "partitioned journal (redrive export / import, or copy_run)."
+                )
+            if row is None:
+                cur.execute(f"CREATE TABLE redrive_frames {body} PARTITION BY HASH (run_id)")
+                for i in range(partitions):
+                    cur.execute(
+                        f"CREATE TABLE redrive_frames_p{i} PARTITION OF redrive_frames "
+                        f"FOR VALUES WITH (MODULUS {partitions}, REMAINDER {i})"
+                    )
 
     # -- dialect hooks -----------------------------------------------------------
 
@@ -435,6 +476,34 @@ _SWAP_COLUMNS = (
     "lease_epoch",
     "lease_expires",
 )
+
+
+def _partitions_option(url: str, given: int | None) -> tuple[str, int | None]:
+    """Take ``partitions=N`` out of the URL's query (libpq would refuse it).
+
+    Raises:
+        ValueError: N is not an integer from 2 to 1024, or differs from ``given``.
+    """
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    found = [v for k, v in query if k == "partitions"]
+    if not found:
+        value = given
+    else:
+        try:
+            value = int(found[-1])
+        except ValueError:
+            raise ValueError(
+                f"partitions={found[-1]!r} in the journal URL: give a whole number, e.g. "
+                "?partitions=8"
+            ) from None
+        if given is not None and given != value:
+            raise ValueError(f"partitions={given} and ?partitions={value} in the URL differ")
+        rest = urllib.parse.urlencode([(k, v) for k, v in query if k != "partitions"])
+        url = urllib.parse.urlunsplit(parts._replace(query=rest))
+    if value is not None and not 2 <= value <= 1024:
+        raise ValueError(f"partitions={value}: use 2 to 1024 hash partitions (or none)")
+    return url, value
 
 
 def _insert_frames_sql(count: int) -> str:
