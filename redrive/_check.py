@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import pickle
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -381,7 +382,10 @@ def iter_checks(
         return
     paths = [os.fspath(s) for s in listed]  # type: ignore[arg-type]
     chunk = max(1, len(paths) // (workers * 8))
-    context = multiprocessing.get_context("spawn")  # no fork of a process with threads
+    # fork starts a worker without importing everything again (what makes small runs
+    # pay); a process with other threads alive (a progress display, a pool) spawns
+    method = "fork" if threading.active_count() == 1 and os.name == "posix" else "spawn"
+    context = multiprocessing.get_context(method)
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
         results = pool.map(
             _check_in_worker, paths, itertools.repeat(list(import_paths)), chunksize=chunk
