@@ -191,3 +191,56 @@ def test_one_statement_claims_agree_with_the_memory_journal(
     finally:
         for j in pgs:
             j.close()
+
+
+def test_racing_claims_without_held_locks_still_let_exactly_one_win(
+    pg_url: str, pg_schema: str
+) -> None:
+    """Outside case neoq#68 / rtcstats#336: releasing locks early let two workers take one job.
+
+    Claims here hold no lock between statements, so the guarantee rests on the
+    conditional UPDATE alone: two journal objects (two workers) claim the same seq
+    at the same moment, round after round, and exactly one wins each round.
+    """
+    import threading
+
+    from redrive.errors import AppendConflictError
+    from redrive.storage.postgres import PostgresJournal
+
+    from .test_journal import _frames, _start
+
+    workers = [PostgresJournal(pg_url, schema=pg_schema, max_size=1) for _ in range(2)]
+    first = _start(workers[0], "race")
+    prev, seq = first.chain, 1
+    for round_ in range(12):
+        barrier = threading.Barrier(2)
+        outcome: dict[int, str] = {}
+        batches = [_frames("race", seq, prev, 1, f"w{i}-{round_}") for i in range(2)]
+
+        def claim(
+            i: int,
+            batch: list[Any],
+            barrier: threading.Barrier = barrier,
+            outcome: dict[int, str] = outcome,
+            seq: int = seq,
+        ) -> None:
+            barrier.wait()
+            try:
+                workers[i].append("race", batch, expected_seq=seq)
+                outcome[i] = "won"
+            except AppendConflictError:
+                outcome[i] = "conflict"
+
+        threads = [threading.Thread(target=claim, args=(i, batches[i])) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert sorted(outcome.values()) == ["conflict", "won"], (round_, outcome)
+        winner = next(i for i, o in outcome.items() if o == "won")
+        prev, seq = batches[winner][-1].chain, seq + 1
+    kept = list(workers[1].frames("race"))
+    assert [f.seq for f in kept] == list(range(13))
+    assert kept[-1].chain == prev
+    for j in workers:
+        j.close()
