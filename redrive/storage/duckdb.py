@@ -3,7 +3,8 @@
 Writes take the fast durable path: each append is one record in an
 append-only log next to the database (``<file>.rdlog``) and one fsync. The
 records are moved into DuckDB's tables in bulk at checkpoints (every
-:data:`CHECKPOINT_FRAMES` frames, on open, on close), so the tables serve
+:data:`CHECKPOINT_FRAMES` frames, and on close; opening only reads the log,
+so resuming after a crash does not wait for a bulk insert), so the tables serve
 queries (``redrive sql``), the run index and reads, while the per-step
 commit cost stays close to the fsync floor. Reads merge the tables with the
 records not yet checkpointed, so they always see every acknowledged write.
@@ -32,7 +33,7 @@ import attrs
 import duckdb
 
 from ..errors import JournalCorruptError, JournalLockedError
-from ..frames import Frame
+from ..frames import FORMAT_VERSION, Frame
 from ._base import (
     Decision,
     RunRecord,
@@ -49,7 +50,15 @@ from ._logrecord import (
     position,
     run_record,
 )
-from ._sql import FRAME_ATTRS, FRAME_COLUMNS, RUN_COLUMNS, Cursor, SqlJournal, _frame
+from ._sql import (
+    FRAME_ATTRS,
+    FRAME_COLUMNS,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+    Cursor,
+    SqlJournal,
+    _frame,
+)
 from .memory import LocalJournal, MemoryState
 
 __all__ = ["CHECKPOINT_FRAMES", "DuckDBJournal"]
@@ -80,10 +89,32 @@ class _Store(SqlJournal):
             if "lock" in text.lower():
                 raise _locked_elsewhere(path, read_only, text) from None
             raise
+        if self._meta_is_current():
+            return  # the common case: nothing to migrate or refuse
         if not read_only:
             self._migrate()
         else:
             self.check_schema()
+
+    def _meta_is_current(self) -> bool:
+        """True when the file already holds this redrive's schema and frame format.
+
+        One direct read of ``redrive_meta`` (about 1 ms) instead of the
+        ``information_schema`` lookup of :meth:`_migrate` (5-10 ms on a fresh
+        connection): opening is on the resume path. Anything else (new file,
+        older or newer schema, another format) goes the full way, which
+        migrates or raises. One writer per file, so nothing can change the
+        schema between this read and the journal's first write.
+        """
+        with self._lock:
+            try:
+                rows = self._con.execute("SELECT key, value FROM redrive_meta").fetchall()
+            except duckdb.CatalogException:
+                return False
+        meta = {str(k): str(v) for k, v in rows}
+        return meta.get("schema") == str(SCHEMA_VERSION) and meta.get("format") == str(
+            FORMAT_VERSION
+        )
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Cursor]:
@@ -238,9 +269,10 @@ class DuckDBJournal(LocalJournal):
         try:
             if path != ":memory:":
                 self._log = FrameLog(path + ".rdlog", read_only=read_only)
+                # what the log holds stays in the log (and the overlay): it moves into
+                # the tables at the next checkpoint (threshold or close), not here, so
+                # opening after a crash costs reading the log, not a bulk insert
                 self._replay_log(self._log)
-                if not read_only:
-                    self.checkpoint()
         except BaseException:
             if self._log is not None:
                 self._log.close()
