@@ -24,6 +24,7 @@ from . import (
     _runs,
     _sql,
     _transfer,
+    _view,
     _whatchanged,
 )
 from ._common import (
@@ -77,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
         _check,
         _recover,
         _whatchanged,
+        _view,
     ):
         module.register(sub, common)
     return parser

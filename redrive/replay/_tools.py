@@ -28,7 +28,7 @@ import attrs
 from ..errors import RecordedToolError, RetryLimitExceededError, SideEffectRetryBlockedError
 from ..frames import Kind, call_key, canonical, decode, encode, rebuild, store
 from ._claims import Claims
-from ._context import _boundary
+from ._context import _boundary, _observe
 from ._cursor import RecordedStep, decode_outcome
 from ._diff import short
 from ._engine import (
@@ -225,6 +225,7 @@ class ToolSteps(Claims):
             decision = decide_tool(ask)
             if isinstance(decision, Replay):
                 self.replayed_steps += 1
+                _observe("replayed", run_id=self.run_id, step=decision.step)
                 return self._tool_replayed(spec, decision.step, key)
             if isinstance(decision, StopBusy | WaitForWorker):
                 self._wait_for_worker(decision)  # returns: presumed live, it was not
