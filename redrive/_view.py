@@ -51,7 +51,8 @@ def _step(step: RecordedStep, origin: float, replayed_before: int | None) -> dic
         "turn": step.turn,
         "start_ms": round((begin - origin) * 1000, 3),
         "duration_ms": None if end is None else round(max(end - begin, 0.0) * 1000, 3),
-        "mode": "recorded"
+        "label": step.name,
+        "mode": "live"
         if replayed_before is None
         else ("replayed" if step.seq < replayed_before else "live"),
         "tokens": None,
@@ -60,6 +61,8 @@ def _step(step: RecordedStep, origin: float, replayed_before: int | None) -> dic
         view = dict(step.data.get("view") or {})
         view.update((outcome or {}).get("view") or {})
         item["tokens"] = _tokens(view)
+        if view.get("model"):
+            item["label"] = f"{view['model']} ({view.get('provider') or step.name})"
         item["request"] = {
             k: v for k, v in view.items() if k not in ("tool_calls", "text", "usage")
         }
@@ -87,15 +90,15 @@ def run_data(
         frames: the run's frames in seq order.
         run_id: the run's id.
         replayed_before: steps below this seq were replayed by the execution
-            shown (a live :class:`~redrive.Run`); None: a stored run (steps are
-            ``"recorded"``).
+            shown (a live :class:`~redrive.Run`); None: a stored run (every
+            step is ``"live"``: each was run live when it was recorded).
 
     Returns:
         ``{"run_id", "status", "error", "started_at" (seconds since the epoch),
         "duration_ms", "steps": [...]}``, each step with ``seq``, ``kind``,
         ``name``, ``status``, ``approval``, ``attempts``, ``start_ms`` and
         ``duration_ms`` (milliseconds from the run's start), ``mode``
-        (recorded, live, replayed), ``tokens`` and its request/response or
+        (live, replayed), ``tokens`` and its request/response or
         arguments/result. Scrubbed and masked.
 
     Raises:
@@ -160,7 +163,7 @@ def render_compare(journal_a: Any, a: str, journal_b: Any, b: str) -> str:
                 "what": found.what,
                 "seq_a": found.step_a.seq if found.step_a else None,
                 "seq_b": found.step_b.seq if found.step_b else None,
-                "diff": [[p, repr(x)[:400], repr(y)[:400]] for p, x, y in found.diff[:50]],
+                "diff": [[p, repr(x)[:2000], repr(y)[:2000]] for p, x, y in found.diff[:50]],
                 "text": str(found),
             }
         )
@@ -213,7 +216,10 @@ h1{font-size:17px;margin:0 0 8px}
 .badge{display:inline-block;padding:0 6px;border-radius:8px;font-size:11px;margin-left:4px;background:#eee}
 .succeeded{background:#d5f5d5}.failed{background:#f8d0d0}.interrupted,.blocked{background:#fde7b0}
 .step{border-top:1px solid #eee;padding:3px 0}
-.step summary{cursor:pointer;display:grid;grid-template-columns:44px 150px 1fr 120px;gap:6px;align-items:center}
+.step summary{cursor:pointer;display:grid;grid-template-columns:40px 210px 1fr 190px;gap:6px;align-items:center}
+.axis{display:grid;grid-template-columns:40px 210px 1fr 190px;gap:6px;font-size:11px;color:#777}
+.axis .ticks{display:flex;justify-content:space-between;border-bottom:1px solid #ccc}
+.legend span{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 3px 0 10px;vertical-align:middle}
 .lane{position:relative;height:14px;background:#f4f4f4;border-radius:3px}
 .bar{position:absolute;top:1px;height:12px;min-width:2px;border-radius:3px;background:#4a7fd6}
 .bar.tool{background:#3aa37a}.bar.value{background:#999}.bar.error{background:#d64a4a}
@@ -223,7 +229,9 @@ h1{font-size:17px;margin:0 0 8px}
 .meta{font-size:11px;color:#555;text-align:right}
 .divergent{background:#fff1f1;outline:2px solid #d64a4a;border-radius:3px}
 .marker{color:#b00;font-weight:bold}
-pre{background:#f7f7f7;padding:6px;overflow:auto;max-height:300px;margin:4px 0 4px 50px;font-size:11px}
+pre{background:#f7f7f7;padding:6px;overflow:auto;max-height:300px;margin:4px 0 4px 40px;font-size:11px;white-space:pre-wrap;word-break:break-all}
+.compare .step summary,.compare .axis{grid-template-columns:30px 120px 1fr 110px}
+.compare .meta{font-size:10px}
 #divergence{border:1px solid #d64a4a;background:#fff5f5;padding:6px;margin:6px 0;border-radius:6px}
 """  # noqa: E501
 
@@ -241,12 +249,23 @@ const count = el('span', null, total); count.id = 'step-count'; summary.appendCh
 if (div) {
   const box = el('div'); box.id = 'divergence';
   box.appendChild(el('div', 'marker', 'First divergent step: index ' + div.index + ' (' + div.what + ')'));
-  const pre = el('pre', null, div.text); box.appendChild(pre);
+  box.appendChild(el('pre', null, div.text));
+  const leaves = el('details'); leaves.appendChild(el('summary', null, 'path diff: ' + div.diff.length + ' difference(s)'));
+  div.diff.forEach(function(x){ leaves.appendChild(el('pre', 'leaf', x[0] + ':\n  ' + x[1] + '\n→ ' + x[2])); });
+  box.appendChild(leaves);
   summary.appendChild(box);
-} else if (data.compare) {
+}
+const legend = el('div', 'legend');
+[['#4a7fd6','model'],['#3aa37a','tool'],['#999','value'],['#d64a4a','error'],['#e0a020','blocked']].forEach(function(x){
+  const sw = el('span'); sw.style.background = x[0]; legend.appendChild(sw); legend.appendChild(document.createTextNode(x[1]));
+});
+legend.appendChild(document.createTextNode(' · faded: replayed (no call made)'));
+summary.appendChild(legend);
+if (div) {} else if (data.compare) {
   summary.appendChild(el('div', null, 'The runs take the same steps and end the same.'));
 }
 const host = document.getElementById('runs');
+if (data.compare) host.className = 'compare';
 data.runs.forEach(function(run, r){
   const box = el('section', 'run'); box.dataset.run = run.run_id;
   const h = el('h2', null, run.run_id);
@@ -255,12 +274,15 @@ data.runs.forEach(function(run, r){
   box.appendChild(h);
   if (run.error) box.appendChild(el('pre', null, run.error));
   const span = Math.max(run.duration_ms || 0, 1);
+  const axis = el('div', 'axis'); axis.appendChild(el('span', null, 'seq')); axis.appendChild(el('span', null, 'step'));
+  const ticks = el('span', 'ticks'); (data.compare ? [0, 0.5, 1] : [0, 0.25, 0.5, 0.75, 1]).forEach(function(f){ ticks.appendChild(el('span', null, ms(f * span))); });
+  axis.appendChild(ticks); axis.appendChild(el('span', null, data.compare ? 'duration · mode' : 'duration · mode · tokens')); box.appendChild(axis);
   const mySeq = div ? (r === 0 ? div.seq_a : div.seq_b) : null;
   run.steps.forEach(function(s){
     const d = el('details', 'step'); d.dataset.seq = s.seq; d.dataset.mode = s.mode;
     const sum = el('summary');
     sum.appendChild(el('span', null, '#' + s.seq));
-    const nm = el('span', 'name', (s.approval ? 'approval ' : s.kind + ' ') + s.name); nm.title = s.name;
+    const nm = el('span', 'name', (s.approval ? 'approval ' : s.kind + ' ') + s.label); nm.title = s.name;
     sum.appendChild(nm);
     const lane = el('span', 'lane');
     const bar = el('span', 'bar ' + s.kind + ' ' + s.status + ' ' + s.mode);
@@ -274,16 +296,17 @@ data.runs.forEach(function(run, r){
     if (s.status !== 'done') meta += ' · ' + s.status;
     sum.appendChild(el('span', 'meta', meta));
     d.appendChild(sum);
+    let mark = null;
     if (mySeq !== null && mySeq === s.seq) {
-      d.classList.add('divergent'); d.id = 'divergent-' + r; d.open = true;
-      d.appendChild(el('div', 'marker', '▲ first divergent step (' + div.what + ')'));
-      div.diff.forEach(function(x){ d.appendChild(el('pre', null, x[0] + ': ' + x[1] + ' → ' + x[2])); });
+      d.classList.add('divergent'); d.id = 'divergent-' + r;
+      mark = el('div', 'marker', '▲ first divergent step (' + div.what + '): ' + div.diff.map(function(x){ return x[0]; }).join(', '));
     }
     ['request','response','arguments','result','error','value','idempotency_key'].forEach(function(k){
       if (s[k] === undefined || s[k] === null) return;
       d.appendChild(el('pre', null, k + ': ' + JSON.stringify(s[k], null, 1)));
     });
     box.appendChild(d);
+    if (mark) box.appendChild(mark);
   });
   if (div && mySeq === null && div.index >= run.steps.length) {
     const m = el('div', 'step divergent marker', '▲ first divergent step: this run has no step ' + div.index + (div.what === 'output' ? ' (outputs differ)' : ''));

@@ -90,7 +90,7 @@ async def agent(client: openai.AsyncOpenAI) -> str:
     messages: list[Any] = [{"role": "user", "content": "Where is order A-1? Charge 5 USD."}]
     first = await client.chat.completions.create(model="gpt-4o", messages=messages)
     calls = first.choices[0].message.tool_calls or []
-    tools = {"lookup": lookup, "charge": charge}
+    tools: dict[str, Any] = {"lookup": lookup, "charge": charge}
 
     async def call(c: Any) -> str:
         try:
@@ -114,14 +114,28 @@ async def agent(client: openai.AsyncOpenAI) -> str:
     return text
 
 
-def script(server: ScriptServer) -> None:
-    """Queue the replies :func:`agent` needs on ``server``."""
-    server.add(Reply(body=TOOL_CALLS), Reply(chunks=STREAM))
+def script(server: ScriptServer, *, order: str = "A-1", cents: int = 500) -> None:
+    """Queue the replies :func:`agent` needs on ``server`` (asking for ``order``, ``cents``)."""
+    body = json.loads(json.dumps(TOOL_CALLS))
+    calls = body["choices"][0]["message"]["tool_calls"]
+    calls[0]["function"]["arguments"] = json.dumps({"order": order})
+    calls[1]["function"]["arguments"] = json.dumps({"cents": cents})
+    server.add(Reply(body=body), Reply(chunks=STREAM))
 
 
-def record(server: ScriptServer, journal: Journal, run_id: str = "support:42") -> str:
-    """Record one run of :func:`agent` into ``journal``; return its output."""
-    script(server)
+def record(
+    server: ScriptServer,
+    journal: Journal,
+    run_id: str = "support:42",
+    *,
+    order: str = "A-1",
+    cents: int = 500,
+) -> str:
+    """Record one run of :func:`agent` into ``journal``; return its output.
+
+    ``order`` and ``cents`` are what the scripted model asks the tools for.
+    """
+    script(server, order=order, cents=cents)
 
     async def main() -> str:
         client = redrive.wrap(
@@ -129,8 +143,9 @@ def record(server: ScriptServer, journal: Journal, run_id: str = "support:42") -
         )
         try:
             async with redrive.run(journal, run_id, input={"order": "A-1"}) as run:
-                return run.finish(await agent(client))
+                output = str(run.finish(await agent(client)))
         finally:
             await client.close()
+        return output
 
     return asyncio.run(main())

@@ -1,0 +1,168 @@
+"""`redrive view`: one self-contained HTML timeline, checked in a real headless Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+import redrive
+from redrive._view import render_run, run_data
+from redrive.cli import main
+from tests import sample_run
+from tests.sdkserver import ScriptServer, serve
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+def chromium() -> str:
+    """The headless browser: Debian's ``chromium``. Missing: skip locally, fail in CI."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is missing in CI: .ci/run installs it (apt-get install chromium)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return found
+
+
+def browse(page: Path, *, screenshot: Path | None = None) -> str:
+    """Load ``page`` in headless Chromium, network cut; return the DOM after scripts ran.
+
+    The page's own ``<script>`` elements are cut out of what is returned, so a
+    check on the DOM sees what the script drew, not the script's source.
+    """
+    base = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--proxy-server=127.0.0.1:9",  # nothing may load from elsewhere
+        "--proxy-bypass-list=<-loopback>",
+    ]
+    url = page.resolve().as_uri()
+    dom = subprocess.run(
+        [*base, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    dom = re.sub(r"<script\b.*?</script>", "", dom, flags=re.S)
+    if screenshot is not None:
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [*base, "--window-size=1100,520", f"--screenshot={screenshot}", url],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        assert screenshot.stat().st_size > 1000
+    return dom
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptServer]:
+    with serve() as srv:
+        yield srv
+
+
+@pytest.fixture
+def db(server: ScriptServer, tmp_path: Path) -> str:
+    """A DuckDB journal with run ``support:42`` and ``support:43`` (a bigger charge)."""
+    path = str(tmp_path / "runs.duckdb")
+    journal = redrive.open_journal(path)
+    sample_run.record(server, journal)
+    sample_run.record(server, journal, "support:43", cents=9900)
+    journal.close()
+    return path
+
+
+def test_view_renders_in_chromium(db: str, tmp_path: Path) -> None:
+    """The page's script ran: four steps drawn with durations, tokens, live mode and the error."""
+    page = tmp_path / "one.html"
+    assert main(["--journal", db, "view", "support:42", "-o", str(page)]) == 0
+    text = page.read_text()
+    assert "http://" not in text and "https://" not in text and " src=" not in text
+    dom = browse(page, screenshot=ARTIFACTS / "view_one.png")
+    assert 'data-rendered="yes"' in dom
+    assert re.search(r'<span id="step-count">4</span>', dom)
+    assert dom.count('class="step"') == 4
+    assert "11→7 tok" in dom and "20→6 tok" in dom
+    assert 'class="bar tool error live"' in dom
+    assert "model gpt-4o (openai)" in dom
+
+
+def test_view_two_runs_marks_the_first_divergent_step(db: str, tmp_path: Path) -> None:
+    """`redrive view A B`: both runs side by side, the first divergent step marked."""
+    page = tmp_path / "two.html"
+    assert main(["--journal", db, "view", "support:42", "support:43", "-o", str(page)]) == 0
+    dom = browse(page, screenshot=ARTIFACTS / "view_two.png")
+    assert 'data-rendered="yes"' in dom
+    assert '<span id="step-count">8</span>' in dom
+    assert dom.count('class="run"') == 2
+    assert 'id="divergence"' in dom
+    assert re.search(r'<details class="step divergent" [^>]*id="divergent-0"', dom)
+    assert re.search(r'<details class="step divergent" [^>]*id="divergent-1"', dom)
+    assert "9900" in dom  # the path diff names what changed
+
+
+def test_same_runs_show_no_divergence(db: str, tmp_path: Path) -> None:
+    """A run compared with itself has no divergence marker."""
+    page = tmp_path / "same.html"
+    assert main(["--journal", db, "view", "support:42", "support:42", "-o", str(page)]) == 0
+    dom = browse(page)
+    assert 'data-rendered="yes"' in dom
+    assert 'id="divergence"' not in dom and "step divergent" not in dom
+    assert "The runs take the same steps and end the same." in dom
+
+
+def test_recorded_text_is_never_markup(server: ScriptServer, tmp_path: Path) -> None:
+    """A tool argument holding markup and a script end tag is text: no element is made of it."""
+    journal = redrive.open_journal(str(tmp_path / "h.duckdb"))
+    hostile = "</script><img src=x onerror=\"document.title='pwned'\"><b>bold</b>\u2028"
+    sample_run.record(server, journal, "hostile", order=hostile)
+    page = tmp_path / "hostile.html"
+    page.write_text(render_run(journal, "hostile"))
+    journal.close()
+    dom = browse(page)
+    assert 'data-rendered="yes"' in dom
+    assert "<img" not in dom and "<b>" not in dom and "pwned" not in dom.split("<body", 1)[0]
+    assert "&lt;/script&gt;&lt;img src=x" in dom
+
+
+def test_view_masks_secrets(server: ScriptServer) -> None:
+    """A secret-looking string the journal kept (a tool argument) is masked in the page data."""
+    journal = redrive.open_journal(":memory:")
+    key = "sk-proj-" + "Z9" * 16
+    sample_run.record(server, journal, "secret", order=key)
+    data = run_data(journal.frames("secret"), "secret")
+    assert key not in repr(data) and key not in render_run(journal, "secret")
+
+
+def test_run_repr_html(server: ScriptServer) -> None:
+    """A Run displays in Jupyter: an iframe holding the page, the steps it replayed marked so."""
+    journal = redrive.open_journal(":memory:")
+    sample_run.record(server, journal)
+
+    async def replay() -> str:
+        client = redrive.wrap(
+            openai.AsyncOpenAI(api_key="sk-test", base_url=server.url + "/v1", max_retries=0)
+        )
+        try:
+            async with redrive.run(journal, "support:42", input={"order": "A-1"}) as run:
+                run.finish(await sample_run.agent(client))
+                shown = run._repr_html_()
+        finally:
+            await client.close()
+        return shown
+
+    shown = asyncio.run(replay())
+    assert shown.startswith("<iframe") and 'sandbox="allow-scripts"' in shown
+    document = html.unescape(shown.split('srcdoc="', 1)[1])
+    assert document.startswith("<!doctype html>")
+    assert document.count('"mode": "replayed"') == 4 and '"mode": "live"' not in document
