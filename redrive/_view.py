@@ -230,7 +230,7 @@ h1{font-size:17px;margin:0 0 8px}
 .divergent{background:#fff1f1;outline:2px solid #d64a4a;border-radius:3px}
 .marker{color:#b00;font-weight:bold}
 pre{background:#f7f7f7;padding:6px;overflow:auto;max-height:300px;margin:4px 0 4px 40px;font-size:11px;white-space:pre-wrap;word-break:break-all}
-.compare .step summary,.compare .axis{grid-template-columns:30px 120px 1fr 110px}
+.compare .step summary,.compare .axis{grid-template-columns:30px 120px 1fr 150px}
 .compare .meta{font-size:10px}
 #divergence{border:1px solid #d64a4a;background:#fff5f5;padding:6px;margin:6px 0;border-radius:6px}
 """  # noqa: E501

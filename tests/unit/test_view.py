@@ -6,6 +6,7 @@ import asyncio
 import html
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from tests import sample_run
 from tests.sdkserver import ScriptServer, serve
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+README_ROOT = Path(__file__).resolve().parents[2]
 
 
 def chromium() -> str:
@@ -166,3 +168,25 @@ def test_run_repr_html(server: ScriptServer) -> None:
     document = html.unescape(shown.split('srcdoc="', 1)[1])
     assert document.startswith("<!doctype html>")
     assert document.count('"mode": "replayed"') == 4 and '"mode": "live"' not in document
+
+
+def test_readme_view_commands(
+    server: ScriptServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's "Looking at a run" commands run as printed and write their files."""
+    readme = (README_ROOT / "README.md").read_text()
+    section = readme.split("### Looking at a run: timeline and OpenTelemetry", 1)[1]
+    section = section.split("\n## ", 1)[0].split("\n### ", 1)[0]
+    commands = [line.strip() for line in section.splitlines() if line.startswith("    redrive")]
+    assert len(commands) == 3
+    assert "](docs/timeline.png)" in section
+    assert (README_ROOT / "docs" / "timeline.png").stat().st_size > 10_000
+    monkeypatch.chdir(tmp_path)
+    journal = redrive.open_journal("runs.duckdb")
+    sample_run.record(server, journal)
+    sample_run.record(server, journal, "support:43", cents=9900)
+    journal.close()
+    for command in commands:
+        words = shlex.split(command)
+        assert main(words[1:]) == 0, command
+        assert Path(words[-1]).stat().st_size > 1000
