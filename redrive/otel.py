@@ -552,7 +552,8 @@ class _Live:
                     root.set_attribute("redrive.run.fingerprint", _fingerprint(frame.data()) or "")
                 try:
                     reader.feed(frame)
-                except Exception:  # an outcome of a step opened before this execution
+                except Exception:
+                    _unresolved(reader, frame)
                     continue
                 ref = frame.data().get("step") if frame.kind in _ENDS else None
                 step = reader.steps.pop(ref, None) if isinstance(ref, int) else None
@@ -566,6 +567,29 @@ class _Live:
             root, ids = self.roots.get(run_id), self.ids.get(run_id)
         if root is not None and ids is not None:
             _step_span(self.tracer, root, step, ids, replayed=True)
+
+
+def _unresolved(reader: StepReader, frame: Frame) -> None:
+    """Keep a model request the reader could not resolve, as it is stored.
+
+    A resumed execution's reader starts at the frames it writes, so a request
+    stored as a prefix delta of one from before the crash cannot be expanded:
+    its span only needs the scalar fields of its view, which a delta keeps.
+    An outcome of a step opened before this execution is dropped (no span).
+    """
+    if frame.kind != Kind.MODEL_REQUEST.value:
+        return
+    data = frame.data()
+    reader.steps[frame.seq] = RecordedStep(
+        seq=frame.seq,
+        kind="model",
+        name=frame.name,
+        key=frame.key,
+        start=frame,
+        end=None,
+        turn=int(data.get("turn", 0)),
+        data=data,
+    )
 
 
 _ENDS = frozenset({Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value})

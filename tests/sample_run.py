@@ -85,10 +85,18 @@ async def charge(cents: int) -> str:
     raise ChargeDeclined(f"card declined for {cents} cents")
 
 
-async def agent(client: openai.AsyncOpenAI) -> str:
-    """The loop: one tool-calling turn with two parallel calls, then a streamed answer."""
-    messages: list[Any] = [{"role": "user", "content": "Where is order A-1? Charge 5 USD."}]
+async def agent(client: openai.AsyncOpenAI, *, crash_after_first: bool = False) -> str:
+    """The loop: one tool-calling turn with two parallel calls, then a streamed answer.
+
+    ``crash_after_first``: the execution is interrupted once the first model call returned.
+    """
+    messages: list[Any] = [
+        {"role": "system", "content": "You are a support agent."},
+        {"role": "user", "content": "Where is order A-1? Charge 5 USD."},
+    ]
     first = await client.chat.completions.create(model="gpt-4o", messages=messages)
+    if crash_after_first:
+        raise asyncio.CancelledError  # the job runner timed out: the run stays resumable
     calls = first.choices[0].message.tool_calls or []
     tools: dict[str, Any] = {"lookup": lookup, "charge": charge}
 
@@ -114,13 +122,18 @@ async def agent(client: openai.AsyncOpenAI) -> str:
     return text
 
 
-def script(server: ScriptServer, *, order: str = "A-1", cents: int = 500) -> None:
-    """Queue the replies :func:`agent` needs on ``server`` (asking for ``order``, ``cents``)."""
+def script_replies(*, order: str = "A-1", cents: int = 500) -> list[Reply]:
+    """The replies :func:`agent` needs (the model asking for ``order``, ``cents``)."""
     body = json.loads(json.dumps(TOOL_CALLS))
     calls = body["choices"][0]["message"]["tool_calls"]
     calls[0]["function"]["arguments"] = json.dumps({"order": order})
     calls[1]["function"]["arguments"] = json.dumps({"cents": cents})
-    server.add(Reply(body=body), Reply(chunks=STREAM))
+    return [Reply(body=body), Reply(chunks=STREAM)]
+
+
+def script(server: ScriptServer, *, order: str = "A-1", cents: int = 500) -> None:
+    """Queue the replies :func:`agent` needs on ``server`` (asking for ``order``, ``cents``)."""
+    server.add(*script_replies(order=order, cents=cents))
 
 
 def record(
@@ -130,12 +143,18 @@ def record(
     *,
     order: str = "A-1",
     cents: int = 500,
+    crash_after_first: bool = False,
 ) -> str:
     """Record one run of :func:`agent` into ``journal``; return its output.
 
     ``order`` and ``cents`` are what the scripted model asks the tools for.
+    ``crash_after_first``: the execution is interrupted after the first model
+    call (``asyncio.CancelledError`` propagates) and only that reply is scripted.
     """
-    script(server, order=order, cents=cents)
+    if crash_after_first:
+        server.add(script_replies(order=order, cents=cents)[0])
+    else:
+        script(server, order=order, cents=cents)
 
     async def main() -> str:
         client = redrive.wrap(
@@ -143,7 +162,7 @@ def record(
         )
         try:
             async with redrive.run(journal, run_id, input={"order": "A-1"}) as run:
-                output = str(run.finish(await agent(client)))
+                output = str(run.finish(await agent(client, crash_after_first=crash_after_first)))
         finally:
             await client.close()
         return output

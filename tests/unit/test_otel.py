@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -143,6 +145,57 @@ def test_live_spans_then_replayed_spans(server: ScriptServer, exporter: Any) -> 
     _check_shape(spans, replayed=True)
     root = _by_name(spans)["invoke_agent support:42"]
     assert root.attributes is not None and root.attributes["redrive.run.replayed_steps"] == 4
+
+
+def test_live_spans_of_a_resumed_run(server: ScriptServer, exporter: Any) -> None:
+    """Resumed after a crash: the step before it is replayed, the rest go live, each span says so.
+
+    The resumed execution's model request is stored as a prefix delta of a
+    request written by the crashed execution: its span still comes out whole.
+    """
+    provider, memory = exporter
+    journal = redrive.open_journal(":memory:")
+    otel.instrument(provider)
+    with pytest.raises(asyncio.CancelledError):
+        sample_run.record(server, journal, crash_after_first=True)
+    crashed = _by_name(memory.get_finished_spans())
+    assert crashed["invoke_agent support:42"].status.status_code is StatusCode.ERROR
+    memory.clear()
+    server.add(sample_run.script_replies()[1])
+    _resume(server, journal)
+    spans = list(memory.get_finished_spans())
+    modes = {
+        (s.name, (s.attributes or {}).get("redrive.step.seq")): (s.attributes or {}).get(
+            "redrive.step.replayed"
+        )
+        for s in spans
+    }
+    assert modes == {
+        ("chat gpt-4o", 1): True,
+        ("execute_tool lookup", 3): False,
+        ("execute_tool charge", 4): False,
+        ("chat gpt-4o", 7): False,
+        ("invoke_agent support:42", None): None,
+    }
+    streamed = next(s for s in spans if (s.attributes or {}).get("redrive.step.seq") == 7)
+    assert (streamed.attributes or {})["gen_ai.usage.output_tokens"] == 6
+    assert (streamed.attributes or {})["gen_ai.request.model"] == "gpt-4o"
+
+
+def _resume(server: ScriptServer, journal: Journal) -> None:
+    """Run the sample agent again under run ``support:42`` (its replies already scripted)."""
+
+    async def main() -> None:
+        client = redrive.wrap(
+            openai.AsyncOpenAI(api_key="sk-test", base_url=server.url + "/v1", max_retries=0)
+        )
+        try:
+            async with redrive.run(journal, "support:42", input={"order": "A-1"}) as run:
+                run.finish(await sample_run.agent(client))
+        finally:
+            await client.close()
+
+    asyncio.run(main())
 
 
 def test_live_root_span_records_a_failed_run(exporter: Any) -> None:
