@@ -309,7 +309,7 @@ def _step_span(
         )
     )
     span = tracer.start_span(
-        name,
+        mask_text(name),
         context=set_span_in_context(parent),
         kind=kind,
         attributes=_clean(attrs),
@@ -353,7 +353,7 @@ def export_run(journal: Journal, run_id: str, tracer_provider: TracerProvider) -
     ended = reader.run_end_frame.at if reader.run_end_frame else frames[-1].at
     agent = start.get("entrypoint") or run_id
     root = tracer.start_span(
-        f"invoke_agent {agent}",
+        mask_text(f"invoke_agent {agent}"),
         kind=SpanKind.INTERNAL,
         start_time=_ns(began),
         attributes=_clean(
@@ -482,8 +482,9 @@ def write_otlp_json(journal: Journal, run_id: str, path: str) -> int:
 class _Live:
     """The step observer :func:`instrument` installs: spans as a run's steps finish."""
 
-    def __init__(self, tracer: Any) -> None:
+    def __init__(self, tracer: Any, *, replayed_spans: bool) -> None:
         self.tracer = tracer
+        self.replayed_spans = replayed_spans
         self.lock = threading.Lock()
         self.roots: dict[str, Any] = {}
         self.readers: dict[str, StepReader] = {}
@@ -504,7 +505,7 @@ class _Live:
 
         agent = run.entrypoint or run.run_id
         span = self.tracer.start_span(
-            f"invoke_agent {agent}",
+            mask_text(f"invoke_agent {agent}"),
             kind=SpanKind.INTERNAL,
             attributes=_clean(
                 {
@@ -563,6 +564,8 @@ class _Live:
             _step_span(self.tracer, root, step, ids, replayed=False)
 
     def _replayed(self, run_id: str, step: RecordedStep) -> None:
+        if not self.replayed_spans:
+            return
         with self.lock:
             root, ids = self.roots.get(run_id), self.ids.get(run_id)
         if root is not None and ids is not None:
@@ -595,19 +598,30 @@ def _unresolved(reader: StepReader, frame: Frame) -> None:
 _ENDS = frozenset({Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value})
 
 
-def instrument(tracer_provider: TracerProvider | None = None) -> None:
+def instrument(
+    tracer_provider: TracerProvider | None = None, *, replayed_spans: bool = True
+) -> None:
     """Emit every run's spans live, from now on, through ``tracer_provider``.
 
     A live step's span is emitted when its outcome is journaled (with the
     step's real start and end times); a replayed step's when the record
     hands it back (``redrive.step.replayed`` True, no call made); the run's
     root span when the execution ends (status ``OK`` when it succeeded,
-    ``ERROR`` with ``error.type`` when it raised). Replaces an earlier
-    :func:`instrument`.
+    ``ERROR`` with ``error.type`` when it raised; it counts the replayed and
+    live steps in ``redrive.run.replayed_steps`` / ``redrive.run.live_steps``).
+    The root span starts in the caller's current OpenTelemetry context, so a
+    run inside a request's or job's span is traced under it; step spans are
+    children of the root, never of each other (parallel tool calls are
+    siblings). Replaces an earlier :func:`instrument`.
 
     Args:
         tracer_provider: the provider to use (None: OpenTelemetry's global one,
             ``opentelemetry.trace.get_tracer_provider()``).
+        replayed_spans: emit a span for each replayed step (True, the
+            default, marked ``redrive.step.replayed``), or none (False): a
+            resumed or re-driven run then reports only the work it really
+            did, not the record again (the telemetry inflation replay causes
+            in peers: pydantic/pydantic-ai#6974, temporalio/sdk-java#952).
 
     Raises:
         ImportError: the OpenTelemetry SDK is not installed (``pip install 'redrive[otel]'``).
@@ -616,7 +630,8 @@ def instrument(tracer_provider: TracerProvider | None = None) -> None:
     from opentelemetry import trace
 
     provider = tracer_provider or trace.get_tracer_provider()
-    set_step_observer(_Live(provider.get_tracer(_SCOPE, schema_url=_SCHEMA)))
+    tracer = provider.get_tracer(_SCOPE, schema_url=_SCHEMA)
+    set_step_observer(_Live(tracer, replayed_spans=replayed_spans))
 
 
 def uninstrument() -> None:

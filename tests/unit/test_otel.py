@@ -198,6 +198,52 @@ def _resume(server: ScriptServer, journal: Journal) -> None:
     asyncio.run(main())
 
 
+def test_replayed_spans_can_be_left_out(server: ScriptServer, exporter: Any) -> None:
+    """instrument(replayed_spans=False): a re-driven run emits only its root span, counts on it.
+
+    Outside: pydantic/pydantic-ai#6974 and temporalio/sdk-java#952 (replay
+    re-emits every span of the original execution, inflating telemetry).
+    """
+    provider, memory = exporter
+    journal = redrive.open_journal(":memory:")
+    sample_run.record(server, journal)
+    otel.instrument(provider, replayed_spans=False)
+    sample_run.record(server, journal)
+    (root,) = memory.get_finished_spans()
+    assert root.name == "invoke_agent support:42"
+    assert root.attributes is not None
+    assert (
+        root.attributes["redrive.run.replayed_steps"],
+        root.attributes["redrive.run.live_steps"],
+    ) == (4, 0)
+
+
+def test_parallel_tool_spans_are_siblings_under_the_callers_span(
+    server: ScriptServer, exporter: Any
+) -> None:
+    """The run's span is a child of the caller's active span; concurrent tools are siblings.
+
+    Outside: DataDog/dd-trace-py#18415 and JetBrains/koog#2236 (parallel tool
+    spans chained under each other instead of sharing their step's parent).
+    """
+    provider, memory = exporter
+    otel.instrument(provider)
+    journal = redrive.open_journal(":memory:")
+    with provider.get_tracer("app").start_as_current_span("job 42") as job:
+        sample_run.record(server, journal)
+    spans = _by_name(memory.get_finished_spans())
+    root = spans["invoke_agent support:42"]
+    assert root.parent is not None and root.parent.span_id == job.get_span_context().span_id
+    assert root.context is not None
+    for name in ("execute_tool lookup", "execute_tool charge"):
+        tool = spans[name]
+        assert tool.parent is not None and tool.parent.span_id == root.context.span_id
+    lookup, charge = spans["execute_tool lookup"], spans["execute_tool charge"]
+    assert lookup.start_time is not None and charge.end_time is not None
+    assert charge.start_time is not None and lookup.end_time is not None
+    assert lookup.start_time < charge.end_time and charge.start_time < lookup.end_time  # overlap
+
+
 def test_live_root_span_records_a_failed_run(exporter: Any) -> None:
     """A run whose body raises ends its root span with ERROR and the exception's type."""
     provider, memory = exporter
@@ -267,6 +313,34 @@ def test_no_attribute_carries_a_secret(secret: str, where: str, pad: str) -> Non
     )
     for value in [*otel._clean(attrs).values(), *otel._clean(tool_attrs).values()]:
         assert secret not in repr(value)
+
+
+@given(secret=SECRETS, param=st.sampled_from(["key", "api_key", "access_token", "sig"]))
+def test_a_secret_in_a_step_name_or_url_stays_out_of_span_names(secret: str, param: str) -> None:
+    """A step named after a URL with a credential query parameter: masked in names and attributes.
+
+    Outside: decocms/studio#5628 (a Google API key sent as ``?key=`` exported in
+    every span's ``url.full``) and nais/unleasherator#748 (a token in a URL path).
+    """
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    journal = redrive.open_journal(":memory:")
+    endpoint = f"/v1beta/models/gemini:generateContent?{param}={secret}"
+
+    def call(**request: Any) -> dict[str, Any]:
+        return {"ok": True}
+
+    model = redrive.model(name=f"gemini:POST {endpoint}")(call)
+    with redrive.run(journal, f"r {secret}") as run:
+        model(endpoint=endpoint)
+        run.finish("ok")
+    otel.export_run(journal, f"r {secret}", provider)
+    spans = memory.get_finished_spans()
+    assert len(spans) == 2
+    for span in spans:
+        assert secret not in span.name
+        assert secret not in repr(dict(span.attributes or {}))
 
 
 def test_step_observer_errors_never_reach_the_run(exporter: Any) -> None:
