@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._scrub import DEFAULT
-from .frames import Frame
+from .frames import Frame, Kind
 from .replay import RecordedStep, StepReader, diff_runs
 
 __all__ = ["as_iframe", "page", "render_compare", "render_run", "run_data"]
@@ -36,7 +36,12 @@ def _tokens(view: Any) -> dict[str, int] | None:
     return None
 
 
-def _step(step: RecordedStep, origin: float, replayed_before: int | None) -> dict[str, Any]:
+def _step(
+    step: RecordedStep,
+    origin: float,
+    replayed_before: int | None,
+    asked_at: dict[str, float] | None = None,
+) -> dict[str, Any]:
     started = step.data.get("started_at") if step.kind == "model" else None
     begin = float(started) if isinstance(started, int | float) else step.start.at
     end = step.end.at if step.end is not None else None
@@ -77,7 +82,18 @@ def _step(step: RecordedStep, origin: float, replayed_before: int | None) -> dic
             )
         item["idempotency_key"] = step.idempotency_key
     else:
-        item["value"] = step.data.get("value")
+        value = step.data.get("value")
+        item["value"] = value
+        args = step.args if isinstance(step.args, dict) else {}
+        if isinstance(args.get("label"), str):
+            item["label"] = args["label"]
+        if item["approval"] and isinstance(value, dict):
+            verdict = "approved" if value.get("approved") else "rejected"
+            item["decision"] = f"{verdict} by {value.get('by') or 'someone'}"
+            asked = (asked_at or {}).get(item["label"])
+            if asked is not None and end is not None:  # the wait for a person
+                item["start_ms"] = round((asked - origin) * 1000, 3)
+                item["duration_ms"] = round(max(end - asked, 0.0) * 1000, 3)
     return item
 
 
@@ -112,16 +128,29 @@ def run_data(
     )
     last = reader.run_end_frame.at if reader.run_end_frame else (listed[-1].at if listed else 0)
     end = reader.run_end or {}
+    asked = _approvals_asked(listed)
     data = {
         "run_id": run_id,
         "status": end.get("status") or ("in progress" if listed else "empty"),
         "error": end.get("error"),
         "started_at": origin,
         "duration_ms": round((last - origin) * 1000, 3),
-        "steps": [_step(s, origin, replayed_before) for s in steps],
+        "steps": [_step(s, origin, replayed_before, asked) for s in steps],
     }
     cleaned: dict[str, Any] = DEFAULT.value(data)
     return cleaned
+
+
+def _approvals_asked(frames: list[Frame]) -> dict[str, float]:
+    """When each approval was asked for (its ``approval_requested`` note), by approval name."""
+    asked: dict[str, float] = {}
+    for frame in frames:
+        if frame.kind == Kind.NOTE.value and frame.name == "approval_requested":
+            data = frame.data()
+            name = data.get("data", {}).get("name") if isinstance(data, dict) else None
+            if isinstance(name, str):
+                asked.setdefault(name, frame.at)
+    return asked
 
 
 def _frames(journal: Any, run_id: str) -> list[Frame]:
@@ -293,6 +322,7 @@ data.runs.forEach(function(run, r){
     let meta = ms(s.duration_ms) + ' · ' + s.mode;
     if (s.tokens) meta += ' · ' + s.tokens.input + '→' + s.tokens.output + ' tok';
     if (s.attempts > 1) meta += ' · ' + s.attempts + ' attempts';
+    if (s.decision) meta += ' · ' + s.decision;
     if (s.status !== 'done') meta += ' · ' + s.status;
     sum.appendChild(el('span', 'meta', meta));
     d.appendChild(sum);

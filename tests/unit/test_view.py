@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import json
 import os
 import re
 import shlex
@@ -11,12 +12,15 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import redrive
-from redrive._view import render_run, run_data
+from redrive._view import _json_for_script, page, render_run, run_data
 from redrive.cli import main
 from tests import sample_run
 from tests.sdkserver import ScriptServer, serve
@@ -190,3 +194,78 @@ def test_readme_view_commands(
         words = shlex.split(command)
         assert main(words[1:]) == 0, command
         assert Path(words[-1]).stat().st_size > 1000
+
+
+def _eventful_run(path: str) -> None:
+    """Run ``ops:1`` in the journal at ``path``: a re-attempted, a blocked, an approved step."""
+    crash = {"fetch": True, "pay": True}
+
+    @redrive.tool(restart_safe=True)
+    def fetch(item: str) -> str:
+        if crash["fetch"]:
+            crash["fetch"] = False
+            raise KeyboardInterrupt  # the worker dies; a restart-safe step runs again
+        return item
+
+    @redrive.tool()
+    def pay(cents: int) -> str:
+        if crash["pay"]:
+            crash["pay"] = False
+            raise KeyboardInterrupt  # dies inside a side effect: never re-run silently
+        return "paid"
+
+    def body(run: redrive.Run) -> None:
+        fetch("box")
+        pay(100)
+        decision = redrive.await_approval("ship", {"item": "box"})
+        run.finish({"approved": decision.approved})
+
+    journal = redrive.open_journal(path)
+    for _ in range(2):
+        with pytest.raises(KeyboardInterrupt), redrive.run(journal, "ops:1") as run:
+            body(run)
+    with redrive.run(journal, "ops:1", on_in_flight="tell_model") as run:
+        body(run)  # suspends at the approval
+    journal.close()
+    assert main(["--journal", path, "decide", "ops:1", "ship", "--approve", "--by", "alice"]) == 0
+    journal = redrive.open_journal(path)
+    with redrive.run(journal, "ops:1", on_in_flight="tell_model") as run:
+        body(run)
+    journal.close()
+
+
+def test_view_shows_attempts_blocked_steps_and_approvals(tmp_path: Path) -> None:
+    """A run that crashed twice and waited for a person: attempts, a blocked step, an approval."""
+    db = str(tmp_path / "ops.duckdb")
+    _eventful_run(db)
+    page = tmp_path / "ops.html"
+    assert main(["--journal", db, "view", "ops:1", "-o", str(page)]) == 0
+    dom = browse(page, screenshot=ARTIFACTS / "view_ops.png")
+    assert 'data-rendered="yes"' in dom
+    assert "2 attempts" in dom
+    assert re.search(r'class="bar tool blocked live"', dom)
+    assert "approval ship" in dom and "approved by alice" in dom
+    assert '<span class="badge succeeded">succeeded</span>' in dom
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(value=JSON, tail=st.sampled_from(["</script>", "<!--", "<script>", "]]>", "\u2028", "&lt;"]))
+def test_page_data_cannot_leave_its_script_element(value: Any, tail: str) -> None:
+    """Recorded data embeds as JSON without ``<``, ``>`` or ``&`` and reads back the same."""
+    data = {"v": value, "t": tail}
+    embedded = _json_for_script(data)
+    assert not set(embedded) & {"<", ">", "&", "\u2028", "\u2029"}
+    assert json.loads(embedded) == data
+    document = page([{"run_id": tail, "steps": [], "status": "x", "duration_ms": 0}], None)
+    head, _, rest = document.partition('<script type="application/json" id="redrive-data">')
+    title = head.split("<title>", 1)[1].split("</title>", 1)[0]
+    assert "<" not in title and ">" not in title
+    assert rest.count("</script>") == 2  # the data element's end and the code element's end
