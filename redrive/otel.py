@@ -375,6 +375,7 @@ def export_run(journal: Journal, run_id: str, tracer_provider: TracerProvider) -
 
 
 def _spans(journal: Journal, run_id: str) -> list[ReadableSpan]:
+    _need_otel()
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -358,3 +360,41 @@ def test_step_observer_errors_never_reach_the_run(exporter: Any) -> None:
         assert journal.get_run("fine").status == "succeeded"  # type: ignore[union-attr]
     finally:
         redrive.replay.set_step_observer(None)
+
+
+_WITHOUT_OTEL = """
+import importlib.abc, sys
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "opentelemetry":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Blocker())
+from redrive.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_without_the_otel_extra(tmp_path: Path) -> None:
+    """No OpenTelemetry SDK: `export --otlp-json` says what to install (exit 2); `view` works."""
+    rdj = next((Path(__file__).resolve().parents[2] / "fixtures" / "runs" / "pass").glob("*.rdj"))
+    run = [sys.executable, "-c", _WITHOUT_OTEL, "--journal", str(rdj)]
+    done = subprocess.run(
+        [*run, "export", "x", "--otlp-json", str(tmp_path / "t.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'redrive[otel]'" in lines[0], done.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_OTEL, "view", str(rdj), "-o", str(tmp_path / "v.html")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "v.html").read_text().startswith("<!doctype html>")
