@@ -57,7 +57,9 @@ __all__ = [
     "SEMCONV_VERSION",
     "export_run",
     "instrument",
+    "model_attributes",
     "otlp_json",
+    "tool_attributes",
     "uninstrument",
     "write_otlp_json",
 ]
@@ -71,7 +73,7 @@ _SCHEMA = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 def _need_otel() -> None:
     try:
         import opentelemetry.sdk.trace  # noqa: F401
-    except ImportError:  # pragma: no cover - exercised by test_cli_without_extras
+    except ImportError:  # exercised by test_otel.py::test_without_the_otel_extra
         raise ImportError(
             "redrive.otel needs the OpenTelemetry SDK: pip install 'redrive[otel]'"
         ) from None
@@ -105,17 +107,23 @@ def _response_body(response: Any) -> dict[str, Any]:
             data = json.loads(text) if isinstance(text, str) else None
         except ValueError:
             continue
-        if isinstance(data, dict):
-            data = data.get("response", data) if data.get("type") else data
-            if isinstance(data, dict):
-                for key in ("id", "model"):
-                    if data.get(key) is not None:
-                        found[key] = data[key]
-                for choice in data.get("choices") or []:
-                    if isinstance(choice, dict) and choice.get("finish_reason"):
-                        found.setdefault("finish", []).append(choice["finish_reason"])
-                if data.get("stop_reason"):
-                    found.setdefault("finish", []).append(data["stop_reason"])
+        if isinstance(data, dict) and data.get("type"):  # a stream event
+            # OpenAI Responses wraps the response; Anthropic's message_start the message
+            inner = data.get("response") or data.get("message")
+            delta = data.get("delta")
+            if isinstance(delta, dict) and delta.get("stop_reason"):
+                found.setdefault("finish", []).append(delta["stop_reason"])
+            data = inner if isinstance(inner, dict) else data
+        if not isinstance(data, dict):
+            continue
+        for key in ("id", "model"):
+            if data.get(key) is not None:
+                found[key] = data[key]
+        for choice in data.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                found.setdefault("finish", []).append(choice["finish_reason"])
+        if data.get("stop_reason"):
+            found.setdefault("finish", []).append(data["stop_reason"])
     return found
 
 

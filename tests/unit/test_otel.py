@@ -398,3 +398,26 @@ def test_without_the_otel_extra(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "v.html").read_text().startswith("<!doctype html>")
+
+
+def test_anthropic_stream_attributes() -> None:
+    """An Anthropic Messages stream: response id and model from message_start, stop reason from
+    message_delta, usage from the semantic view."""
+    events = [
+        'event: message_start\ndata: {"type": "message_start", "message": {"id": "msg_1", '
+        '"type": "message", "model": "claude-sonnet-4-5-20250929", "stop_reason": null}}\n\n',
+        'event: message_delta\ndata: {"type": "message_delta", "delta": {"stop_reason": '
+        '"end_turn"}, "usage": {"output_tokens": 9}}\n\n',
+    ]
+    request = {"view": {"provider": "anthropic", "model": "claude-sonnet-4-5", "stream": True}}
+    outcome = {
+        "response": {"status": 200, "stream": True, "chunks": events},
+        "view": {"usage": {"input_tokens": 12, "output_tokens": 9}},
+    }
+    name, attrs, error = otel.model_attributes("anthropic:POST /v1/messages", request, outcome)
+    assert (name, error) == ("chat claude-sonnet-4-5", None)
+    assert attrs["gen_ai.response.id"] == "msg_1"
+    assert attrs["gen_ai.response.model"] == "claude-sonnet-4-5-20250929"
+    assert attrs["gen_ai.response.finish_reasons"] == ["end_turn"]
+    assert (attrs["gen_ai.usage.input_tokens"], attrs["gen_ai.usage.output_tokens"]) == (12, 9)
+    assert attrs["gen_ai.provider.name"] == "anthropic"
