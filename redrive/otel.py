@@ -621,7 +621,10 @@ def instrument(
     The root span starts in the caller's current OpenTelemetry context, so a
     run inside a request's or job's span is traced under it; step spans are
     children of the root, never of each other (parallel tool calls are
-    siblings). Replaces an earlier :func:`instrument`.
+    siblings). Spans are handed to the provider on the thread that did the
+    step (for an async run, a worker thread, never the event loop): give the
+    provider a ``BatchSpanProcessor``, so exporting never holds a step up.
+    Replaces an earlier :func:`instrument`.
 
     Args:
         tracer_provider: the provider to use (None: OpenTelemetry's global one,
