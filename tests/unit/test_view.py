@@ -269,3 +269,13 @@ def test_page_data_cannot_leave_its_script_element(value: Any, tail: str) -> Non
     title = head.split("<title>", 1)[1].split("</title>", 1)[0]
     assert "<" not in title and ">" not in title
     assert rest.count("</script>") == 2  # the data element's end and the code element's end
+
+
+def test_view_of_an_unknown_run_exits_3(db: str, tmp_path: Path, capsys: Any) -> None:
+    """A run that is not in the journal: exit 3 and no file; ``--json`` names the file written."""
+    page = tmp_path / "none.html"
+    assert main(["--journal", db, "view", "support:999", "-o", str(page)]) == 3
+    assert not page.exists()
+    capsys.readouterr()
+    assert main(["--journal", db, "--json", "view", "support:42", "-o", str(page)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"path": str(page), "runs": ["support:42"]}
