@@ -26,6 +26,7 @@ from . import (
     _runs,
     _sql,
     _transfer,
+    _view,
     _whatchanged,
 )
 from ._common import (
@@ -79,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
         _check,
         _recover,
         _whatchanged,
+        _view,
     ):
         module.register(sub, common)
     return parser

@@ -28,6 +28,7 @@ __all__ = [
     "join_run",
     "outside_run",
     "set_boundary_hook",
+    "set_step_observer",
 ]
 
 _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("redrive_run", default=None)
@@ -59,6 +60,38 @@ def _boundary(point: str, run_id: str, seq: int, name: str) -> None:
     hook = _boundary_hook
     if hook is not None:
         hook(point, {"run_id": run_id, "seq": seq, "name": name})
+
+
+#: Told what a run's execution does, when set (:func:`set_step_observer`; ``redrive.otel`` uses it).
+_step_observer: Callable[[str, dict[str, Any]], None] | None = None
+
+
+def set_step_observer(observer: Callable[[str, dict[str, Any]], None] | None) -> None:
+    """Install ``observer(event, info)``, told what each run's execution does (None removes it).
+
+    Events: ``opened`` (``run``: the :class:`Run`, as it starts or resumes),
+    ``frames`` (``run_id``, ``frames``: the frames just appended, durable per
+    their commit), ``replayed`` (``run_id``, ``step``: the
+    :class:`~redrive.replay.RecordedStep` handed back from the record) and
+    ``closed`` (``run``, ``error``: the exception the execution ended with, or
+    None). The observer runs on the thread that did the work (for an async run,
+    a worker thread for ``frames``); whatever it raises is logged and dropped,
+    so an observer never changes what a run does.
+    """
+    global _step_observer
+    _step_observer = observer
+
+
+def _observe(event: str, **info: Any) -> None:
+    observer = _step_observer
+    if observer is None:
+        return
+    try:
+        observer(event, info)
+    except Exception:  # an observer never changes what a run does
+        import logging
+
+        logging.getLogger("redrive").exception("redrive step observer failed on %r", event)
 
 
 def current_run() -> Run | None:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from ..errors import DivergenceError
 from ..frames import Kind, call_key, rebuild, store
-from ._context import _boundary, _current, _current_key
+from ._context import _boundary, _current, _current_key, _observe
 from ._diff import caller_location
 from ._engine import GoLive, Replay, decide_model, decide_value
 from ._faces import off_loop
@@ -72,6 +72,7 @@ class RecorderSteps(ToolSteps):
             decision = decide_model(step, can_write=self._can_write)
             if isinstance(decision, Replay):
                 self.replayed_steps += 1
+                _observe("replayed", run_id=self.run_id, step=decision.step)
                 return ModelStep(
                     name,
                     stored,

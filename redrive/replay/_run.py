@@ -368,6 +368,18 @@ class Run(RecorderSteps):
         self._flush()
         return self.journal.frames(self.run_id)
 
+    def _repr_html_(self) -> str:
+        """The run's timeline (as ``redrive view`` draws it), for Jupyter to display.
+
+        Returns:
+            An ``<iframe srcdoc=...>`` holding the self-contained page: steps
+            this execution replayed are marked ``replayed``, the others ``live``.
+        """
+        from .._view import as_iframe
+
+        resumed_at = self._resumed_at if self.resumed else 0
+        return as_iframe(list(self.frames()), self.run_id, replayed_before=resumed_at)
+
 
 #: What ends a block without anyone asking for the run to end: a timeout or a job
 #: runner's cancel (``asyncio.CancelledError``), SIGINT (``KeyboardInterrupt``), a

@@ -34,7 +34,7 @@ from ..errors import (
 )
 from ..frames import Kind, call_key, canonical, decode, encode, rebuild, store
 from ._claims import Claims
-from ._context import _boundary
+from ._context import _boundary, _observe
 from ._cursor import RecordedStep, decode_outcome
 from ._diff import diff_values, format_diff, short
 from ._engine import (
@@ -254,6 +254,8 @@ class ToolSteps(Claims):
                 plan = self._tool_replayed(spec, decision.step, key)
                 if self._runs_live(spec.name, decision.step):
                     plan.replayed, plan.check = False, decision.step
+                else:
+                    _observe("replayed", run_id=self.run_id, step=decision.step)
                 return plan
             if isinstance(decision, StopBusy | WaitForWorker):
                 self._wait_for_worker(decision)  # returns: presumed live, it was not

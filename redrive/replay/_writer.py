@@ -22,6 +22,7 @@ from .._scrub import DEFAULT, Scrubber
 from ..errors import JournalWriteError, LeaseLostError, ReplayError
 from ..frames import Frame, Kind, canonical, make_frame
 from ..storage import Journal, RunUpdate
+from ._context import _observe
 from ._lease import LeaseKeeper
 
 __all__ = ["JournalWriter"]
@@ -127,6 +128,8 @@ class JournalWriter:
                 frames=len(frames),
             ) from exc
         self.pending = []
+        if frames:
+            _observe("frames", run_id=self.run_id, frames=frames)
 
     @contextlib.contextmanager
     def unqueue_on_failure(self) -> Iterator[None]:
