@@ -46,21 +46,13 @@ def recorded_tool(
     if not callable(fn):
         raise TypeError(f"{framework} redrive tool: {fn!r} is not a function")
     params = list(inspect.signature(fn).parameters.values())
-    if params and context_types:
-        hints: dict[str, Any]
-        try:
-            hints = inspect.get_annotations(fn, eval_str=True)
-        except Exception:  # an annotation that cannot be evaluated: not a context type
-            hints = {}
-        first = hints.get(params[0].name)
-        origin = getattr(first, "__origin__", first)
-        if isinstance(origin, type) and issubclass(origin, context_types):
-            raise TypeError(
-                f"{framework} redrive tool {getattr(fn, '__name__', fn)!r}: its first parameter "
-                f"{params[0].name!r} takes the framework's run context, which cannot be "
-                "journaled as a tool argument; pass what the tool needs as plain arguments "
-                "(or read it inside the body from your own state) and drop the context parameter"
-            )
+    if params and context_types and _is_context(params[0].annotation, context_types):
+        raise TypeError(
+            f"{framework} redrive tool {getattr(fn, '__name__', fn)!r}: its first parameter "
+            f"{params[0].name!r} takes the framework's run context, which cannot be "
+            "journaled as a tool argument; pass what the tool needs as plain arguments "
+            "(or read it inside the body from your own state) and drop the context parameter"
+        )
     return redrive_tool(
         name=name,
         restart_safe=restart_safe,
@@ -68,6 +60,19 @@ def recorded_tool(
         recover=recover,
         retryable=retryable,
     )(fn)
+
+
+def _is_context(annotation: Any, context_types: tuple[type, ...]) -> bool:
+    """Whether a parameter annotation names one of ``context_types`` (``Ctx``, ``Ctx[Deps]``).
+
+    A string annotation (``from __future__ import annotations``) is read by
+    name, since its names may not be importable where the function is defined.
+    """
+    if isinstance(annotation, str):
+        head = annotation.split("[", 1)[0].strip().rsplit(".", 1)[-1]
+        return head in {cls.__name__ for cls in context_types}
+    origin = getattr(annotation, "__origin__", annotation)
+    return isinstance(origin, type) and issubclass(origin, context_types)
 
 
 def hide_key(fn: Callable[..., Any]) -> Callable[..., Any]:

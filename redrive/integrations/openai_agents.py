@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, overload
 
+from ..errors import RecordedToolError, ReplayError
 from ..replay import Recovery
 from ._common import hide_key, missing_extra, recorded_tool
 
@@ -40,6 +41,37 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
     raise missing_extra("openai-agents", "agents", err) from err
 
 __all__ = ["function_tool"]
+
+_DEFAULT: Any = object()
+
+
+def _passing_redrive_errors(handler: Any) -> Callable[[Any, Exception], Any]:
+    """Return a ``failure_error_function`` that lets redrive's own errors reach the caller.
+
+    The SDK hands a tool's exception to ``failure_error_function`` and sends
+    what it returns to the model as the tool's output (by default a fixed
+    "An error occurred..." text). A redrive error raised by the tool step (a
+    blocked retry of a side effect, a divergence, a replay miss, a lost run
+    context, a journal write failure) is not the tool's answer: told to the
+    model, the agent would go on live past a step that never ran. Those are
+    raised again (the SDK lets an exception from the handler end the run);
+    a tool's own recorded error (:class:`redrive.RecordedToolError` included)
+    goes to ``handler`` as before: the SDK's default, the user's, or None (raise).
+    """
+
+    def on_failure(ctx: Any, error: Exception) -> Any:
+        cause: BaseException | None = error
+        while cause is not None:
+            if isinstance(cause, ReplayError) and not isinstance(cause, RecordedToolError):
+                raise cause
+            cause = cause.__cause__
+        if handler is _DEFAULT:
+            return agents.default_tool_error_function(ctx, error)
+        if handler is None:
+            raise error
+        return handler(ctx, error)
+
+    return on_failure
 
 
 @overload
@@ -79,8 +111,12 @@ def function_tool(
     ``recover`` and ``retryable`` (same meaning as there), then handed to
     ``agents.function_tool`` (https://openai.github.io/openai-agents-python/tools/#function-tools),
     which builds the JSON schema from its signature and docstring as usual;
-    ``options`` go to ``agents.function_tool`` unchanged (``description_override``,
-    ``failure_error_function``, ``strict_mode``...). The tool's name as the
+    ``options`` go to ``agents.function_tool`` (``description_override``,
+    ``failure_error_function``, ``strict_mode``...); redrive's own errors
+    (:class:`redrive.ReplayError`: a blocked retry of an in-flight side
+    effect, a divergence...) are raised to the caller instead of being told to
+    the model by the ``failure_error_function``, whose other errors it handles
+    as usual. The tool's name as the
     model sees it and its step name are both ``name`` or the function's name.
 
     A parameter named ``idempotency_key`` is filled in by redrive and left out
@@ -118,7 +154,12 @@ def function_tool(
         )
         tool_name = name or func.__name__
         made: agents.FunctionTool = agents.function_tool(
-            hide_key(wrapped), name_override=tool_name, **options
+            hide_key(wrapped),
+            name_override=tool_name,
+            failure_error_function=_passing_redrive_errors(
+                options.pop("failure_error_function", _DEFAULT)
+            ),
+            **options,
         )
         return made
 

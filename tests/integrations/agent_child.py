@@ -5,6 +5,8 @@ The agent is asked to apologise to a customer; the model (the scripted server
 at BASE_URL) calls the tool ``send_email`` once, then answers. The tool's
 side effect is a line appended and fsynced to EFFECTS, outside the process.
 MODE is ``live`` (record or resume) or ``offline`` (``live=False``: replay only).
+With ``KILL_IN_TOOL=1`` the process SIGKILLs itself inside the tool body,
+after the side effect and before its result is journaled.
 The last line printed is ``{"output": ...}``.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -27,6 +30,8 @@ def _effect(path: str, to: str) -> str:
         log.write(f"email to {to}\n")
         log.flush()
         os.fsync(log.fileno())
+    if os.environ.get("KILL_IN_TOOL") == "1":  # die with the email sent, its result unrecorded
+        os.kill(os.getpid(), signal.SIGKILL)
     return f"sent to {to}"
 
 

@@ -110,3 +110,53 @@ def test_killed_mid_run_resumes_without_a_second_side_effect_then_replays_offlin
         journal.close()
     assert steps == [("tool_start", "send_email"), ("tool_done", "send_email")]
     assert record is not None and record.status == "succeeded"
+
+
+@pytest.mark.parametrize(
+    "scenario", ["agents-chat", "pydantic-openai-stream", "langchain-openai", "litellm-stream"]
+)
+def test_killed_inside_a_tool_body_the_resume_is_blocked_not_sent_twice(
+    scenario: str, tmp_path: Path
+) -> None:
+    """Killed after the email went out but before its result was journaled: never sent again.
+
+    A peer's report (PraisonAI #4217): plain framework tools re-run their side
+    effect on resume. Here the adapted tool's claim was journaled before its
+    body ran, so the resume refuses to run it again (SideEffectRetryBlockedError)
+    instead of telling the framework's error handler, and the run stays resumable.
+    """
+    need(scenario.split("-")[0])
+    tool_call, _final = script(scenario)
+    with serve() as server:
+        server.add(tool_call)
+        killed = subprocess.run(
+            _command(scenario, tmp_path, server, "live"),
+            cwd=tmp_path,
+            env={**ENV, "KILL_IN_TOOL": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-4000:]
+        assert _effects(tmp_path) == ["email to ada@example.com"]
+        server.add(tool_call)  # in case the resume asks again (it must not)
+        resumed = subprocess.run(
+            _command(scenario, tmp_path, server, "live"),
+            cwd=tmp_path,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert resumed.returncode != 0
+        assert "SideEffectRetryBlockedError" in resumed.stderr, resumed.stderr[-4000:]
+        assert _effects(tmp_path) == ["email to ada@example.com"]
+        assert server.count() == 1  # the first model call replayed; nothing after the block
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    try:
+        record = journal.get_run(RUN_ID)
+    finally:
+        journal.close()
+    assert record is not None and record.status == "running"
