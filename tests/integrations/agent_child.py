@@ -96,7 +96,13 @@ async def _pydantic(scenario: str, effects: str, base_url: str) -> Any:
         from pydantic_ai.providers.openai import OpenAIProvider
 
         oclient = redrive.wrap(AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0))
-        model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=oclient))
+        provider = OpenAIProvider(openai_client=oclient)
+        if "responses" in scenario:
+            from pydantic_ai.models.openai import OpenAIResponsesModel
+
+            model = OpenAIResponsesModel("gpt-4o", provider=provider)
+        else:
+            model = OpenAIChatModel("gpt-4o", provider=provider)
     agent = pydantic_ai.Agent(model, instructions="Help.", tools=[send_email])
     if scenario.endswith("-stream"):
         async with agent.run_stream(PROMPT) as streamed:

@@ -282,6 +282,7 @@ REPLIES = {
     "agents-responses": (responses, False),
     "agents-responses-stream": (responses, True),
     "pydantic-openai-stream": (chat, True),
+    "pydantic-responses": (responses, False),
     "pydantic-anthropic": (anthropic, True),  # pydantic-ai streams Anthropic requests itself
     "pydantic-anthropic-stream": (anthropic, True),
     "langchain-openai": (chat, False),
