@@ -14,9 +14,8 @@ not)::
 The SDK's retries of a transient error (429, 5xx) happen below LangChain and
 are not recorded; the last one reaches your code as the SDK's exception,
 without redrive's ``retryable`` mark (LangChain builds its own SDK client, so
-:func:`redrive.wrap` cannot mark it): list ``openai.APIStatusError`` and
-``openai.APIConnectionError`` in ``redrive.run(..., retryable=...)`` to keep
-such a run resumable.
+:func:`redrive.wrap` cannot mark it): pass
+``redrive.run(..., retryable=TRANSIENT_ERRORS)`` to keep such a run resumable.
 
 ``langchain_anthropic.ChatAnthropic`` (1.7) exposes no client or http-client
 parameter: it builds its Anthropic SDK client itself, so it cannot be recorded
@@ -52,12 +51,25 @@ from ..replay import Recovery
 from ._common import hide_key, missing_extra, recorded_tool
 
 try:
+    import openai
     from langchain_core.tools import BaseTool
     from langchain_core.tools import tool as langchain_tool
 except ImportError as err:  # pragma: no cover - exercised without the extra
     raise missing_extra("langchain-core", "langchain", err) from err
 
-__all__ = ["openai_http_clients", "tool"]
+__all__ = ["TRANSIENT_ERRORS", "openai_http_clients", "tool"]
+
+#: The OpenAI SDK errors that redrive treats as transient (a connection error or
+#: timeout, 409, 429, 5xx; see README "Model clients"), for
+#: ``redrive.run(..., retryable=TRANSIENT_ERRORS)`` around a ``ChatOpenAI``
+#: on :func:`openai_http_clients`: such an error leaves the run resumable,
+#: while a permanent one (400, 401, 404...) still fails it.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    openai.APIConnectionError,
+    openai.ConflictError,
+    openai.RateLimitError,
+    openai.InternalServerError,
+)
 
 
 def openai_http_clients(

@@ -314,3 +314,44 @@ def test_outside_a_run_the_tools_just_run() -> None:
         return f"order {order_id}"
 
     assert lookup_order.invoke({"order_id": "A1"}) == "order A1"
+
+
+@pytest.mark.parametrize(("status", "resumable"), [(429, True), (503, True), (400, False)])
+def test_chat_openai_transient_errors_leave_the_run_resumable(status: int, resumable: bool) -> None:
+    """With ``retryable=TRANSIENT_ERRORS`` a 429/5xx keeps the run resumable; a 400 fails it."""
+    need("langchain")
+    from langchain_openai import ChatOpenAI
+
+    from redrive.integrations.langchain import TRANSIENT_ERRORS, openai_http_clients
+
+    journal = redrive.open_journal(":memory:")
+    with serve() as server:
+        server.add(Reply(status=status, body={"error": {"message": "no", "type": "x"}}))
+        server.add(_chat({"role": "assistant", "content": FINAL}))
+        base_url = server.url + "/v1"
+
+        async def attempt() -> Any:
+            sync_http, async_http = openai_http_clients(base_url)
+            llm = ChatOpenAI(
+                model="gpt-4o",
+                base_url=base_url,
+                api_key="sk-test",  # type: ignore[arg-type]
+                max_retries=0,
+                http_client=sync_http,
+                http_async_client=async_http,
+            )
+            try:
+                async with redrive.run(journal, "lc", retryable=TRANSIENT_ERRORS) as run:
+                    return run.finish((await llm.ainvoke("hi")).content)
+            finally:
+                sync_http.close()
+                await async_http.aclose()
+
+        with pytest.raises(Exception) as caught:  # the SDK's own error type
+            asyncio.run(attempt())
+        assert getattr(caught.value, "status_code", None) == status
+        record = journal.get_run("lc")
+        assert record is not None
+        assert record.status == ("running" if resumable else "failed")
+        if resumable:
+            assert asyncio.run(attempt()) == FINAL
