@@ -55,7 +55,10 @@ async def _agents(scenario: str, effects: str, base_url: str) -> Any:
 
     client = redrive.wrap(AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0))
     model: Any
-    if "responses" in scenario:
+    if "default" in scenario:  # the model named by string, on the SDK's default client
+        agents.set_default_openai_client(client, use_for_tracing=False)
+        model = "gpt-4o"
+    elif "responses" in scenario:
         model = agents.OpenAIResponsesModel(model="gpt-4o", openai_client=client)
     else:
         model = agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)

@@ -15,11 +15,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import attrs
+
 from tests.sdkserver import Received, Reply, ScriptServer, _Handler
 
 TOOL_ARGS = {"to": "ada@example.com", "body": "Sorry about the damaged order."}
 FINAL = "Emailed Ada about the damaged order."
 HOLD = Reply(status=0)
+
+
+@attrs.define
+class HoldAfter(Reply):
+    """A streamed reply whose first ``sent`` chunks go out, then the stream hangs open."""
+
+    sent: int = 2
+
+
+def held(reply: Reply) -> Reply:
+    """Hang ``reply`` open: mid-stream for a stream, before any byte otherwise."""
+    if reply.chunks is None:
+        return HOLD
+    return HoldAfter(chunks=reply.chunks)
 
 
 def _sse(data: dict[str, Any], event: str | None = None) -> str:
@@ -237,10 +253,34 @@ class _HoldingHandler(_Handler):
                         body,
                     )
                 )
+        reply = server.script[0] if server.script and not held else None
+        if isinstance(reply, HoldAfter):
+            self._send_part(server, reply)
+            return
         if not held:
             super()._serve()
             return
+        server.holding.set()
         server.released.wait()  # until the server shuts down: the caller is killed meanwhile
+        self.close_connection = True
+
+    def _send_part(self, server: HoldingServer, reply: HoldAfter) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        with server.lock:
+            server.script.pop(0)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            server.requests.append(Received(self.command, self.path, headers, body))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for chunk in (reply.chunks or [])[: reply.sent]:
+            data = chunk.encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+        server.holding.set()
+        server.released.wait()
         self.close_connection = True
 
 
@@ -251,6 +291,8 @@ class HoldingServer(ScriptServer):
         super().__init__()
         self.RequestHandlerClass = _HoldingHandler
         self.released = threading.Event()
+        #: set once a held request has been received (and a held stream's first chunks sent)
+        self.holding = threading.Event()
 
     def count(self) -> int:
         """How many requests have arrived so far."""
@@ -278,6 +320,7 @@ def serve() -> Iterator[HoldingServer]:
 #: scenario -> (reply builder, streamed?)
 REPLIES = {
     "agents-chat": (chat, False),
+    "agents-default-client": (responses, False),
     "agents-chat-stream": (chat, True),
     "agents-responses": (responses, False),
     "agents-responses-stream": (responses, True),

@@ -4,9 +4,10 @@ For each framework and model API (tests/integrations/agent_child.py): a child
 process runs the agent against a scripted OpenAI- or Anthropic-compatible
 server; the model asks for the tool ``send_email`` (its side effect: a line
 fsynced to a file outside the process), then the child is SIGKILLed while its
-next model call is in flight. A second child resumes the run: the tool is not
-run again, only the unfinished model call goes out. A third child replays the
-run offline (``live=False``): no model call, the same answer.
+next model call is in flight (mid-stream for a streamed turn). A second child
+resumes the run: the tool is not run again, only the unfinished model call
+goes out. A third child replays the run offline (``live=False``): no model
+call, the same answer.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 import redrive
 from tests.integrations.agent_child import RUN_ID
 from tests.integrations.conftest import need
-from tests.integrations.fakeapi import FINAL, HOLD, REPLIES, HoldingServer, script, serve
+from tests.integrations.fakeapi import FINAL, REPLIES, HoldingServer, held, script, serve
 
 pytestmark = pytest.mark.crash
 
@@ -69,11 +70,15 @@ def _effects(tmp: Path) -> list[str]:
 def test_killed_mid_run_resumes_without_a_second_side_effect_then_replays_offline(
     scenario: str, tmp_path: Path
 ) -> None:
-    """SIGKILL during the second model call; the resume sends no email again; replay is offline."""
+    """SIGKILL during the second model call; the resume sends no email again; replay is offline.
+
+    A streamed turn is killed mid-stream (its first chunks read), a JSON one
+    before its response arrives: either way the cut call is asked again.
+    """
     need(scenario.split("-")[0])
     tool_call, final = script(scenario)
     with serve() as server:
-        server.add(tool_call, HOLD)
+        server.add(tool_call, held(final))  # a stream hangs after its first chunks
         child = subprocess.Popen(
             _command(scenario, tmp_path, server, "live"),
             cwd=tmp_path,
@@ -83,7 +88,7 @@ def test_killed_mid_run_resumes_without_a_second_side_effect_then_replays_offlin
             text=True,
         )
         try:
-            while server.count() < 2 and child.poll() is None:
+            while not server.holding.is_set() and child.poll() is None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.wait(timeout=0.05)
             assert child.poll() is None, child.communicate()[1][-4000:]
