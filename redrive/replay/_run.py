@@ -226,10 +226,18 @@ class Run(RecorderSteps):
         The engine knows no SDK: it honours the exception's ``retryable`` (or
         ``is_retryable``) attribute, which the recorders set from provider
         knowledge (see ``redrive.recorders._provider``), a tool's recorded
-        mark, and the run's ``retryable`` exception types.
+        mark, and the run's ``retryable`` exception types. A redrive error
+        re-raised by a framework as its own (``raise FrameworkError(...) from
+        err``, as the OpenAI Agents SDK does for a tool's error) counts as that
+        redrive error: the step it stopped never finished.
         """
         if isinstance(exc, ReplayError):
             return not isinstance(exc, TerminalRunError)
+        cause = exc.__cause__
+        while cause is not None:  # a framework re-raised redrive's error as its own
+            if isinstance(cause, ReplayError):
+                return not isinstance(cause, TerminalRunError)
+            cause = cause.__cause__
         retryable = tool_error_retryable(exc)
         if retryable is not None:
             return retryable
