@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ._scrub import mask_text
 from .errors import DivergenceError, ReplayError, ReplayMissError
 from .frames import Kind, canonical
 from .replay import REASKED, Run, diff_values, format_diff
@@ -519,6 +520,9 @@ def check_runs(
 def write_junit(report: CheckReport, path: str | os.PathLike[str]) -> None:
     """Write ``report`` as JUnit XML (one ``testcase`` per run) for CI systems.
 
+    Failure texts pass the default secret masking (``sk-`` keys, bearer tokens,
+    secret query parameters), as everything redrive writes does.
+
     Raises:
         OSError: the file cannot be written.
     """
@@ -541,9 +545,12 @@ def write_junit(report: CheckReport, path: str | os.PathLike[str]) -> None:
         )
         if not res.passed:
             tag = "error" if res.outcome == "error" else "failure"
-            first_line = res.message.splitlines()[0] if res.message else res.outcome
+            # a failure's text can quote the live call's arguments (a divergence diff), which
+            # the journal's scrubber never saw: CI keeps this file, so it is masked too
+            message = mask_text(res.message)
+            first_line = message.splitlines()[0] if message else res.outcome
             node = ET.SubElement(case, tag, type=res.outcome, message=first_line)
-            node.text = res.message
+            node.text = message
     root = ET.Element("testsuites")
     root.append(suite)
     tree = ET.ElementTree(root)
