@@ -24,6 +24,7 @@ __all__ = [
     "LostRunContextError",
     "active_runs",
     "current_run",
+    "fencing_token",
     "idempotency_key",
     "join_run",
     "outside_run",
@@ -33,6 +34,9 @@ __all__ = [
 _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("redrive_run", default=None)
 _current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "redrive_idempotency_key", default=None
+)
+_current_fence: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "redrive_fencing_token", default=None
 )
 _outside: contextvars.ContextVar[bool] = contextvars.ContextVar("redrive_outside", default=False)
 
@@ -75,6 +79,21 @@ def idempotency_key() -> str | None:
     body run by redrive.
     """
     return _current_key.get()
+
+
+def fencing_token() -> int | None:
+    """Return the fencing token of the tool body executing now, or None.
+
+    The token is the run's lease epoch (an int, larger on every takeover of
+    the run) under which the body's claim was made and confirmed just before
+    the body started (``redrive.run(..., lease=seconds)``; None without a
+    lease, and outside a tool body run by redrive). Pass it, with the run id,
+    to a downstream system that supports fencing (a storage write conditioned
+    on ``token >= last token seen for this run``, as in Kleppmann's "How to do
+    distributed locking", 2016): a worker that froze inside its body past its
+    lease is then refused there, the one window redrive cannot close itself.
+    """
+    return _current_fence.get()
 
 
 #: Runs entered (bound) in this process and not yet left: ``{id(run): (run, thread, task)}``

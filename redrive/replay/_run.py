@@ -32,6 +32,7 @@ from ._context import (
     _enter,
     _leave,
     current_run,
+    fencing_token,
     idempotency_key,
     set_boundary_hook,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "RunOptions",
     "ToolSpec",
     "current_run",
+    "fencing_token",
     "idempotency_key",
     "rebuild_error",
     "run",
@@ -169,7 +171,7 @@ class Run(RecorderSteps):
                 self._check_fully_replayed(None)
                 try:
                     with self._adopting():
-                        self._end(RunStatus.SUCCEEDED, output=self._output)
+                        self._end(RunStatus.SUCCEEDED, output=self._output, close=True)
                 except _Adopted:
                     self._ended_elsewhere()
             elif isinstance(exc, INTERRUPTIONS):
@@ -182,8 +184,9 @@ class Run(RecorderSteps):
             elif self._resumable(exc):
                 self._flush()
             else:
-                self._end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+                self._end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", close=True)
         finally:
+            self._close_writes()  # after the last write: a thread that outlives the block raises
             self._release()
 
     def _flush_interrupted(self, exc: BaseException) -> None:
@@ -282,7 +285,9 @@ class Run(RecorderSteps):
         output: Any = None,
         error: str | None = None,
         extra: dict[str, Any] | None = None,
+        close: bool = False,
     ) -> None:
+        """Write ``run_end`` with ``status`` (and the run's record); ``close``: the block ends."""
         payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
         payload.update(extra or {})
         try:
@@ -297,7 +302,9 @@ class Run(RecorderSteps):
             self._flush(
                 update=RunUpdate(status=status.value, output=out_bytes, error=error),
             )
-        self.status = status.value
+            self.status = status.value
+            if close:  # atomically with run_end: no thread of this run appends after it
+                self._close_writes()
 
     def __enter__(self) -> Run:
         drive(self._opening())
@@ -328,8 +335,13 @@ class Run(RecorderSteps):
         return isinstance(exc, _Suspended)
 
     def note(self, name: str, data: Any) -> None:
-        """Journal a note (not a step; never matched on replay)."""
+        """Journal a note (not a step; never matched on replay).
+
+        Raises:
+            RunEndedError: the run's block has ended (nothing is written).
+        """
         with self._lock:
+            self._refuse_after_end(f"note {name!r}")
             if self._finished_record is not None or not self.live:
                 return
             self._writer.queue(Kind.NOTE, name, {"data": self.redact(data)})
