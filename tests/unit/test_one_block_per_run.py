@@ -172,3 +172,72 @@ def test_blocks_on_different_runs_or_replay_only_are_not_refused() -> None:
             assert replay_a.output == 1
         b.finish(2)
         assert live_a.finished
+
+
+# -- outside reports -----------------------------------------------------------------------
+
+
+def test_concurrent_calls_with_one_id_run_the_body_once() -> None:
+    """DBOS dbos-transact-py#544: concurrent calls with one workflow id all ran the body.
+
+    Here two concurrent calls of a durable function with one run id: the second
+    waits for the first block (on_busy="wait") and hands back its recorded output.
+    """
+    journal = MemoryJournal()
+    effects: list[int] = []
+
+    @redrive.tool(restart_safe=False)
+    async def insert(num: int) -> int:
+        effects.append(num)
+        await asyncio.sleep(0.05)
+        return num
+
+    @redrive.durable(journal, run_id="insert:{num}", on_busy="wait")
+    async def workflow(num: int) -> int:
+        result: int = await insert(num)
+        return result
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(workflow(14), workflow(14)))
+
+    assert asyncio.run(main()) == [14, 14]
+    assert effects == [14]
+
+
+def test_a_duplicate_id_leaves_the_first_block_durable() -> None:
+    """DBOS dbos-transact-ts#725: a second start with the same id broke the first one's
+    durability and gave an obscure error. Here the second block is refused with a clear
+    error and the first completes, its journal whole."""
+    journal = MemoryJournal()
+    release = threading.Event()
+
+    @redrive.tool(restart_safe=False)
+    def background(steps: int) -> int:
+        release.wait(10)
+        return steps
+
+    def first() -> None:
+        with redrive.run(journal, "task-1") as run:
+            run.finish(background(3))
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    try:
+        while (found := journal.get_run("task-1")) is None or found.next_seq < 2:
+            threading.Event().wait(0.01)
+        with (
+            pytest.raises(redrive.RunBusyError, match="already open in this process"),
+            redrive.run(journal, "task-1"),
+        ):
+            pass  # pragma: no cover
+    finally:
+        release.set()
+        holder.join(10)
+    record = journal.get_run("task-1")
+    assert record is not None and record.status == "succeeded"
+    assert [f.kind for f in journal.frames("task-1")] == [
+        "run_start",
+        "tool_start",
+        "tool_done",
+        "run_end",
+    ]
