@@ -11,6 +11,8 @@ import importlib.metadata
 
 from ._check import CheckReport, CheckResult, check_run, check_runs
 from ._durable import durable
+from ._recover import RecoverReport, RecoverResult, recover_runs
+from ._whatchanged import WhatChanged, run_fingerprint, what_changed
 from .errors import (
     AppendConflictError,
     DivergenceError,
@@ -49,6 +51,7 @@ from .replay import (
     idempotency_key,
     outside_run,
     run,
+    set_default_on_drift,
 )
 from .storage import Journal, RunStatus, open_journal
 from .storage.rdj import export_run, import_run
@@ -74,6 +77,8 @@ __all__ = [
     "LeaseLostError",
     "LostRunContextError",
     "RecordedToolError",
+    "RecoverReport",
+    "RecoverResult",
     "Recovery",
     "ReplayDriftWarning",
     "ReplayError",
@@ -89,6 +94,7 @@ __all__ = [
     "SideEffectRetryBlockedError",
     "TerminalRunError",
     "UnknownRunError",
+    "WhatChanged",
     "__version__",
     "await_approval",
     "check_run",
@@ -107,9 +113,13 @@ __all__ = [
     "open_journal",
     "outside_run",
     "random",
+    "recover_runs",
     "register_codec",
     "run",
+    "run_fingerprint",
+    "set_default_on_drift",
     "tool",
     "uuid4",
+    "what_changed",
     "wrap",
 ]

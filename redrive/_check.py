@@ -24,6 +24,7 @@ import contextlib
 import importlib
 import inspect
 import os
+import shlex
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -35,7 +36,7 @@ import attrs
 
 from .errors import DivergenceError, ReplayError, ReplayMissError
 from .frames import Kind, canonical
-from .replay import Run, diff_values, format_diff
+from .replay import REASKED, Run, diff_values, format_diff
 from .storage import Journal, MemoryJournal, RunStatus, copy_run
 
 __all__ = [
@@ -64,6 +65,9 @@ class CheckResult:
         message: the report (the divergence diff, the miss with closest steps...).
         seq: the recorded seq where the check failed, when known.
         replayed_steps: steps answered from the record before the outcome.
+        reasked: seqs of recorded model steps the run re-asked live when it
+            resumed across a code change (``on_drift="continue_live"``); empty
+            for a run that did not (see :func:`redrive.run_fingerprint`).
         duration: seconds the check took.
         error: the exception behind a failed check, if any.
     """
@@ -74,6 +78,7 @@ class CheckResult:
     message: str = ""
     seq: int | None = None
     replayed_steps: int = 0
+    reasked: tuple[int, ...] = ()
     duration: float = attrs.field(default=0.0, eq=False)
     error: BaseException | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -125,12 +130,15 @@ def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     Raises:
         FileNotFoundError: a path that does not exist.
         ValueError: a journal database given where an exported ``.rdj`` run belongs.
+
+    A directory gives its ``*.rdj`` files and their text forms (``*.rdj.jsonl``).
     """
     out: list[str] = []
     for path in paths:
         p = Path(path)
         if p.is_dir():
-            out.extend(str(f) for f in sorted(p.rglob("*.rdj")))
+            found = [*p.rglob("*.rdj"), *p.rglob("*.rdj.jsonl")]  # binary and text forms
+            out.extend(str(f) for f in sorted(found))
         elif p.exists():
             if p.suffix in (".duckdb", ".db"):
                 raise ValueError(
@@ -141,6 +149,24 @@ def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         else:
             raise FileNotFoundError(f"no such file or directory: {p}")
     return out
+
+
+def open_run_file(path: str) -> tuple[Journal, str]:
+    """Open a saved run: an ``.rdj`` file, or its text form (``.jsonl``, loaded in memory).
+
+    Returns:
+        ``(journal, run_id)``.
+
+    Raises:
+        JournalCorruptError, JournalFormatError, OSError: the file cannot be read.
+    """
+    from .storage.rdj import RdjJournal, import_text, is_text_path
+
+    if is_text_path(path):
+        text = MemoryJournal(path)
+        return text, import_text(path, text).run_id
+    rdj = RdjJournal(path)
+    return rdj, rdj.run_id
 
 
 def _resolve(entrypoint: str) -> Callable[..., Any]:
@@ -185,7 +211,8 @@ def _call_args(func: Callable[..., Any], given: Any) -> tuple[list[Any], dict[st
 
 
 def _copy(journal: Journal, run_id: str) -> MemoryJournal:
-    copy = MemoryJournal(f"{journal.url}#{run_id}")
+    # named as its source, so the commands a report suggests (``redrive show``) work on it
+    copy = MemoryJournal(journal.url)
     copy_run(journal, run_id, copy)
     return copy
 
@@ -214,6 +241,16 @@ def _drive(run: Run, func: Callable[..., Any], args: list[Any], kwargs: dict[str
         return func(*args, **kwargs)
 
 
+def _update_hint(source: Source) -> str:
+    """For an ``.rdj`` fixture, the command that shows (and can write) it updated to the code."""
+    if isinstance(source, tuple):
+        return ""
+    return (
+        "\nIf the change is intended, see the fixture updated to the current code (recorded "
+        f"model responses kept): `redrive check --update {shlex.quote(os.fspath(source))}`"
+    )
+
+
 def check_run(
     source: Source,
     *,
@@ -238,22 +275,36 @@ def check_run(
         label = os.fspath(source)
         run_id = None
 
+    reasked: tuple[int, ...] = ()
+    copy: Journal | None = None
+
     def result(outcome: Outcome, message: str = "", **more: Any) -> CheckResult:
+        if outcome in ("diverged", "went_live", "output_changed") and copy is not None:
+            # next to a divergence: what the fingerprint says changed since it was recorded
+            from ._whatchanged import describe_changes
+
+            changed = describe_changes(copy, run_id or "")
+            if changed:
+                message = f"{message}\n{changed}"
+        if reasked:
+            message = (
+                (f"{message}\n" if message else "")
+                + "resumed across a code change: model step(s) re-asked live at seq "
+                + ", ".join(map(str, reasked))
+            )
         return CheckResult(
             source=label,
             run_id=run_id,
             outcome=outcome,
             message=message,
             duration=time.perf_counter() - started,
+            reasked=reasked,
             **more,
         )
 
     try:
         if not isinstance(source, tuple):
-            from .storage.rdj import RdjJournal
-
-            rdj = RdjJournal(label)
-            journal, run_id = rdj, rdj.run_id
+            journal, run_id = open_run_file(label)
         assert run_id is not None
         copy = _copy(journal, run_id)
         record = copy.get_run(run_id)
@@ -261,6 +312,13 @@ def check_run(
         first = next(copy.frames(run_id))
         start = first.data() if first.kind == Kind.RUN_START.value else {}
         entry = start.get("entrypoint") or record.entrypoint
+        reasked = tuple(
+            ref
+            for f in copy.frames(run_id)
+            if f.kind == Kind.NOTE.value and f.name == REASKED
+            for ref in [f.data().get("step")]
+            if isinstance(ref, int)
+        )
     except (ReplayError, OSError, ValueError) as exc:
         return result("error", f"cannot read the run: {exc}", error=exc)
     if not entry:
@@ -297,11 +355,19 @@ def check_run(
             output = _drive(run, func, args, kwargs)
         except DivergenceError as exc:
             return result(
-                "diverged", str(exc), seq=exc.seq, error=exc, replayed_steps=run.replayed_steps
+                "diverged",
+                str(exc) + _update_hint(source),
+                seq=exc.seq,
+                error=exc,
+                replayed_steps=run.replayed_steps,
             )
         except ReplayMissError as exc:
             return result(
-                "went_live", str(exc), seq=exc.seq, error=exc, replayed_steps=run.replayed_steps
+                "went_live",
+                str(exc) + _update_hint(source),
+                seq=exc.seq,
+                error=exc,
+                replayed_steps=run.replayed_steps,
             )
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
@@ -334,7 +400,8 @@ def check_run(
         return result(
             "output_changed",
             f"run {run_id!r}: every step replayed, but the output differs (recorded -> now):\n"
-            + format_diff(diff),
+            + format_diff(diff)
+            + _update_hint(source),
             replayed_steps=run.replayed_steps,
         )
     return result("passed", replayed_steps=run.replayed_steps)

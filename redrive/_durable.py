@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from .replay import Run
+from .replay import Run, redirected
 from .storage import Journal, shared_journal
 
 __all__ = ["durable", "entrypoint_of"]
@@ -54,7 +55,9 @@ def durable(
 
     The decorated function also accepts ``redrive_run_id=...`` to override the
     id for one call, and has ``.redrive_run(run_id, *args, **kwargs)``
-    returning the finished :class:`Run` with its counters.
+    returning the finished :class:`Run` with its counters. ``redrive recover``
+    (:func:`redrive.recover_runs`) re-drives interrupted runs of it from their
+    recorded input, with these options, on the recoverer's journal.
 
     Returns:
         A decorator; the function it returns keeps the decorated one's
@@ -68,9 +71,6 @@ def durable(
         signature = inspect.signature(func)
         entry = entrypoint_of(func)
 
-        def get_journal() -> Journal:
-            return shared_journal(journal) if isinstance(journal, str) else journal
-
         def make_id(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
             if callable(run_id):
                 return run_id(*args, **kwargs)
@@ -82,15 +82,43 @@ def durable(
             return dict(signature.bind(*args, **kwargs).arguments)
 
         def start(
-            rid: str | None, args: tuple[Any, ...], kwargs: dict[str, Any], extra: dict[str, Any]
+            rid: str | None,
+            args: tuple[Any, ...],
+            kwargs: dict[str, Any],
+            extra: dict[str, Any],
+            on: Journal | None = None,
         ) -> Run:
+            # inside a pytest plugin test the run goes to the test's journal
+            target, chosen = redirected(journal if on is None else on, {**options, **extra})
             return Run(
-                get_journal(),
+                shared_journal(target) if isinstance(target, str) else target,
                 rid or make_id(args, kwargs),
                 input=inputs(args, kwargs),
                 entrypoint=entry,
-                **{**options, **extra},
+                **chosen,
             )
+
+        def redrive_recover(
+            on: Journal, rid: str, args: list[Any], kwargs: dict[str, Any], extra: dict[str, Any]
+        ) -> Run:
+            """Re-drive run ``rid`` on journal ``on`` (``redrive recover``); return the Run."""
+            if inspect.iscoroutinefunction(func):
+
+                async def go() -> Run:
+                    async with start(rid, tuple(args), kwargs, extra, on) as run:
+                        if _already_done(run):
+                            run.recorded_output()
+                        else:
+                            run.finish(await func(*args, **kwargs))
+                    return run
+
+                return asyncio.run(go())
+            with start(rid, tuple(args), kwargs, extra, on) as run:
+                if _already_done(run):
+                    run.recorded_output()
+                else:
+                    run.finish(func(*args, **kwargs))
+            return run
 
         if inspect.iscoroutinefunction(func):
 
@@ -104,6 +132,8 @@ def durable(
                     return run.finish(await func(*args, **kwargs))
 
             async_wrapper.redrive_entrypoint = entry  # type: ignore[attr-defined]
+            async_wrapper.redrive_recover = redrive_recover  # type: ignore[attr-defined]
+            async_wrapper.__wrapped_durable__ = func  # type: ignore[attr-defined]
             return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(func)
@@ -125,6 +155,7 @@ def durable(
 
         wrapper.redrive_entrypoint = entry  # type: ignore[attr-defined]
         wrapper.redrive_run = redrive_run  # type: ignore[attr-defined]
+        wrapper.redrive_recover = redrive_recover  # type: ignore[attr-defined]
         wrapper.__wrapped_durable__ = func  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 

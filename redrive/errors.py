@@ -183,6 +183,8 @@ class DivergenceReason(enum.StrEnum):
     """The loop read a replayed stream past where it stopped reading when recorded."""
     APPROVAL_PAYLOAD = "approval_payload"
     """An approval was decided for another payload than the loop asks for now."""
+    OUTCOME = "outcome"
+    """A tool run live on replay (``live_tools``) returned or raised other than recorded."""
 
 
 @_fields
@@ -203,6 +205,10 @@ class DivergenceError(ReplayError):
         diff: ``(path, recorded, replayed)`` for each differing leaf.
         context: the last matching steps (or the unused ones), as text lines.
         reason: which case this is; derived from the other fields when not given.
+        caller: where the user's code asked for the drifted step, as
+            ``"path/to/file.py:42 in function"`` (the first frame outside
+            redrive, the standard library and installed packages), or None
+            when it cannot be told (a step issued from a worker thread).
     """
 
     kind: str | None = None
@@ -216,6 +222,7 @@ class DivergenceError(ReplayError):
     diff: list[tuple[str, Any, Any]] | None = None
     context: list[str] | None = None
     reason: DivergenceReason = _field(default=None)
+    caller: str | None = None
 
     def _settle(self, fields: dict[str, Any]) -> None:
         if fields["reason"] is not None:

@@ -17,7 +17,9 @@ import openai
 
 import redrive
 from redrive.errors import DivergenceReason, RunBusyReason
-from redrive.storage import RunRecord
+from redrive.recorders.cassettes import CassetteLimits
+from redrive.replay import resolve_step
+from redrive.storage import PruneResult, RunRecord, prune_runs
 
 
 @redrive.tool(read_only=True)
@@ -98,9 +100,10 @@ def library_tools(journal: redrive.Journal) -> None:
 def error_fields(journal: redrive.Journal) -> None:
     """Typed code reads the errors' fields."""
     try:
-        with redrive.run(journal, "job:1", live=False):
+        with redrive.run(journal, "job:1", live=False, live_tools=["send_email"]):
             pass
     except redrive.DivergenceError as err:
+        assert_type(err.caller, str | None)
         assert_type(err.seq, int | None)
         assert_type(err.run_id, str | None)
         assert_type(err.reason, DivergenceReason)
@@ -142,6 +145,16 @@ def main() -> None:
         print(err.run_id, err.seq)
     except redrive.ReplayError:
         raise
+
+
+def operate(journal: redrive.Journal) -> None:
+    """The library calls behind the operator commands."""
+    pruned: PruneResult = prune_runs(journal, older_than=30 * 86400.0, dry_run=True)
+    gone: tuple[RunRecord, ...] = pruned.deleted
+    deleted: bool = journal.delete_run("job:1", expected_seq=3)
+    step = resolve_step(journal, "job:1", 3, state="not_done", by="ops", reason="checked")
+    limits = CassetteLimits(max_aliases=100, max_body_bytes=1 << 20)
+    print(gone, deleted, step.name, limits.max_depth)
 
 
 async def amain() -> None:

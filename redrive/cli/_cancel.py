@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import getpass
 
+from ..errors import UnknownRunError
 from ._common import EXIT_OK, Subparsers
 from ._journals import is_rdj_file, opened
-from ._output import Out, run_row
+from ._output import Out, run_row, shown
 
 __all__ = ["register"]
 
@@ -24,11 +25,15 @@ def _cancel(args: argparse.Namespace, out: Out) -> int:
     url = args.run if is_rdj_file(args.run) else args.journal
     journal = opened(url)
     run_id = journal.runs()[0].run_id if url == args.run else args.run
+    if journal.get_run(run_id) is None:
+        raise UnknownRunError(
+            f"no run {run_id!r} in journal {url}; list runs with `redrive runs`", run_id=run_id
+        )
     record = journal.cancel(run_id, reason=args.reason, by=args.by or _default_by())
     if out.json:
         out.emit({"journal": url, "run": run_row(record)})
     else:
-        out.line(f"run {run_id}  status {record.status}  ({record.error})")
+        out.line(f"run {shown(run_id)}  status {record.status}  ({shown(record.error)})")
     return EXIT_OK
 
 

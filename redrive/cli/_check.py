@@ -6,8 +6,9 @@ import argparse
 import os
 
 from .._check import CheckReport, CheckResult, collect_sources, iter_checks, write_junit
+from .._update import update_run
 from ._common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Subparsers
-from ._output import Out
+from ._output import Out, shown
 
 __all__ = ["register"]
 
@@ -34,9 +35,12 @@ def _print(report: CheckReport, out: Out, *, fail_fast: bool) -> None:
         return
     for r in report.results:
         if r.passed:
-            out.line(f"PASS  {r.source} ({r.run_id}, {r.replayed_steps} steps replayed)", "green")
+            out.line(
+                f"PASS  {shown(r.source)} ({shown(r.run_id)}, {r.replayed_steps} steps replayed)",
+                "green",
+            )
         else:
-            out.line(f"FAIL  {r.source} ({r.run_id}): {r.outcome}", "red")
+            out.line(f"FAIL  {shown(r.source)} ({shown(r.run_id)}): {r.outcome}", "red")
             out.line("      " + r.message.replace("\n", "\n      "))
     out.line(
         report.summary()
@@ -45,11 +49,48 @@ def _print(report: CheckReport, out: Out, *, fail_fast: bool) -> None:
     )
 
 
+def _update(sources: list[str], args: argparse.Namespace, out: Out) -> int:
+    """``check --update``: re-drive each run with its recorded model responses; maybe rewrite."""
+    paths = (*(os.path.abspath(d) for d in args.import_path), os.getcwd())
+    results = [update_run(s, write=args.write, import_paths=paths) for s in sources]
+    if out.json:
+        out.emit(
+            {
+                "ok": all(r.ok for r in results),
+                "results": [
+                    {
+                        "source": r.source,
+                        "run_id": r.run_id,
+                        "outcome": r.outcome,
+                        "message": r.message,
+                        "changes": [
+                            [seq, name, [list(d) for d in diff]] for seq, name, diff in r.changes
+                        ],
+                        "output_diff": [list(d) for d in r.output_diff],
+                    }
+                    for r in results
+                ],
+            }
+        )
+    else:
+        for r in results:
+            style = {"unchanged": "green", "failed": "red"}.get(r.outcome, "yellow")
+            out.line(f"{r.outcome.upper():9} {shown(r.source)} ({shown(r.run_id)})", style)
+            out.line("      " + r.message.replace("\n", "\n      "))
+    if not results:
+        return EXIT_NOT_FOUND
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
 def _check(args: argparse.Namespace, out: Out) -> int:
     try:
         sources = collect_sources(args.paths)
     except ValueError as exc:
         raise CliError("UsageError", str(exc), EXIT_USAGE) from None
+    if args.write and not args.update:
+        raise CliError("UsageError", "--write goes with --update", EXIT_USAGE)
+    if args.update:
+        return _update(sources, args, out)
     results: list[CheckResult] = []
     with out.progress("checking runs", len(sources)) as update:
         for result in iter_checks(
@@ -86,5 +127,14 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="also import entrypoints from DIR (repeatable; the current directory "
         "is always searched)",
+    )
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="re-drive each run with its recorded model responses (by position) and show "
+        "how the current code's requests and output differ; with --write, rewrite the file",
+    )
+    p.add_argument(
+        "--write", action="store_true", help="with --update: rewrite each changed .rdj file"
     )
     p.set_defaults(func=_check)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
 from typing import TypeAlias
 
 from ..errors import JournalCorruptError
 
 __all__ = [
+    "EXIT_DATA",
     "EXIT_FAILED",
     "EXIT_JOURNAL",
     "EXIT_NOT_FOUND",
@@ -18,6 +21,7 @@ __all__ = [
     "is_database_error",
     "one_line",
     "unreadable",
+    "with_journal",
 ]
 
 EXIT_OK = 0
@@ -25,6 +29,9 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_JOURNAL = 4
+#: Bad input data (a malformed or hostile cassette, a file whose run id breaks the rule):
+#: ``EX_DATAERR`` of BSD's sysexits(3), so a script tells it from a usage error (2).
+EXIT_DATA = 65
 
 #: The ``redrive`` parser's subcommands, to which each command module adds its own.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -52,6 +59,27 @@ def one_line(text: str) -> str:
         line for line in lines if line and not line.startswith("LINE ") and set(line) - set("^ ")
     ]
     return " ".join(kept)
+
+
+#: A command hint in a message: ```redrive ...``` not naming a journal already.
+_HINT = re.compile(r"`redrive (?!--journal )")
+
+
+def with_journal(text: str, url: str) -> str:
+    """Return ``text`` with every ```redrive ...``` hint naming the journal ``url``.
+
+    Errors raised by the library say "list runs with `redrive runs`"; printed by a
+    command that was given ``--journal URL``, the hint must name that journal too,
+    or it would list another one. Hints that name a journal are left as they are.
+
+    Args:
+        text: a message.
+        url: the ``--journal`` URL the command used.
+
+    Returns:
+        The message with ``--journal URL`` (shell-quoted) after each hint's ``redrive``.
+    """
+    return _HINT.sub(f"`redrive --journal {shlex.quote(url)} ", text)
 
 
 def is_database_error(exc: BaseException) -> bool:

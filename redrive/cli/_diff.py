@@ -7,13 +7,13 @@ from typing import Any
 
 import attrs
 
-from ..replay import RunDiff, StepView, diff_runs
+from ..replay import RunDiff, StepView, diff_runs, format_diff, short
 from ._common import EXIT_FAILED, EXIT_OK, Subparsers
 from ._journals import source
-from ._output import Out
+from ._output import Out, shown
 from ._steps import count_steps
 
-__all__ = ["diff_document", "register"]
+__all__ = ["diff_document", "diff_text", "register"]
 
 
 def _step(step: StepView | None) -> dict[str, Any] | None:
@@ -69,6 +69,37 @@ def diff_document(a: str, b: str, found: RunDiff | None) -> dict[str, Any]:
     return document
 
 
+def _where(step: StepView | None) -> str:
+    if step is None:
+        return "no step there"
+    return f"seq {step.seq} {step.kind} {step.name} args {short(step.args)}"
+
+
+def diff_text(a: str, b: str, found: RunDiff) -> list[str]:
+    """Return the lines ``redrive diff`` prints for a difference (without ``--json``).
+
+    Steps are named by their seq (the frame position ``redrive show`` and
+    divergence errors print; a run's first step is seq 1), and the step's
+    1-based position among the run's steps. A difference in the runs' ends
+    (status, output) is printed path by path, as an argument difference is.
+    """
+    if found.what == "output":
+        lines = [f"runs {a!r} and {b!r} make the same {found.index} steps; their ends differ:"]
+    else:
+        seqs = [s.seq for s in (found.step_a, found.step_b) if s is not None]
+        lines = [
+            f"runs {a!r} and {b!r} first differ at seq {min(seqs)} "
+            f"(step {found.index + 1}; {found.what}):",
+            f"  {a}: {_where(found.step_a)}",
+            f"  {b}: {_where(found.step_b)}",
+        ]
+    if found.diff:
+        lines.append(f"  differences ({a} -> {b}):")
+        paths = [(_argument_path(p) if found.what == "args" else p, x, y) for p, x, y in found.diff]
+        lines.extend(format_diff(paths).splitlines())
+    return lines
+
+
 def _diff(args: argparse.Namespace, out: Out) -> int:
     journal_a, a = source(args.a, args.journal)
     journal_b, b = source(args.b, args.journal)
@@ -77,14 +108,41 @@ def _diff(args: argparse.Namespace, out: Out) -> int:
         out.emit(diff_document(a, b, found))
     elif found is None:
         steps = count_steps(journal_a, a)
-        out.line(f"{a} and {b}: the same {steps} steps and the same output", "green")
+        out.line(f"{shown(a)} and {shown(b)}: the same {steps} steps and the same output", "green")
     else:
-        out.line(str(found))
+        for line in diff_text(a, b, found):
+            out.line(line)
     return EXIT_OK if found is None else EXIT_FAILED
 
 
+def _textconv(args: argparse.Namespace, out: Out) -> int:
+    """Print a run file as its JSON Lines text form (a git ``textconv`` diff driver)."""
+    import sys
+
+    from ..storage.rdj import RdjJournal, is_text_path, read_text, text_lines
+
+    if is_text_path(args.file):
+        record, frames = read_text(args.file)
+        lines = text_lines(record, frames)
+    else:
+        journal = RdjJournal(args.file)
+        record_or_none = journal.get_run(journal.run_id)
+        assert record_or_none is not None
+        lines = text_lines(record_or_none, journal.frames(journal.run_id))
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    return EXIT_OK
+
+
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
-    """Add the ``diff`` command to the ``redrive`` parser's subcommands."""
+    """Add the ``diff`` and ``textconv`` commands to the ``redrive`` parser's subcommands."""
+    p = sub.add_parser(
+        "textconv",
+        parents=[common],
+        help="print an .rdj file as JSON Lines, one frame a line (a git diff driver)",
+    )
+    p.add_argument("file", metavar="FILE", help=".rdj file (or .jsonl)")
+    p.set_defaults(func=_textconv)
     p = sub.add_parser("diff", parents=[common], help="first divergent step of two runs")
     p.add_argument("a", metavar="A", help="run id or .rdj file")
     p.add_argument("b", metavar="B", help="run id or .rdj file")

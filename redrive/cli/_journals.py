@@ -94,7 +94,8 @@ def source(target: str, url: str) -> tuple[Journal, str]:
     """Resolve a ``RUN`` argument to ``(journal, run_id)``.
 
     Args:
-        target: an ``.rdj`` file (its run) or a run id in the journal at ``url``.
+        target: an ``.rdj`` file (its run), a run in text form (``.jsonl``), or a
+            run id in the journal at ``url``.
         url: the ``--journal`` URL.
 
     Returns:
@@ -107,6 +108,12 @@ def source(target: str, url: str) -> tuple[Journal, str]:
     if is_rdj_file(target):
         exported = opened(target)
         return exported, exported.runs()[0].run_id  # an .rdj file holds one run
+    if target.endswith(".jsonl") and os.path.exists(target):  # a run in text form
+        from ..storage import MemoryJournal
+        from ..storage.rdj import import_text
+
+        text = MemoryJournal(target)
+        return text, import_text(target, text).run_id
     journal = opened(url)
     if journal.get_run(target) is None:
         raise UnknownRunError(

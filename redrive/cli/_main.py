@@ -14,7 +14,18 @@ from ..errors import (
     ReplayError,
     UnknownRunError,
 )
-from . import _cancel, _check, _demo, _diff, _runs, _sql, _transfer
+from . import (
+    _cancel,
+    _check,
+    _demo,
+    _diff,
+    _operate,
+    _recover,
+    _runs,
+    _sql,
+    _transfer,
+    _whatchanged,
+)
 from ._common import (
     EXIT_FAILED,
     EXIT_JOURNAL,
@@ -24,9 +35,10 @@ from ._common import (
     CliError,
     is_database_error,
     unreadable,
+    with_journal,
 )
 from ._journals import close_opened
-from ._output import Out
+from ._output import Out, block
 
 __all__ = ["main"]
 
@@ -34,10 +46,12 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="redrive",
-        description="Inspect, move, verify and check redrive journals; cancel a run.",
+        description="Inspect, move, verify and check redrive journals; operate runs (cancel, "
+        "decide, resolve, prune).",
         epilog="exit codes: 0 ok; 1 check/verify/diff negative or replay error; 2 usage "
         "(or a missing optional dependency); 3 not found; 4 journal unreadable (corrupt, "
-        "newer format, locked, cannot connect)",
+        "newer format, locked, cannot connect); 65 bad input data (a malformed or hostile "
+        "cassette)",
     )
     parser.add_argument(
         "--journal",
@@ -46,14 +60,36 @@ def _parser() -> argparse.ArgumentParser:
         "postgresql://... (needs redrive[postgres]), or an .rdj file (read-only)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--version", action="version", version=f"redrive {_version()}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_runs, _cancel, _transfer, _diff, _sql, _demo, _check):
+    for module in (
+        _runs,
+        _cancel,
+        _operate,
+        _transfer,
+        _diff,
+        _sql,
+        _demo,
+        _check,
+        _recover,
+        _whatchanged,
+    ):
         module.register(sub, common)
     return parser
+
+
+def _version() -> str:
+    """The installed redrive's version (``importlib.metadata``), or ``"unknown"``."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("redrive")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a checkout
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,11 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def fail(exc: BaseException, exit_code: int) -> int:
         name = exc.name if isinstance(exc, CliError) else type(exc).__name__
+        message = with_journal(str(exc), args.journal)  # its hints name this journal
         if out.json:
             fields = exc.to_fields() if isinstance(exc, ReplayError) else {}
-            out.emit({"error": name, "message": str(exc), **fields})
+            out.emit({"error": name, **fields, "message": message})
         else:
-            print(f"redrive {args.command}: {name}: {exc}", file=sys.stderr)
+            print(block(f"redrive {args.command}: {name}: {message}"), file=sys.stderr)
         return exit_code
 
     try:

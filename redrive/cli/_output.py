@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -12,7 +13,55 @@ from typing import Any
 
 from ..storage import RunRecord
 
-__all__ = ["Out", "age", "clip", "plain", "run_row"]
+__all__ = ["Out", "age", "block", "clip", "escaped", "plain", "run_row", "shown"]
+
+#: Characters a terminal or a line-oriented reader would act on rather than show: C0 and C1
+#: controls (newline, carriage return, ESC...), DEL, line/paragraph separators, and the
+#: bidirectional overrides and isolates that reorder what is displayed ("Trojan Source",
+#: CVE-2021-42574).
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_ESCAPABLE = re.compile("\\\\|" + _CONTROLS.pattern)
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def escaped(text: str) -> str:
+    """Return ``text`` with backslashes and control characters backslash-escaped.
+
+    The "linear TSV" convention (also PostgreSQL's ``COPY ... TEXT`` format): ``\\`` becomes
+    ``\\\\``, tab ``\\t``, newline ``\\n``, carriage return ``\\r``, and any other
+    control character (C0, DEL, C1, U+2028/U+2029, bidi overrides) ``\\xHH`` or
+    ``\\uHHHH``. The result holds no tab, no line break and nothing a terminal
+    interprets, so a value prints as one cell of one row; the escaping is reversible.
+
+    Args:
+        text: any string (a run id, a tool argument, a database value...).
+
+    Returns:
+        The escaped string (``text`` itself when nothing needed escaping).
+    """
+    return _ESCAPABLE.sub(_escape_one, text) if _ESCAPABLE.search(text) else text
+
+
+def shown(value: Any) -> str:
+    """Return ``value`` as text to put inside a printed line: :func:`escaped` ``str(value)``."""
+    return escaped("" if value is None else str(value))
+
+
+def block(text: str) -> str:
+    """Return ``text`` with control characters escaped (:func:`escaped`), line breaks kept."""
+    return "\n".join(
+        _CONTROLS.sub(_escape_one, line) if _CONTROLS.search(line) else line
+        for line in text.split("\n")
+    )
 
 
 def plain(value: Any) -> Any:
@@ -70,30 +119,46 @@ class Out:
         print(json.dumps(plain(data), indent=2, sort_keys=True))
 
     def line(self, text: str, style: str = "") -> None:
-        """Print one line (or block) of text, in ``style`` on a terminal."""
+        """Print one line (or block) of text, in ``style`` on a terminal.
+
+        The text is data, never markup: rich markup (``[/]``, ``[bold]``) prints as
+        it is written, and control characters other than line breaks are escaped
+        (:func:`escaped`); a caller that puts a value into the text passes it
+        through :func:`shown` so that its own line breaks are escaped too.
+        """
+        text = block(text)
         if self.tty:
             from rich.console import Console
+            from rich.text import Text
 
-            Console(highlight=False).print(text, style=style or None, markup=False)
+            Console(highlight=False).print(Text(text, style=style or ""))
         else:
             print(text)
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """Print a table: rich on a terminal, else a header line and tab-separated rows."""
+        """Print a table: rich on a terminal, else a header line and tab-separated rows.
+
+        Every title, header and cell is data, never markup (rich ``Text`` objects),
+        and escaped with :func:`escaped`: on a terminal nothing in a value can style
+        or break the table, and piped, each row is one line of exactly
+        ``len(columns)`` tab-separated fields whatever the values hold (a newline
+        or tab in a run id cannot fake a row or a column).
+        """
         if self.tty:
             from rich.console import Console
             from rich.table import Table
+            from rich.text import Text
 
-            table = Table(title=title)
+            table = Table(title=Text(shown(title)))
             for column in columns:
-                table.add_column(column)
+                table.add_column(Text(shown(column)))
             for row in rows:
-                table.add_row(*("" if v is None else str(v) for v in row))
-            Console().print(table)
+                table.add_row(*(Text(shown(v)) for v in row))
+            Console(highlight=False).print(table)
             return
-        print("\t".join(columns))
+        print("\t".join(shown(c) for c in columns))
         for row in rows:
-            print("\t".join("" if v is None else str(v).replace("\t", " ") for v in row))
+            print("\t".join(shown(v) for v in row))
 
     @contextmanager
     def progress(self, what: str, total: int | None) -> Iterator[Callable[[int, int], None]]:

@@ -6,10 +6,12 @@ import argparse
 import time
 from typing import Any
 
+from .._whatchanged import fingerprint_lines, recorded_app_version, run_fingerprint
+from ..replay import pending_approvals
 from ..storage import RunRecord, RunStatus
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
-from ._output import Out, age, clip, run_row
+from ._output import Out, age, clip, run_row, shown
 from ._steps import count_steps, read_steps
 
 __all__ = ["register"]
@@ -23,6 +25,8 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
         rows = journal.runs(status=args.status)
     if args.entrypoint:
         rows = [r for r in rows if r.entrypoint and args.entrypoint in r.entrypoint]
+    if args.app_version:
+        rows = [r for r in rows if recorded_app_version(journal, r.run_id) == args.app_version]
     if args.limit is not None:
         rows = rows[: args.limit]
     now = time.time()
@@ -68,7 +72,8 @@ def _show(args: argparse.Namespace, out: Out) -> int:
     assert record is not None  # source() checked it
     steps, info = read_steps(journal.frames(run_id))
     if out.json:
-        out.emit({"run": run_row(record), "info": info, "steps": steps})
+        fingerprint = run_fingerprint(journal, run_id).to_dict()
+        out.emit({"run": run_row(record), "info": info, "steps": steps, "fingerprint": fingerprint})
         return EXIT_OK
     total = {"input": 0, "output": 0}
     for step in steps:
@@ -76,36 +81,51 @@ def _show(args: argparse.Namespace, out: Out) -> int:
             total["input"] += step["tokens"]["input"]
             total["output"] += step["tokens"]["output"]
     out.line(
-        f"run {run_id}  status {_status(record)}  frames {record.next_seq}  "
-        f"entrypoint {record.entrypoint or '-'}  tokens in/out {total['input']}/{total['output']}",
+        f"run {shown(run_id)}  status {shown(_status(record))}  frames {record.next_seq}  "
+        f"entrypoint {shown(record.entrypoint or '-')}  "
+        f"tokens in/out {total['input']}/{total['output']}",
         style="bold",
     )
     if info.get("input") is not None:
         out.line(f"input: {clip(info['input'])}")
+    for line in fingerprint_lines(run_fingerprint(journal, run_id)):
+        out.line(line)
     rows: list[list[Any]] = []
     for step in steps:
         tokens = step["tokens"]
+        status = step["status"]
+        if step["attempts"] > 1:
+            status = f"{status} (attempt {step['attempts']})"
         rows.append(
             [
                 step["seq"],
                 step["kind"],
                 step["name"],
-                step["status"],
+                status,
                 "" if step["duration_ms"] is None else f"{step['duration_ms']:.1f}",
                 f"{tokens['input']}/{tokens['output']}" if tokens else "",
-                step["error"] or clip(step["args"]),
+                clip(step["args"]),
+                step["error"] or clip(step.get("response", step.get("result", ""))),
             ]
         )
     out.table(
-        f"timeline of {run_id}",
-        ["seq", "step", "name", "status", "ms", "tokens", "arguments / error"],
+        f"timeline of {shown(run_id)}",
+        ["seq", "step", "name", "status", "ms", "tokens", "arguments", "result / response / error"],
         rows,
     )
+    for approval in pending_approvals(journal, run_id):
+        out.line(
+            f"pending approval {shown(approval['name'])}: {clip(approval['payload'])}", "yellow"
+        )
     end = info.get("end")
     if end:
         out.line(
             f"ended {end['status']}"
-            + (f": {end['error']}" if end.get("error") else f", output {clip(end['output'])}")
+            + (
+                f": {clip(end['error'], 300)}"
+                if end.get("error")
+                else f", output {clip(end['output'])}"
+            )
         )
     else:
         out.line("no run_end: the run is unfinished (it may be resumed)")
@@ -126,6 +146,7 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="only running runs whose lease expired (at least SECONDS ago)",
     )
     p.add_argument("--entrypoint", help="only runs whose entrypoint contains this text")
+    p.add_argument("--app-version", help="only runs recorded under this app version (fingerprint)")
     p.add_argument("--limit", type=int)
     p.set_defaults(func=_runs)
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..frames import Frame, Kind
 from ..replay import RecordedStep, StepReader
 from ..storage import Journal
 
-__all__ = ["count_steps", "read_steps"]
+__all__ = ["count_steps", "read_steps", "response_text"]
 
 #: Frame kinds that open a step (a model, tool or value call).
 _OPENING = frozenset({Kind.MODEL_REQUEST.value, Kind.TOOL_START.value, Kind.VALUE.value})
@@ -37,7 +38,39 @@ def _usage(outcome: dict[str, Any]) -> dict[str, int] | None:
     return None
 
 
-def _shown(step: RecordedStep) -> dict[str, Any]:
+def _call_text(call: Any) -> str:
+    """One tool call a model asked for, as ``name(arguments)``."""
+    if not isinstance(call, dict):
+        return str(call)
+    arguments = call.get("arguments", call.get("input"))
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, sort_keys=True, default=str)
+    return f"{call.get('name')}({arguments})"
+
+
+def response_text(outcome: dict[str, Any]) -> Any:
+    """What a model step answered, as a person reads it (the semantic view).
+
+    For a wrapped SDK client's step, the view's text, the tool calls it asked
+    for (``name(arguments)``) and its error; otherwise the recorded response
+    (a ``redrive.model`` callable's return value).
+    """
+    view = outcome.get("view")
+    if isinstance(view, dict):
+        parts: list[str] = []
+        if view.get("text"):
+            parts.append(f"text: {json.dumps(view['text'])}")
+        calls = view.get("tool_calls") or []
+        if calls:
+            parts.append("tool calls: " + ", ".join(_call_text(c) for c in calls))
+        if view.get("error") is not None:
+            parts.append(f"error: {json.dumps(view['error'], default=str)}")
+        if parts:
+            return "; ".join(parts)
+    return outcome.get("result", outcome.get("response"))
+
+
+def _shown(step: RecordedStep, times: dict[int, float]) -> dict[str, Any]:
     """Return one step as ``show`` prints it (see :func:`read_steps`)."""
     item: dict[str, Any] = {
         "seq": step.seq,
@@ -46,15 +79,19 @@ def _shown(step: RecordedStep) -> dict[str, Any]:
         "key": step.key,
         "args": step.args,
         "status": "in flight" if step.end is None else step.status,
+        "attempts": step.attempts,
         "duration_ms": None,
         "tokens": None,
         "error": None,
     }
     if step.end is None:
         return item
-    # a model request's frames are written when the call ends: it began at started_at
+    # a model request's frames are written when the call ends: it began at started_at;
+    # a re-executed tool's last attempt began at its ``attempt`` note
     started = step.data.get("started_at")
     began = float(started) if isinstance(started, int | float) else step.start.at
+    if step.last_attempt_seq is not None:
+        began = times.get(step.last_attempt_seq, began)
     item["duration_ms"] = 0.0 if step.end is step.start else round((step.end.at - began) * 1000, 3)
     outcome = step.decode_outcome()
     if step.end.kind == Kind.TOOL_ERROR.value:
@@ -66,6 +103,7 @@ def _shown(step: RecordedStep) -> dict[str, Any]:
         item["result"] = outcome.get("result", outcome.get("response"))
     if step.end.kind == Kind.MODEL_RESPONSE.value:
         item["tokens"] = _usage(outcome)
+        item["response"] = response_text(outcome)
     return item
 
 
@@ -78,11 +116,12 @@ def read_steps(frames: Iterable[Frame]) -> tuple[list[dict[str, Any]], dict[str,
     Returns:
         ``(steps, info)``: each step a dict with ``seq``, ``kind`` (``"model"``,
         ``"tool"``, ``"value"``), ``name``, ``key``, ``args``, ``status``
-        (``"done"``, ``"error"``, ``"blocked"``, ``"in flight"``),
-        ``duration_ms`` (milliseconds; None in flight), ``tokens``
-        (``{"input", "output"}`` or None), ``error`` and, once finished,
-        ``result``; ``info`` the run's ``input``, ``entrypoint``, ``flags``,
-        ``started_at`` and, once ended, ``end`` (``status``, ``output``,
+        (``"done"``, ``"error"``, ``"blocked"``, ``"in flight"``), ``attempts``
+        (1 + re-executions after a crash), ``duration_ms`` (milliseconds, of
+        the last attempt; None in flight), ``tokens`` (``{"input", "output"}``
+        or None), ``error`` and, once finished, ``result`` (and for a model step
+        ``response``: :func:`response_text`); ``info`` the run's ``input``,
+        ``entrypoint``, ``flags``, ``started_at`` and, once ended, ``end`` (``status``, ``output``,
         ``error``) and ``ended_at`` (seconds since the epoch).
 
     Raises:
@@ -90,7 +129,14 @@ def read_steps(frames: Iterable[Frame]) -> tuple[list[dict[str, Any]], dict[str,
             outcome refers to no step.
     """
     reader = StepReader()
-    steps = [_shown(step) for step in reader.read(frames)]
+    times: dict[int, float] = {}
+
+    def timed(source: Iterable[Frame]) -> Iterator[Frame]:
+        for frame in source:
+            times[frame.seq] = frame.at
+            yield frame
+
+    steps = [_shown(step, times) for step in reader.read(timed(frames))]
     info: dict[str, Any] = {}
     start, end = reader.run_start_frame, reader.run_end_frame
     if reader.run_start is not None and start is not None:

@@ -9,10 +9,11 @@ import argparse
 import os
 from typing import Any
 
+from .._runid import check_run_id
 from ..errors import JournalCorruptError
-from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
+from ._common import EXIT_DATA, EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
 from ._journals import is_rdj_file, opened, source
-from ._output import Out, run_row
+from ._output import Out, run_row, shown
 
 __all__ = ["register"]
 
@@ -36,27 +37,32 @@ def _export(args: argparse.Namespace, out: Out) -> int:
         out.emit(data)
     else:
         out.line(
-            f"exported run {record.run_id} ({record.next_seq} frames, {data['bytes']} "
-            f"bytes) to {args.output}"
+            f"exported run {shown(record.run_id)} ({record.next_seq} frames, {data['bytes']} "
+            f"bytes) to {shown(args.output)}"
         )
     return EXIT_OK
 
 
 def _import(args: argparse.Namespace, out: Out) -> int:
-    from ..storage.rdj import import_run, read_header
+    from ..storage.rdj import import_run, is_text_path, read_header
 
     if not os.path.exists(args.file):
         raise FileNotFoundError(f"no such file: {args.file}")
-    total = read_header(args.file).frames
+    total = 0 if is_text_path(args.file) else read_header(args.file).frames
     journal = opened(args.journal, must_exist=False)
-    with out.progress(f"importing {args.file}", total) as update:
-        record = import_run(args.file, journal, progress=update)
+    try:
+        with out.progress(f"importing {args.file}", total) as update:
+            record = import_run(args.file, journal, progress=update)
+    except ValueError as exc:  # the file's run id breaks the run-id rule
+        if "run id" not in str(exc):
+            raise
+        raise CliError("ValueError", one_line(str(exc)), EXIT_DATA) from None
     if out.json:
         out.emit({"journal": args.journal, "run": run_row(record)})
     else:
         out.line(
-            f"imported run {record.run_id} ({record.next_seq} frames, {record.status}) "
-            f"into {args.journal}"
+            f"imported run {shown(record.run_id)} ({record.next_seq} frames, {record.status}) "
+            f"into {shown(args.journal)}"
         )
     return EXIT_OK
 
@@ -120,9 +126,11 @@ def _verify(args: argparse.Namespace, out: Out) -> int:
     else:
         for r in results:
             if r["ok"]:
-                out.line(f"ok       {r['target']}: {r['frames']} frames, chain intact", "green")
+                out.line(
+                    f"ok       {shown(r['target'])}: {r['frames']} frames, chain intact", "green"
+                )
             else:
-                out.line(f"CORRUPT  {r['target']}: {r['message']}", "red")
+                out.line(f"CORRUPT  {shown(r['target'])}: {r['message']}", "red")
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -139,16 +147,36 @@ def _skipped(journal: Any, run_id: str) -> list[dict[str, Any]]:
 
 
 def _import_cassette(args: argparse.Namespace, out: Out) -> int:
-    """``redrive import-cassette``: bad input (a malformed cassette) and a missing PyYAML exit 2."""
+    """``redrive import-cassette``: a bad cassette exits 65, a usage error or missing PyYAML 2.
+
+    The cassette is read and checked completely before the journal is opened, so
+    nothing about the cassette (not even running out of memory) is reported as
+    the journal's, and a refused cassette creates no journal file.
+    """
     if not os.path.exists(args.file):
         raise FileNotFoundError(f"no such file: {args.file}")
-    from ..recorders.cassettes import CassetteError, import_cassette
+    from ..recorders import cassettes
 
-    journal = opened(args.journal, must_exist=False)
+    if args.run_id is not None:
+        try:
+            check_run_id(args.run_id, where="--run-id")
+        except ValueError as exc:
+            raise CliError("UsageError", str(exc), EXIT_USAGE) from None
     try:
-        run_id = import_cassette(args.file, journal, run_id=args.run_id, provider=args.provider)
-    except CassetteError as exc:
-        raise CliError("CassetteError", one_line(str(exc)), EXIT_USAGE) from None
+        prepared = cassettes.prepare_cassette(args.file, provider=args.provider)
+        journal = opened(args.journal, must_exist=False)
+        run_id = cassettes.import_cassette(prepared, journal, run_id=args.run_id)
+    except cassettes.CassetteError as exc:
+        code = EXIT_USAGE if "already exists" in str(exc) else EXIT_DATA
+        raise CliError("CassetteError", one_line(str(exc)), code) from None
+    except MemoryError:
+        raise CliError(
+            "CassetteError",
+            f"{args.file}: reading this cassette ran out of memory (the journal was not "
+            "touched); it is too large for this machine, or hostile: check it, or import it "
+            "with tighter limits (redrive.recorders.cassettes.CassetteLimits)",
+            EXIT_DATA,
+        ) from None
     except ImportError:
         raise CliError(
             "ImportError",
@@ -161,9 +189,12 @@ def _import_cassette(args: argparse.Namespace, out: Out) -> int:
     if out.json:
         out.emit({"journal": args.journal, "runs": [run_id], "skipped": skipped})
     else:
-        out.line(f"imported {args.file} into {args.journal} as run {run_id}")
+        out.line(f"imported {shown(args.file)} into {shown(args.journal)} as run {shown(run_id)}")
         for item in skipped:
-            out.line(f"skipped interaction {item['index']} ({item['request']}): {item['reason']}")
+            out.line(
+                f"skipped interaction {item['index']} ({shown(item['request'])}): "
+                f"{shown(item['reason'])}"
+            )
     return EXIT_OK
 
 

@@ -191,15 +191,15 @@ def content_codings(headers: Iterable[tuple[str, str]]) -> list[str]:
     return [c for c in out if c and c != "identity"]
 
 
-def _inflate(data: bytes, wbits: int) -> bytes:
-    """Decompress zlib/gzip/raw-deflate data (every gzip member), at most MAX_DECODED_BYTES."""
+def _inflate(data: bytes, wbits: int, limit: int = MAX_DECODED_BYTES) -> bytes:
+    """Decompress zlib/gzip/raw-deflate data (every gzip member), at most ``limit`` bytes."""
     gzip = wbits == zlib.MAX_WBITS | 16
     out = bytearray()
     while True:
         d = zlib.decompressobj(wbits)
-        out += d.decompress(data, MAX_DECODED_BYTES + 1 - len(out))
-        if len(out) > MAX_DECODED_BYTES or d.unconsumed_tail:
-            raise ContentEncodingError(f"it decodes to more than {MAX_DECODED_BYTES} bytes")
+        out += d.decompress(data, limit + 1 - len(out))
+        if len(out) > limit or d.unconsumed_tail:
+            raise ContentEncodingError(f"it decodes to more than {limit} bytes (the limit)")
         if not d.eof:
             raise ContentEncodingError("the compressed data is truncated")
         data = d.unused_data
@@ -209,15 +209,15 @@ def _inflate(data: bytes, wbits: int) -> bytes:
             raise ContentEncodingError(f"{len(data)} bytes follow the compressed data")
 
 
-def _gzip(data: bytes) -> bytes:
-    return _inflate(data, zlib.MAX_WBITS | 16)
+def _gzip(data: bytes, limit: int) -> bytes:
+    return _inflate(data, zlib.MAX_WBITS | 16, limit)
 
 
-def _deflate(data: bytes) -> bytes:
+def _deflate(data: bytes, limit: int) -> bytes:
     try:  # zlib-wrapped, as RFC 9110 says; raw deflate as some servers send (httpx reads both)
-        return _inflate(data, zlib.MAX_WBITS)
+        return _inflate(data, zlib.MAX_WBITS, limit)
     except zlib.error:
-        return _inflate(data, -zlib.MAX_WBITS)
+        return _inflate(data, -zlib.MAX_WBITS, limit)
 
 
 def _brotli() -> Any:
@@ -229,18 +229,46 @@ def _brotli() -> Any:
     return None
 
 
-def _br(data: bytes) -> bytes:
+def _br(data: bytes, limit: int) -> bytes:
     module = _brotli()
     if module is None:
         raise ContentEncodingError("no brotli decoder is installed (pip install brotli)")
     try:
-        out = module.decompress(data)
+        decompressor = module.Decompressor()
+        out = bytearray()
+        if hasattr(decompressor, "can_accept_more_data"):
+            # brotli >= 1.1: output in bounded pieces (pending output is drained with b"")
+            out += decompressor.process(data, output_buffer_limit=limit + 1)
+            while len(out) <= limit and not decompressor.can_accept_more_data():
+                out += decompressor.process(b"", output_buffer_limit=limit + 1 - len(out))
+        else:
+            step = getattr(decompressor, "process", None) or decompressor.decompress
+            for start in range(0, len(data), 1024):  # fed in pieces: a bomb stops at the limit
+                out += step(data[start : start + 1024])
+                if len(out) > limit:
+                    break
+        if len(out) > limit:
+            raise ContentEncodingError(f"it decodes to more than {limit} bytes (the limit)")
+        finished = getattr(decompressor, "is_finished", None)  # brotli
+        if finished is not None and not finished():
+            raise ContentEncodingError("the brotli data is truncated")
+        if finished is None and hasattr(decompressor, "finish"):  # brotlicffi
+            decompressor.finish()  # raises on truncated data
+    except ContentEncodingError:
+        raise
     except Exception as exc:  # brotli.error / brotlicffi.error
         raise ContentEncodingError(f"not brotli data ({exc})") from None
     return bytes(out)
 
 
-def _zstd(data: bytes) -> bytes:
+def _zstd(data: bytes, limit: int) -> bytes:
+    out = _zstd_all(data)
+    if len(out) > limit:
+        raise ContentEncodingError(f"it decodes to more than {limit} bytes (the limit)")
+    return out
+
+
+def _zstd_all(data: bytes) -> bytes:
     for name in ("compression.zstd", "backports.zstd"):
         try:
             module = importlib.import_module(name)
@@ -284,21 +312,23 @@ def decodable_codings() -> frozenset[str]:
     return frozenset(found)
 
 
-def decode_content(data: bytes, codings: Iterable[str]) -> bytes:
+def decode_content(data: bytes, codings: Iterable[str], *, limit: int = MAX_DECODED_BYTES) -> bytes:
     """Undo the content codings of a body, the last applied first (as httpx does).
 
     Args:
         data: the body as sent on the wire.
         codings: the codings in the order they were applied (:func:`content_codings`).
+        limit: the most bytes the decoded body may have (gzip, deflate and brotli stop
+            decoding there, so a decompression bomb costs at most ``limit`` bytes).
 
     Returns:
-        The decoded body (at most :data:`MAX_DECODED_BYTES`).
+        The decoded body (at most ``limit`` bytes).
 
     Raises:
         ContentEncodingError: a coding is not one of :func:`decodable_codings`
             (the message says what to install, where that helps), or the data
             is not what the coding says (``gzip`` over ``b"not gzip"``), is
-            truncated, or decodes to more than :data:`MAX_DECODED_BYTES`.
+            truncated, or decodes to more than ``limit`` bytes.
     """
     for coding in reversed(list(codings)):
         coding = coding.strip().lower()
@@ -311,7 +341,7 @@ def decode_content(data: bytes, codings: Iterable[str]) -> bytes:
                 "(identity, gzip, deflate, br, zstd)"
             )
         try:
-            data = decoder(data)
+            data = decoder(data, limit)
         except zlib.error as exc:
             raise ContentEncodingError(f"the body is not {coding} data ({exc})") from None
         except ContentEncodingError as exc:

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from ..errors import ReplayError
-from ..replay import Run, join_run
+from ..replay import Run, join_run, sending_live
 from ._exchange import as_bytes, replay_headers, response_payload
 from ._provider import RETRYABLE_EXTENSION, is_transient
 from ._recorder import HttpRecorder
@@ -100,6 +100,18 @@ async def _aattempt(call: Callable[[], Awaitable[Any]]) -> tuple[Any, BaseExcept
         return await call(), None
     except BaseException as exc:
         return None, exc
+
+
+def _send(send: Any, request: Any) -> Any:
+    """Send a live step's request (marked so a test's network guard lets it through)."""
+    with sending_live():
+        return send.handle_request(request)
+
+
+async def _asend(send: Any, request: Any) -> Any:
+    """The async form of :func:`_send`."""
+    with sending_live():
+        return await send.handle_async_request(request)
 
 
 def _module_of(obj: Any) -> Any:
@@ -199,9 +211,7 @@ class RecordingTransport:
             return self._replayed(step, request)
         send = self.inner
         try:
-            response = yield _Io(
-                lambda: send.handle_request(request), lambda: send.handle_async_request(request)
-            )
+            response = yield _Io(lambda: _send(send, request), lambda: _asend(send, request))
         except Exception as exc:
             mark_transport_error(exc, self._httpx)
             raise

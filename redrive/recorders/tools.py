@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ..replay import Recovery, ToolSpec, join_run
+from ..replay import Recovery, ToolSpec, join_run, register_tool, tool_digest
 
 __all__ = ["CLAUSE_WORDS", "SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
 
@@ -225,6 +225,17 @@ def tool(
             declared=declared,
         )
         signature = inspect.signature(func)
+        register_tool(
+            step_name,
+            tool_digest(
+                func,
+                restart_safe=spec.restart_safe,
+                read_only=read_only,
+                declared=declared,
+                has_recover=recover is not None,
+                retryable=spec.retryable,
+            ),
+        )
         takes_key = "idempotency_key" in signature.parameters
         build = result_type if result_type is not None else (lambda value: value)
 

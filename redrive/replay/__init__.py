@@ -4,11 +4,22 @@ from ._approval import await_approval, pending_approvals
 from ._context import LostRunContextError, active_runs, join_run, outside_run
 from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
-from ._diff import diff_values, format_diff
+from ._diff import ABSENT, diff_values, format_diff, short
 from ._executor import RunExecutor, executor
+from ._fingerprint import (
+    REASKED,
+    Fingerprint,
+    app_version,
+    current_tools,
+    read_fingerprint,
+    register_tool,
+    tool_digest,
+)
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
-from ._policy import ReplayPolicy
+from ._policy import ReplayPolicy, match_view, set_default_on_drift
+from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
+from ._resolve import resolve_step
 from ._run import (
     Recovery,
     Run,
@@ -24,11 +35,15 @@ from ._run import (
 from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
+    "ABSENT",
     "Cursor",
+    "Fingerprint",
     "LostRunContextError",
     "ModelStep",
+    "REASKED",
     "RecordedStep",
     "Recovery",
+    "Redirect",
     "ReplayDriftWarning",
     "ReplayPolicy",
     "Run",
@@ -42,8 +57,10 @@ __all__ = [
     "ToolStep",
     "ValueStep",
     "active_runs",
+    "app_version",
     "await_approval",
     "current_run",
+    "current_tools",
     "diff_runs",
     "diff_values",
     "executor",
@@ -54,9 +71,20 @@ __all__ = [
     "idempotency_key",
     "iter_steps",
     "join_run",
+    "match_view",
     "outside_run",
     "pending_approvals",
+    "read_fingerprint",
     "rebuild_error",
+    "redirect_runs",
+    "redirected",
+    "register_tool",
+    "resolve_step",
     "run",
+    "sending_live",
+    "sends_live",
     "set_boundary_hook",
+    "set_default_on_drift",
+    "short",
+    "tool_digest",
 ]

@@ -19,7 +19,8 @@ from ..errors import DivergenceError
 from ..frames import Frame, Kind, call_key
 from ..storage import parse_journal_url
 from ._delta import Expander
-from ._diff import diff_values, format_diff, short
+from ._diff import caller_location, diff_values, format_diff, short
+from ._fingerprint import REASKED
 from ._policy import ReplayPolicy, match_view
 from ._steps import STEP_KINDS, RecordedStep, StepReader
 
@@ -43,7 +44,26 @@ ISSUED_KINDS = frozenset({"model", "tool"})
 
 
 class ReplayDriftWarning(UserWarning):
-    """A step drifted from its record and was replayed anyway (policy ``"warn"``)."""
+    """A step drifted from its record and was replayed anyway (policy ``"warn"``).
+
+    Attributes:
+        run_id: the run.
+        seq: the recorded step's seq.
+        kind: the step's kind (``"model"``, ``"tool"``, ``"value"``).
+        name: the step's name.
+        recorded: the recorded canonical arguments.
+        replayed: the canonical arguments asked for now (``redrive check --update``
+            writes them into an updated fixture).
+        diff: ``(path, recorded, replayed)`` leaves.
+    """
+
+    run_id: str | None = None
+    seq: int | None = None
+    kind: str | None = None
+    name: str | None = None
+    recorded: Any = None
+    replayed: Any = None
+    diff: list[tuple[str, Any, Any]] | None = None
 
 
 @attrs.frozen
@@ -91,6 +111,8 @@ class Cursor:
         self._positioned: set[str] = set()
         self._saw_model = False
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
+        #: seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)
+        self.superseded: list[int] = []
         if "lenient" in (policy.tool, policy.model, policy.value):
             self._load_all()
 
@@ -107,6 +129,12 @@ class Cursor:
         if step is None:
             if frame.kind == Kind.RUN_START.value:
                 self._read_flags()
+            elif frame.kind == Kind.NOTE.value and frame.name == REASKED:
+                # a model step re-asked live after a code change: its record is superseded
+                ref = frame.data().get("step")
+                if isinstance(ref, int):
+                    self._reader.forget(ref)
+                    self.superseded.append(ref)
             return True
         if self._ignore:
             step.key = call_key(step.name, match_view(step.args, self._ignore, kind=step.kind))
@@ -254,6 +282,11 @@ class Cursor:
         if issue is None or kind not in ISSUED_KINDS:
             return False
         self._load_all()
+        if self.superseded:
+            # a model step was re-asked live (on_drift="continue_live"): the steps after it
+            # carry other issue positions than their record, so no flow's record can be told
+            # to end here; a step that matches nothing diverges (a drifted tool never runs)
+            return False
         if self.run_end is not None or (self._saw_model and "model" not in self._positioned):
             return False
         if kind != "model" and kind not in self._positioned:
@@ -262,8 +295,33 @@ class Cursor:
         steps = [s for s in self._order if s.seq in self._steps and s.kind in kinds]
         if any(_position(s) is None for s in steps):
             return False
+        # any step recorded from this flow's point and not yet replayed keeps it from going
+        # live: a renamed or dropped call must diverge, not run the calls after it live
+        return not self._from_same_point(steps, issue)
+
+    def sibling_pending(self, kind: str, name: str, issue: Issue | None) -> bool:
+        """True when only steps of other calls issued from ``issue``'s point block it.
+
+        Such a step may belong to a sibling flow (a thread or task started
+        from the same point) that has not asked for it yet: the caller waits
+        a moment for it before it calls the drift a divergence. False when a
+        step of this very call (same kind, name and position) is recorded
+        there: that is drift of its arguments, nothing to wait for.
+        """
+        if issue is None or kind not in ISSUED_KINDS or self.superseded:
+            return False
+        kinds = self._positioned | {"model"}
+        steps = self._from_same_point(
+            [s for s in self._order if s.seq in self._steps and s.kind in kinds], issue
+        )
         here = (issue.parent, issue.occ)
-        return not any(s.kind == kind and s.name == name and _position(s) == here for s in steps)
+        return bool(steps) and not any(
+            s.kind == kind and s.name == name and _position(s) == here for s in steps
+        )
+
+    @staticmethod
+    def _from_same_point(steps: list[RecordedStep], issue: Issue) -> list[RecordedStep]:
+        return [s for s in steps if (_position(s) or (None, 0))[0] == issue.parent]
 
     @property
     def exhausted(self) -> bool:
@@ -377,16 +435,37 @@ class Cursor:
             step = same_name[0]
             self._check_turn_order(step, Found(kind, name, key, args))
             diff = diff_values(step.args, args)
-            warnings.warn(
-                ReplayDriftWarning(
-                    f"run {self.run_id!r} seq {step.seq}: {kind} {name} drifted from its record; "
-                    f"replaying the recorded outcome.\n{format_diff(diff)}"
-                ),
-                stacklevel=4,
+            drift = ReplayDriftWarning(
+                f"run {self.run_id!r} seq {step.seq}: {kind} {name} drifted from its record; "
+                f"replaying the recorded outcome.\n{format_diff(diff)}"
             )
+            drift.run_id, drift.seq, drift.kind, drift.name = self.run_id, step.seq, kind, name
+            drift.recorded, drift.replayed, drift.diff = step.args, args, diff
+            warnings.warn(drift, stacklevel=4)
             return self.consume(step)
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
+
+    def drift_window(self, turn: int) -> tuple[RecordedStep | None, bool]:
+        """For a drifted model step of ``turn``: the turn's unconsumed model step, and others.
+
+        Returns:
+            ``(model step or None, True when tool or value steps of the turn are unconsumed)``.
+        """
+        window = self._window(turn)
+        model = next((s for s in window if s.kind == "model"), None)
+        return model, any(s.kind != "model" for s in window)
+
+    def supersede(self, step: RecordedStep) -> None:
+        """Drop a recorded model step the run re-asks live (it is never replayed)."""
+        self._reader.forget(step.seq)
+        for index, key in (
+            (self._by_turn, step.turn),
+            (self._by_turn_key, (step.turn, step.kind, step.name, step.key)),
+            (self._by_key, (step.kind, step.name, step.key)),
+        ):
+            self._first_alive(index, key)
+        self.superseded.append(step.seq)
 
     def _unsettled_side_effect(self, name: str) -> RecordedStep | None:
         """An unconsumed in-flight call of tool ``name`` that is not restart safe, if any."""
@@ -433,10 +512,37 @@ class Cursor:
         if before is not None and before.seq < step.seq:
             raise self.divergence(before, found)
 
+    def _closest_same(self, found: Found) -> RecordedStep | None:
+        """The first unconsumed recorded step of the same kind and name as ``found``, if any."""
+        return next(
+            (
+                s
+                for s in self._order
+                if s.seq in self._steps and s.kind == found.kind and s.name == found.name
+            ),
+            None,
+        )
+
     def divergence(self, step: RecordedStep, found: Found) -> DivergenceError:
-        """Build the :class:`DivergenceError` for a recorded step and the step asked for."""
+        """Build the :class:`DivergenceError` for a recorded step and the step asked for.
+
+        When the step asked for is of another kind or name than the recorded
+        one at this point, the diff is taken against the nearest unconsumed
+        recorded step of the asked-for kind and name (if the journal has one),
+        so a changed tool argument is named (``$.amount``) even when an
+        unconsumed step of another kind (a model step a lenient rule left
+        behind) comes first. The error's ``caller`` is the user's frame that
+        asked for the step (``file:line in function``), when it can be told.
+        """
         same = step.kind == found.kind and step.name == found.name
-        diff = diff_values(step.args, found.args) if same else []
+        closest = None if same else self._closest_same(found)
+        if same:
+            diff = diff_values(step.args, found.args)
+        elif closest is not None:
+            diff = diff_values(closest.args, found.args)
+        else:
+            diff = []
+        caller = caller_location()
         lines = [
             f"run {self.run_id!r} diverged from its journal at seq {step.seq}: "
             + (
@@ -448,7 +554,15 @@ class Cursor:
             f"  recorded: {step.kind} {step.name} key {step.key}",
             f"  replayed: {found.kind} {found.name} key {found.key}",
         ]
-        if diff:
+        if caller is not None:
+            lines.append(f"  called from: {caller}")
+        if diff and closest is not None:
+            lines.append(
+                f"  differences from the nearest recorded {closest.kind} {closest.name!r} "
+                f"(seq {closest.seq}; recorded -> replayed):"
+            )
+            lines.append(format_diff(diff))
+        elif diff:
             lines.append("  differences (recorded -> replayed):")
             lines.append(format_diff(diff))
         elif not same:
@@ -477,6 +591,7 @@ class Cursor:
             found_key=found.key,
             diff=diff,
             context=list(self._recent),
+            caller=caller,
         )
 
 

@@ -13,6 +13,10 @@ The Run carries the decision out (journal writes, waits, the user's hooks).
 :class:`OpenOperations` decides which idempotency key a tool call gets: a call
 that retries a logical operation whose last attempt failed retryably reuses
 that operation's key; any other call starts a new operation.
+
+:func:`decide_drift` decides what a live run does when a model step's request
+drifted from its record under ``ReplayPolicy(on_drift="continue_live")``:
+re-ask it live (superseding the recorded step), or diverge.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ __all__ = [
     "OpenOperations",
     "Block",
     "Claim",
+    "ContinueLive",
     "Miss",
     "Replay",
     "Rerun",
@@ -35,6 +40,7 @@ __all__ = [
     "ToolAsk",
     "WaitForWorker",
     "GoLive",
+    "decide_drift",
     "decide_in_flight",
     "decide_model",
     "decide_tool",
@@ -178,6 +184,47 @@ def decide_value(step: RecordedStep | None, *, can_write: bool) -> Replay | GoLi
     return GoLive() if can_write else Miss()
 
 
+@attrs.frozen
+class ContinueLive:
+    """Re-ask a drifted model step live; ``step`` is the recorded step it supersedes.
+
+    ``step`` is None when the caller's turn holds no recorded step any more
+    (its model step was superseded by an execution that stopped before
+    recording the new request).
+    """
+
+    step: RecordedStep | None
+
+
+def decide_drift(
+    *,
+    on_drift: str,
+    can_write: bool,
+    kind: str,
+    expected: RecordedStep | None,
+    others_pending: bool,
+) -> ContinueLive | None:
+    """A step diverged from its record: continue live from it, or raise (None).
+
+    Continues only under ``on_drift="continue_live"``, in a run that may
+    write, for a model step asked where the record has a model step of the
+    same turn (or nothing left in that turn), and while no tool or value step
+    of that turn is left unasked: a loop that skips a recorded tool step (a
+    side effect it would not see) never continues. Tool and value drift
+    always raise (the policy's rule for them applies).
+
+    Args:
+        on_drift: the policy's ``on_drift``.
+        can_write: the run is live and not already finished.
+        kind: the kind of the step the loop asked for.
+        expected: the caller's turn's unconsumed recorded model step, or None.
+        others_pending: the caller's turn still holds unconsumed tool or value steps.
+    """
+    if on_drift != "continue_live" or not can_write or kind != "model" or others_pending:
+        return None
+    return ContinueLive(expected)
+
+
 ToolDecision = Replay | Claim | Miss | Block | StopBusy | WaitForWorker
 InFlightDecision = Miss | RetryLimit | AskRecover | Rerun | Block
 
@@ -232,11 +279,17 @@ def _busy(ask: ToolAsk, step: RecordedStep) -> StopBusy | WaitForWorker | None:
 
 
 def decide_in_flight(ask: ToolAsk) -> InFlightDecision:
-    """Settle a step whose outcome is unknown: re-run, recover, block, or stop."""
+    """Settle a step whose outcome is unknown: re-run, recover, block, or stop.
+
+    A step a person resolved as not done (:func:`redrive.replay.resolve_step`)
+    is re-run, whatever the tool's declarations: its body did not take effect.
+    """
     step = ask.step
     assert step is not None
     if not ask.can_write:
         return Miss()
+    if step.resolved_not_done:  # a person checked: it did not happen (redrive resolve)
+        return Rerun(step)
     if step.attempts >= ask.max_attempts:
         return RetryLimit(step)
     if ask.has_recover:

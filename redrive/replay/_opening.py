@@ -15,6 +15,7 @@ from ..frames import FORMAT_VERSION, Kind, fingerprint, make_frame
 from ..storage import RunRecord, RunStatus, RunUpdate
 from ._cursor import CAUSAL_TURNS, Cursor
 from ._faces import Wait
+from ._fingerprint import start_fingerprint
 from ._state import _UNSET, RunState, _take_until, _version
 
 __all__ = ["Opening"]
@@ -41,6 +42,8 @@ class Opening(RunState):
             "input": inp,
             "input_fp": input_fp,
             "entrypoint": self.entrypoint,
+            # what shaped the run (redrive.run_fingerprint reads it with the steps' models)
+            "fingerprint": start_fingerprint(self.entrypoint, self.app_version, _version()),
             "flags": {
                 "format": FORMAT_VERSION,
                 "redrive": _version(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -25,10 +26,40 @@ __all__ = [
     "last_name",
     "redact_paths",
     "scrubber",
+    "set_default_on_drift",
 ]
 
 Rule = Literal["strict", "warn", "lenient"]
 _RULES = ("strict", "warn", "lenient")
+OnDrift = Literal["raise", "continue_live"]
+_ON_DRIFT = ("raise", "continue_live")
+#: Environment variable naming the deployment's default ``on_drift``.
+ON_DRIFT_ENV = "REDRIVE_ON_DRIFT"
+_default_on_drift: list[OnDrift | None] = [None]
+
+
+def set_default_on_drift(value: OnDrift | None) -> None:
+    """Set this process's default ``ReplayPolicy.on_drift`` (a deployment-wide opt-in).
+
+    Policies made afterwards without an explicit ``on_drift`` take it
+    (``redrive.run(..., replay="strict")`` included). ``None`` goes back to
+    ``$REDRIVE_ON_DRIFT``, else ``"raise"``.
+
+    Raises:
+        ValueError: not ``"raise"``, ``"continue_live"`` or None.
+    """
+    if value is not None and value not in _ON_DRIFT:
+        raise ValueError(f"on_drift={value!r}: use 'raise' or 'continue_live'")
+    _default_on_drift[0] = value
+
+
+def _on_drift_default() -> OnDrift:
+    if _default_on_drift[0] is not None:
+        return _default_on_drift[0]
+    env = os.environ.get(ON_DRIFT_ENV, "").strip()
+    if env and env not in _ON_DRIFT:
+        raise ValueError(f"${ON_DRIFT_ENV}={env!r}: use 'raise' or 'continue_live'")
+    return env or "raise"  # type: ignore[return-value]
 
 
 #: Keys that carry ids minted by a model or a transport; never part of a match.
@@ -273,17 +304,37 @@ class ReplayPolicy:
     * ``"lenient"``: the step is matched by content among all unconsumed
       recorded steps (each consumed once); with no match it runs live.
 
+    ``on_drift`` says what a live run does when a recorded model step's
+    request drifted (the code changed between a crash and its resume: an
+    edited prompt, another model, a changed tool argument in the history):
+
+    * ``"raise"`` (default): :class:`~redrive.errors.DivergenceError`, as the rule says.
+    * ``"continue_live"``: re-ask that model step live with the new request
+      and carry on; the recorded step is superseded, and a ``reasked`` note
+      in the journal names it, the new request's seq and the paths that
+      changed. Every completed tool step is still replayed from the journal
+      (never re-run); a tool step that drifted follows the rule for tools
+      (strict: ``DivergenceError``, no side effect runs). When the loop
+      finishes on a shorter path, recorded model and value steps and finished
+      read-only tool steps it never asked for are superseded too; a side
+      effect it never asked for is a divergence. Only a live run
+      continues (a replay-only run, ``live=False``, raises as ``"raise"``).
+      Default: :func:`set_default_on_drift`, else ``$REDRIVE_ON_DRIFT``, else
+      ``"raise"``.
+
     Attributes:
         tool, model, value: the rule per step kind.
         ignore: path patterns left out of matching (``$.body.metadata.request_id``,
             ``$..timestamp``, ``$.messages[*].name``); the paths are of the
             step's canonical arguments.
+        on_drift: ``"raise"`` or ``"continue_live"`` (see above).
     """
 
     tool: Rule = "strict"
     model: Rule = "strict"
     value: Rule = "strict"
     ignore: tuple[str, ...] = attrs.field(default=(), converter=_paths)
+    on_drift: OnDrift = attrs.field(factory=_on_drift_default)
 
     def __attrs_post_init__(self) -> None:
         for kind in ("tool", "model", "value"):
@@ -292,6 +343,10 @@ class ReplayPolicy:
                 raise ValueError(
                     f"replay policy for {kind} steps is {rule!r}; use one of {', '.join(_RULES)}"
                 )
+        if self.on_drift not in _ON_DRIFT:
+            raise ValueError(
+                f"replay policy on_drift={self.on_drift!r}; use 'raise' or 'continue_live'"
+            )
         compile_paths(self.ignore)
 
     @classmethod

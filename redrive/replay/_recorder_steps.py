@@ -12,8 +12,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
+from ..errors import DivergenceError
 from ..frames import Kind, call_key, rebuild, store
 from ._context import _boundary, _current, _current_fence, _current_key
+from ._diff import caller_location
 from ._engine import GoLive, Replay, decide_model, decide_value
 from ._faces import off_loop
 from ._handle import ModelStep, ToolStep, ValueStep
@@ -111,7 +113,8 @@ class RecorderSteps(ToolSteps):
         """
         self._refuse_if_ended("model", name)
         self._settle()
-        handle = await off_loop(self._open_model, name, request, self._issue(name), ignore)
+        with _caller_on_loop():
+            handle = await off_loop(self._open_model, name, request, self._issue(name), ignore)
         self._model_done(handle)
         return handle
 
@@ -284,7 +287,8 @@ class RecorderSteps(ToolSteps):
         """
         self._refuse_if_ended("tool", spec.name)
         self._settle()
-        return await off_loop(self._open_tool, spec, arguments, self._issue(spec.name))
+        with _caller_on_loop():
+            return await off_loop(self._open_tool, spec, arguments, self._issue(spec.name))
 
     def _open_tool(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> ToolStep:
         """:meth:`begin_tool`'s work, for a step issued at ``issue`` (may run off the loop)."""
@@ -373,3 +377,30 @@ def _body_context(key: str, fence: int | None = None) -> Iterator[None]:
         _current_fence.reset(fenced)
         _current.reset(outer)
         _current_key.reset(token)
+
+
+@contextlib.contextmanager
+def _caller_on_loop() -> Iterator[None]:
+    """Name the user's frame in a DivergenceError raised off the loop (its thread has none).
+
+    Taken here, in the caller's task: the awaiting coroutine's frames are the
+    user's call chain.
+    """
+    try:
+        yield
+    except DivergenceError as exc:
+        if exc.caller is None:
+            exc.caller = caller_location()
+            exc.message = _with_caller(exc.message, exc.caller)
+            exc.args = (exc.message,)
+        raise
+
+
+def _with_caller(message: str, caller: str | None) -> str:
+    """Insert the ``called from`` line after a divergence message's ``replayed:`` line."""
+    if caller is None:
+        return message
+    lines = message.split("\n")
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("  replayed:")), 1)
+    lines.insert(at, f"  called from: {caller}")
+    return "\n".join(lines)

@@ -43,9 +43,11 @@ from ._context import (
     opener,
     set_boundary_hook,
 )
+from ._events import log_closed, log_opened
 from ._faces import Wait, adrive, drive, off_loop
 from ._handle import StepSource
 from ._recorder_steps import RecorderSteps
+from ._redirect import redirected
 from ._state import RunOptions, _take_until
 from ._tools import Recovery, ToolSpec, rebuild_error, tool_error_retryable
 from ._writer import _Adopted
@@ -125,6 +127,7 @@ class Run(RecorderSteps):
         # frames from here on were written while this Run was alive (a step in flight
         # there belongs to a live worker, not to a crash)
         self._known_seq = self._writer.next_seq
+        log_opened(self)
 
     def _open_in_process(
         self, thread: threading.Thread, task: asyncio.Task[Any] | None, where: str
@@ -222,7 +225,18 @@ class Run(RecorderSteps):
         return self._finished_record.output_value()
 
     def _closing(self, exc: BaseException | None) -> None:
-        """End this execution of the run (blocking journal work; see :meth:`_unbind`)."""
+        """End this execution of the run (blocking journal work; see :meth:`_unbind`).
+
+        Logs how it ended (:mod:`._events`), including an error raised while ending it.
+        """
+        try:
+            self._close_run(exc)
+        except BaseException as raised:
+            log_closed(self, raised)
+            raise
+        log_closed(self, exc)
+
+    def _close_run(self, exc: BaseException | None) -> None:
         try:
             if self._finished_record is not None:
                 if not self._short_circuited:
@@ -514,6 +528,16 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
         retryable: exception types after which the run stays resumable.
         entrypoint: ``"module:qualname"`` of the function driving the run
             (``@redrive.durable`` sets it; ``redrive check`` imports it).
+        app_version: the application's version, recorded in the run's fingerprint
+            (default: ``$REDRIVE_APP_VERSION``, else the git commit of the
+            entrypoint's checkout, else its package's version).
+        live_tools: ``True`` (every tool) or a list of tool names whose bodies
+            run again where the journal has their outcome, model steps still
+            replayed: for tests whose tools write to the test's own resources,
+            and for a breakpoint in a tool while replaying an incident. Each
+            result (or exception) is checked against the record: a difference
+            raises ``DivergenceError`` naming the path (``$.result...``); nothing
+            is written for such a step. Default False.
 
     Returns:
         A :class:`Run`; entering it starts or resumes the run.
@@ -521,6 +545,9 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
     Raises:
         TypeError: (at once) an unknown option, or an option of the wrong type;
             nothing is written.
+        ValueError: (at once) ``run_id`` breaks the run-id rule (empty, NUL, a
+            lone surrogate, over 1,024 UTF-8 bytes; see ``redrive._runid``), or
+            an option has a value outside its choices; nothing is written.
 
     Raises (on entering):
         RunInputMismatchError, TerminalRunError, UnknownRunError, RunBusyError,
@@ -532,11 +559,12 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
             f"redrive.run() got unknown option(s) {', '.join(map(repr, unknown))}; the options "
             f"are {', '.join(sorted(_RUN_OPTIONS))}"
         )
+    journal, chosen = redirected(journal, options)  # inside a pytest plugin test: its journal
     if isinstance(journal, str):
         from ..storage import shared_journal
 
         journal = shared_journal(journal)
-    return Run(journal, run_id, **options)
+    return Run(journal, run_id, **chosen)
 
 
 #: The keyword options of :func:`run` (those of the Run's constructor).

@@ -6,17 +6,20 @@ import asyncio
 import contextvars
 import importlib.metadata
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypedDict
 
 import attrs
 
+from .._runid import check_run_id
 from ..errors import DivergenceError, ReplayMissError, RunEndedError, TerminalRunError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
-from ._delta import Expander
-from ._diff import short
+from ._delta import Expander, expand_frames
+from ._diff import diff_values, format_diff, short
+from ._drift import continue_live, supersede_leftovers
 from ._engine import OpenOperations
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
@@ -81,6 +84,10 @@ class Issue:
         """The ``issue`` field of a ``model_request`` or ``tool_start`` payload."""
         return {"parent": self.parent, "occ": self.occ, "after": list(self.after)}
 
+
+#: seconds a call waits for a sibling flow to replay a step recorded from the same point
+#: before it calls its own drift a divergence (threads started together race to ask)
+_SIBLING_WAIT = 2.0
 
 _flow_var: contextvars.ContextVar[Flow | None] = contextvars.ContextVar(
     "redrive_flow_turn", default=None
@@ -149,6 +156,27 @@ class RunOptions(TypedDict, total=False):
     model_commit: Literal["write", "group", "each"]
     retryable: tuple[type[BaseException], ...]
     entrypoint: str | None
+    app_version: str | None
+    live_tools: bool | tuple[str, ...] | list[str]
+
+
+def live_tool_names(live_tools: Any) -> bool | frozenset[str]:
+    """Check and normalize ``live_tools``: True/False, or the set of tool names.
+
+    Raises:
+        TypeError: neither a bool nor a sequence of tool names (a bare string is
+            refused: ``live_tools="send_email"`` would read as its letters).
+    """
+    if isinstance(live_tools, bool):
+        return live_tools
+    if isinstance(live_tools, str) or not isinstance(live_tools, tuple | list | frozenset | set):
+        raise TypeError(
+            f"live_tools={live_tools!r}: use True (every tool), False (none) or a list of "
+            "tool names such as ['create_refund']"
+        )
+    if not all(isinstance(n, str) and n for n in live_tools):
+        raise TypeError(f"live_tools={live_tools!r}: every tool name must be a non-empty string")
+    return frozenset(live_tools)
 
 
 class RunState:
@@ -176,9 +204,10 @@ class RunState:
         model_commit: Literal["write", "group", "each"] = "write",
         retryable: tuple[type[BaseException], ...] = _DEFAULT_RETRYABLE,
         entrypoint: str | None = None,
+        app_version: str | None = None,
+        live_tools: bool | tuple[str, ...] | list[str] = False,
     ) -> None:
-        if not isinstance(run_id, str) or not run_id:
-            raise ValueError(f"run_id must be a non-empty string, not {run_id!r}")
+        check_run_id(run_id)
         if on_in_flight not in ("raise", "tell_model"):
             raise ValueError(f"on_in_flight={on_in_flight!r}: use 'raise' or 'tell_model'")
         if on_busy not in ("raise", "wait"):
@@ -209,9 +238,15 @@ class RunState:
         self.model_commit = model_commit
         self.retryable = tuple(retryable)
         self.entrypoint = entrypoint
+        if app_version is not None and (not isinstance(app_version, str) or not app_version):
+            raise TypeError(f"app_version={app_version!r}: use a non-empty string or None")
+        self.app_version = app_version
+        #: tools whose bodies run on replay, their results checked against the record
+        self.live_tools = live_tool_names(live_tools)
         self._input = input
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()
+        self._sibling_wait = threading.Condition(self._lock)
         self._flow_id = object()
         self._issued: dict[tuple[int, str], int] = {}
         self._cursor: Cursor | None = None
@@ -241,6 +276,8 @@ class RunState:
         self.replayed_steps = 0
         self.live_steps = 0
         self.resumed = False
+        #: the ``reasked`` notes this execution journaled (model steps re-asked live)
+        self.reasked: list[dict[str, Any]] = []
         self._resumed_at = 0
         self.entered = False
 
@@ -424,12 +461,27 @@ class RunState:
         if cursor is None:
             return None
         turn = issue.turn if issue is not None else self._turn
-        step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
-        if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
-            if cursor.frontier(kind, name, issue):
-                return None  # this flow's record ends here, other flows' goes on: go live
-            raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
-        return step
+        waited_until: float | None = None
+        while True:
+            try:
+                step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
+                if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
+                    if cursor.frontier(kind, name, issue):
+                        return None  # this flow's record ends here, other flows' goes on: live
+                    raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+            except DivergenceError as exc:
+                if cursor.sibling_pending(kind, name, issue):
+                    # the step recorded from this point may be a sibling flow's, not yet
+                    # asked for: give it a moment (the lock is released while waiting)
+                    now = time.monotonic()
+                    waited_until = waited_until or now + _SIBLING_WAIT
+                    if now < waited_until:
+                        self._sibling_wait.wait(0.005)
+                        continue
+                if not continue_live(self, cursor, kind, name, turn, key, exc):
+                    raise
+                return None
+            return step
 
     @property
     def redacting(self) -> bool:
@@ -453,13 +505,23 @@ class RunState:
             return
         # a lenient rule lets recorded steps of its kind go unasked (removed calls)
         left = [s for s in self._cursor.remaining() if self.policy.rule(s.kind) != "lenient"]
+        if left and self._cursor.superseded and supersede_leftovers(self, left):
+            return
         if left:
             step = left[0]
+            counterpart = self._live_counterpart(step)
+            diff = counterpart[1] if counterpart is not None else []
+            called = (
+                f" The loop called {step.kind} {step.name!r} live at seq {counterpart[0]} "
+                f"with other arguments (recorded -> live):\n{format_diff(diff)}\n"
+                if counterpart is not None and diff
+                else " "
+            )
             raise DivergenceError(
                 f"run {self.run_id!r}: the loop finished but the journal has more steps, from "
                 f"seq {step.seq} ({step.kind} {step.name}); the code took a shorter path than "
-                f"the record. {len(left)} recorded step(s) were not asked for. If the change is "
-                "intended, record a new run.",
+                f"the record. {len(left)} recorded step(s) were not asked for.{called}If the "
+                "change is intended, record a new run.",
                 run_id=self.run_id,
                 seq=step.seq,
                 kind=step.kind,
@@ -470,9 +532,25 @@ class RunState:
                 found=None,
                 expected_key=step.key,
                 found_key=None,
-                diff=[],
+                diff=diff,
                 context=[s.describe() for s in left[:5]],
             )
+
+    def _live_counterpart(self, step: RecordedStep) -> tuple[int, list[Any]] | None:
+        """The first step of ``step``'s kind and name this execution made live, and their diff.
+
+        Read only when a resumed run ends with recorded steps unused (the error
+        path), so a changed argument is named even though the loop went live.
+        """
+        opening = {"tool": "tool_start", "model": "model_request"}.get(step.kind)
+        if opening is None or not self.resumed:
+            return None
+        for frame, data in expand_frames(self.journal.frames(self.run_id)):
+            if frame.seq < self._resumed_at or frame.kind != opening or frame.name != step.name:
+                continue
+            if isinstance(data, dict):
+                return frame.seq, diff_values(step.args, data.get("args"))
+        return None
 
     def before_next_step(self, settle: Callable[[], None]) -> None:
         """Run ``settle()`` before the next step of this thread or task begins, or at a clean end.

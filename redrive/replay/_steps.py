@@ -64,6 +64,9 @@ class RecordedStep:
         last_attempt_seq: seq of the last ``attempt`` note (a re-execution), or None.
         reopenable: the last outcome is a retryable ``tool_error`` and a later
             attempt may still follow (see :attr:`settled`).
+        resolved_not_done: a person declared (``redrive resolve --not-done``) that
+            the in-flight attempt did not take effect: resuming runs the step again.
+            A later attempt clears it.
     """
 
     seq: int
@@ -77,6 +80,7 @@ class RecordedStep:
     _data: dict[str, Any] | None = None
     last_attempt_seq: int | None = None
     reopenable: bool = False
+    resolved_not_done: bool = False
 
     @property
     def data(self) -> dict[str, Any]:
@@ -250,6 +254,9 @@ class StepReader:
                 target.attempts += 1
                 target.last_attempt_seq = frame.seq
                 target.end, target.reopenable = None, False  # a new attempt: in flight again
+                target.resolved_not_done = False
+            elif data.get("event") == "resolved" and target.end is None:
+                target.resolved_not_done = data.get("state") == "not_done"
             if target.reopenable or (target.end is None and ref in self._followed):
                 self._followed[ref] = target
             else:

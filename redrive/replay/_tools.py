@@ -25,12 +25,18 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from ..errors import RecordedToolError, RetryLimitExceededError, SideEffectRetryBlockedError
+from ..errors import (
+    DivergenceError,
+    DivergenceReason,
+    RecordedToolError,
+    RetryLimitExceededError,
+    SideEffectRetryBlockedError,
+)
 from ..frames import Kind, call_key, canonical, decode, encode, rebuild, store
 from ._claims import Claims
 from ._context import _boundary
 from ._cursor import RecordedStep, decode_outcome
-from ._diff import short
+from ._diff import diff_values, format_diff, short
 from ._engine import (
     AskRecover,
     Block,
@@ -112,6 +118,8 @@ class _Plan:
     value: Any = None
     error: BaseException | None = None
     match_key: str = ""
+    #: a recorded step whose tool runs live (``live_tools``): its outcome is checked, not written
+    check: RecordedStep | None = None
     #: the lease epoch the body runs under (its fencing token), None without a lease
     fencing_token: int | None = None
 
@@ -161,6 +169,24 @@ def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> Ba
         error_type=error.get("type"),
         error_message=error.get("message"),
     )
+
+
+def _comparable(value: Any) -> Any:
+    """A value's canonical form for comparing outcomes (its repr when it has none)."""
+    try:
+        return canonical(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _same_error(recorded: dict[str, Any], error: BaseException | None) -> bool:
+    """True when ``error`` is of the recorded exception's type (by name, or rebuilt as it)."""
+    if error is None:
+        return False
+    names = {cls.__name__ for cls in type(error).__mro__} | {
+        f"{cls.__module__}.{cls.__qualname__}" for cls in type(error).__mro__
+    }
+    return recorded.get("type") in names
 
 
 def _mark_retryable(exc: BaseException, retryable: bool) -> None:
@@ -232,7 +258,10 @@ class ToolSteps(Claims):
             decision = decide_tool(ask)
             if isinstance(decision, Replay):
                 self.replayed_steps += 1
-                return self._tool_replayed(spec, decision.step, key)
+                plan = self._tool_replayed(spec, decision.step, key)
+                if self._runs_live(spec.name, decision.step):
+                    plan.replayed, plan.check = False, decision.step
+                return plan
             if isinstance(decision, StopBusy | WaitForWorker):
                 self._wait_for_worker(decision)  # returns: presumed live, it was not
                 decision = decide_in_flight(ask)
@@ -271,6 +300,92 @@ class ToolSteps(Claims):
             self.live_steps += 1
         _boundary("tool_claimed", self.run_id, seq, spec.name)
         return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, match_key=key)
+
+    def _runs_live(self, name: str, step: RecordedStep) -> bool:
+        """True when the recorded tool step ``name`` runs its body again (``live_tools``).
+
+        Only a step that ended (a result or an error) runs: a blocked retry or an
+        outcome settled by ``recover()`` is handed back as recorded.
+        """
+        chosen = self.live_tools
+        wanted = chosen is True or (not isinstance(chosen, bool) and name in chosen)
+        return wanted and step.end is not None and not step.data.get("blocked")
+
+    def _check_live_tool(
+        self, spec: ToolSpec, plan: _Plan, result: Any, error: BaseException | None
+    ) -> None:
+        """Compare a live-run tool's outcome with the recorded one (``live_tools``).
+
+        Raises:
+            DivergenceError: the body returned another result, raised where the
+                record has a result, or returned where the record has an error
+                (``diff`` names the paths under ``$.result`` / ``$.error``).
+        """
+        step = plan.check
+        assert step is not None and step.end is not None
+        outcome = decode_outcome(step)
+        found: dict[str, Any]
+        if error is not None:
+            found = {"error": {"type": type(error).__name__, "message": str(error)}}
+        else:
+            if self._redact:
+                result = redact_paths(result, self._redact)
+            found = {"result": _comparable(result)}
+        if step.end.kind == Kind.TOOL_ERROR.value:
+            recorded_error = outcome.get("error") or {}
+            expected: dict[str, Any] = {
+                "error": {
+                    "type": recorded_error.get("type"),
+                    "message": recorded_error.get("message"),
+                }
+            }
+        else:
+            where = f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} result"
+            expected = {"result": _comparable(rebuild(outcome.get("result"), where=where))}
+        if "error" in expected and "error" in found:
+            # exception types compare by name (a rebuilt error may be a RecordedToolError)
+            found["error"]["type"] = (
+                expected["error"]["type"]
+                if _same_error(expected["error"], error)
+                else found["error"]["type"]
+            )
+        diff = diff_values(expected, found)
+        if diff:
+            raise self._live_tool_divergence(spec, step, expected, found, diff)
+
+    def _live_tool_divergence(
+        self,
+        spec: ToolSpec,
+        step: RecordedStep,
+        expected: Any,
+        found: Any,
+        diff: list[tuple[str, Any, Any]],
+    ) -> DivergenceError:
+        lines = [
+            f"run {self.run_id!r} diverged from its journal at seq {step.seq}: the tool "
+            f"{spec.name!r} ran live (live_tools) and its outcome differs from the record.",
+            "  differences (recorded -> live):",
+            format_diff(diff),
+            "What to do: if the tool's new behaviour is intended, re-record the run; to hand "
+            "back the recorded outcome without running the body, leave the tool out of "
+            "live_tools; to look at what it returned then, run "
+            "`redrive show` on the run's journal.",
+        ]
+        return DivergenceError(
+            "\n".join(lines),
+            run_id=self.run_id,
+            seq=step.seq,
+            kind="tool",
+            name=spec.name,
+            found_kind="tool",
+            found_name=spec.name,
+            expected=expected,
+            found=found,
+            expected_key=step.key,
+            found_key=step.key,
+            diff=diff,
+            reason=DivergenceReason.OUTCOME,
+        )
 
     def _tool_replayed(self, spec: ToolSpec, step: RecordedStep, key: str) -> _Plan:
         outcome = decode_outcome(step)
@@ -483,6 +598,10 @@ class ToolSteps(Claims):
         return packed, handed
 
     def _tool_done(self, spec: ToolSpec, plan: _Plan, value: Any) -> Any:
+        if plan.check is not None:  # live_tools: checked against the record, nothing written
+            handed = store(value, "result")[1]
+            self._check_live_tool(spec, plan, handed, None)
+            return handed
         _boundary("tool_body_done", self.run_id, plan.seq, spec.name)
         try:
             packed, result = self._result(value)
@@ -503,6 +622,10 @@ class ToolSteps(Claims):
     def _tool_failed(self, spec: ToolSpec, plan: _Plan, exc: BaseException) -> None:
         if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | GeneratorExit):
             return  # cancelled mid-body: the outcome is unknown, the step stays in flight
+        if plan.check is not None:  # live_tools: checked against the record, nothing written
+            if isinstance(exc, Exception):
+                self._check_live_tool(spec, plan, None, exc)
+            return
         retryable = bool(
             isinstance(exc, spec.retryable + self.retryable)
             or getattr(exc, "retryable", None) is True

@@ -27,6 +27,7 @@ from ._base import (
     held_by_other,
 )
 from ._copy import copy_run
+from ._prune import PruneResult, prune_runs
 from ._url import JournalURL, parse_journal_url
 from ._verify import verify_frames, verify_run
 from .memory import MemoryJournal
@@ -36,6 +37,7 @@ __all__ = [
     "Journal",
     "JournalURL",
     "MemoryJournal",
+    "PruneResult",
     "RunRecord",
     "RunStatus",
     "RunUpdate",
@@ -44,6 +46,7 @@ __all__ = [
     "held_by_other",
     "open_journal",
     "parse_journal_url",
+    "prune_runs",
     "shared_journal",
     "verify_frames",
     "verify_run",

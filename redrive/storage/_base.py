@@ -28,6 +28,7 @@ __all__ = [
     "scrubbed_text",
     "cancelled_error",
     "check_append",
+    "check_delete",
     "check_open",
     "check_fence",
     "held_by_other",
@@ -139,6 +140,12 @@ class Journal(Protocol):
         Returns:
             True when this call created the run, False when it already existed
             (the journal is left unchanged).
+
+        Raises:
+            ValueError: the run id breaks the one rule every backend shares
+                (empty, NUL, a lone surrogate, over 1,024 UTF-8 bytes); nothing
+                is written. Checked before the database sees it, so every
+                backend refuses the same ids with the same message.
         """
         ...
 
@@ -240,6 +247,24 @@ class Journal(Protocol):
         self, run_id: str, name: str, approved: bool, *, by: str, note: str = ""
     ) -> Decision:
         """Record an approval decision; the first one wins and is returned."""
+        ...
+
+    def delete_run(self, run_id: str, *, expected_seq: int) -> bool:
+        """Delete a run (its row, frames and decisions) if it has not changed; for retention.
+
+        Conditional, like an append: the run is deleted only while it still has
+        ``expected_seq`` frames and no other worker holds an unexpired lease on
+        it, in one transaction, so a run that a worker resumed after it was
+        chosen for deletion is kept.
+
+        Returns:
+            True when this call deleted the run; False when it is gone already
+            or gained frames meanwhile (nothing changes).
+
+        Raises:
+            RunBusyError: a worker holds an unexpired lease on the run.
+            PermissionError: the journal is read-only (an ``.rdj`` file).
+        """
         ...
 
     def decision(self, run_id: str, name: str) -> Decision | None:
@@ -398,6 +423,31 @@ def held_by_other(record: RunRecord, owner: str | None) -> bool:
         and record.lease_expires is not None
         and record.lease_expires > time.time()
     )
+
+
+def check_delete(record: RunRecord | None, expected_seq: int) -> bool:
+    """Whether a conditional delete of ``record`` may go ahead (shared by every backend).
+
+    Returns:
+        False when the run is gone or no longer has ``expected_seq`` frames.
+
+    Raises:
+        RunBusyError: another worker holds an unexpired lease on the run.
+    """
+    if record is None or record.next_seq != expected_seq:
+        return False
+    if held_by_other(record, None):
+        from ..errors import RunBusyError
+
+        raise RunBusyError(
+            f"run {record.run_id!r} is leased by {record.lease_owner!r} for another "
+            f"{(record.lease_expires or 0.0) - time.time():.1f} s: a worker is executing it, "
+            "so it is not deleted. Prune it once the lease has lapsed.",
+            run_id=record.run_id,
+            seq=record.next_seq,
+            owner=record.lease_owner,
+        )
+    return True
 
 
 def check_append(record: RunRecord, frames: Sequence[Frame], expected_seq: int) -> None:

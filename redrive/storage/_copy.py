@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from .._runid import check_run_id
 from ..errors import AppendConflictError, UnknownRunError
 from ..frames import GENESIS, ChainCheck, Frame, Kind, make_frame
 from ._base import Journal, RunRecord, RunStatus, RunUpdate
@@ -54,7 +55,9 @@ def copy_run(
 
     Raises:
         UnknownRunError: no run ``run_id`` in ``src``.
-        ValueError: ``upto`` below 1.
+        ValueError: ``upto`` below 1, or the copy's run id breaks the run-id rule
+            (NUL, a lone surrogate, too long: see :meth:`Journal.create_run`);
+            nothing is written.
         JournalCorruptError: a source frame fails its seq or chain check, or
             the source has fewer frames than its run row says.
         AppendConflictError: ``dst`` already holds a different run with the
@@ -69,7 +72,7 @@ def copy_run(
     if upto is not None and upto < 1:
         raise ValueError(f"cannot copy run {run_id!r} up to seq {upto}: copy at least seq 0")
     total = record.next_seq if upto is None else min(upto, record.next_seq)
-    target = run_id if new_id is None else new_id
+    target = check_run_id(run_id if new_id is None else new_id, where="the copy's run id")
     rechain = new_id is not None or bool(start_extra)
     whole = total == record.next_seq and not reopen
     existing = dst.get_run(target)

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
+from .._runid import check_run_id
 from ..errors import JournalFormatError
 from ..frames import FORMAT_VERSION, Frame
 from ._base import (
@@ -25,6 +26,7 @@ from ._base import (
     RunUpdate,
     appended,
     check_append,
+    check_delete,
     scrubbed_text,
     unknown_run,
 )
@@ -333,6 +335,7 @@ class SqlJournal(RunIndexOps):
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
         """See :meth:`redrive.storage.Journal.create_run`."""
+        check_run_id(record.run_id)
         check_append(attrs.evolve(record, next_seq=0), [first], 0)
         row = attrs.evolve(record, next_seq=1, last_chain=first.chain)
         values = attrs.asdict(row)
@@ -451,6 +454,15 @@ class SqlJournal(RunIndexOps):
             if changed is not record:
                 self._write_run(cur, changed)
             return changed
+
+    def delete_run(self, run_id: str, *, expected_seq: int) -> bool:
+        """See :meth:`redrive.storage.Journal.delete_run`."""
+        with self._transaction() as cur:
+            if not check_delete(self._select_run(cur, run_id, lock=True), expected_seq):
+                return False
+            for table in ("redrive_frames", "redrive_decisions", "redrive_runs"):
+                cur.execute(self._sql(f"DELETE FROM {table} WHERE run_id = ?"), [run_id])
+            return True
 
     # -- approvals -------------------------------------------------------------
 

@@ -325,6 +325,30 @@ class DuckDBJournal(LocalJournal):
                 self._log.reset()
             held.clear()
 
+    def delete_run(self, run_id: str, *, expected_seq: int) -> bool:
+        """See :meth:`redrive.storage.Journal.delete_run`.
+
+        Checkpoints first, so no record of the run is left in the log to bring
+        it back when the journal is reopened; then deletes it from the tables.
+        """
+        with self._lock:
+            self.checkpoint()
+            return self._store.delete_run(run_id, expected_seq=expected_seq)
+
+    def not_checkpointed(self) -> tuple[list[RunRecord], list[Frame]]:
+        """Return the run rows and frames held in the log, not yet moved into the tables.
+
+        A reader that queries the DuckDB file itself (``redrive sql``) adds these
+        to what the tables hold: a row here replaces the table's row of its run,
+        and these frames follow the table's frames of their run.
+
+        Returns:
+            ``(run rows, frames)``, each frame list in seq order per run.
+        """
+        with self._lock:
+            held = self._overlay
+            return list(held.runs.values()), [f for run in held.frames.values() for f in run]
+
     # -- runs ------------------------------------------------------------------
 
     def _current(self, run_id: str) -> RunRecord | None:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
+from .._runid import check_run_id
 from ..frames import Frame
 from ._base import (
     Decision,
@@ -16,6 +17,7 @@ from ._base import (
     RunUpdate,
     appended,
     check_append,
+    check_delete,
     scrubbed_text,
     unknown_run,
 )
@@ -79,6 +81,13 @@ class MemoryState:
         rows.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         return rows if limit is None else rows[:limit]
 
+    def forget(self, run_id: str) -> None:
+        """Forget one run: its row, its frames and its decisions."""
+        self.runs.pop(run_id, None)
+        self.held -= len(self.frames.pop(run_id, ()))
+        for key in [k for k in self.decisions if k[0] == run_id]:
+            del self.decisions[key]
+
     def clear(self) -> None:
         """Forget everything held."""
         self.runs.clear()
@@ -113,6 +122,7 @@ class LocalJournal(RunIndexOps):
 
     def create_run(self, record: RunRecord, first: Frame) -> bool:
         """See :meth:`redrive.storage.Journal.create_run`."""
+        check_run_id(record.run_id)
         check_append(attrs.evolve(record, next_seq=0), [first], 0)
         with self._lock:
             if self._current(record.run_id) is not None:
@@ -213,6 +223,14 @@ class MemoryJournal(LocalJournal):
         with self._lock:
             snapshot = self._state.page(run_id, start)
         yield from snapshot
+
+    def delete_run(self, run_id: str, *, expected_seq: int) -> bool:
+        """See :meth:`redrive.storage.Journal.delete_run`."""
+        with self._lock:
+            if not check_delete(self._state.runs.get(run_id), expected_seq):
+                return False
+            self._state.forget(run_id)
+            return True
 
     def runs(self, *, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
         """See :meth:`redrive.storage.Journal.runs`."""

@@ -380,14 +380,14 @@ def test_cli_lists_skipped_interactions_and_takes_a_provider(
 def test_cli_refuses_an_undecodable_body_as_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A dishonest Content-Encoding is one CassetteError line naming the interaction, exit 2."""
+    """A dishonest Content-Encoding is one CassetteError line naming the interaction, exit 65."""
     from redrive import cli
 
     headers = {"Content-Type": ["application/json"], "Content-Encoding": ["gzip"]}
     path = _write(tmp_path, [_interaction("POST", _uri(0), {"m": 1}, 200, headers, "not gzip")])
     code = cli.main(["--journal", str(tmp_path / "j.duckdb"), "import-cassette", str(path)])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == cli.EXIT_USAGE
+    assert code == cli.EXIT_DATA
     assert len(err) == 1 and err[0].startswith("redrive import-cassette: CassetteError: "), err
     assert "interaction 0 (POST https://api.openai.com/v1/chat/completions)" in err[0]
 
@@ -400,15 +400,15 @@ def test_bad_json_cassette_is_a_cassette_error(tmp_path: Path) -> None:
         load_cassette(bad)
 
 
-def test_a_body_that_inflates_past_the_limit_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A compressed body may not decode to more than MAX_DECODED_BYTES (no memory blow-up)."""
-    from redrive.recorders import _exchange
+def test_a_body_that_inflates_past_the_limit_is_refused(tmp_path: Path) -> None:
+    """A compressed body may not decode past max_body_bytes (no memory blow-up)."""
+    from redrive.recorders.cassettes import CassetteLimits
 
-    monkeypatch.setattr(_exchange, "MAX_DECODED_BYTES", 1000)
     headers = {"Content-Type": ["application/json"], "Content-Encoding": ["gzip"]}
     body = gzip.compress(b" " * 5000)
     path = _write(tmp_path, [_interaction("POST", _uri(0), {"m": 1}, 200, headers, body)])
-    with pytest.raises(CassetteError, match=r"interaction 0 .*more than 1000 bytes"):
-        import_cassette(path, redrive.open_journal(":memory:"))
+    with pytest.raises(CassetteError, match=r"interaction 0 .*max_body_bytes=1000") as info:
+        import_cassette(
+            path, redrive.open_journal(":memory:"), limits=CassetteLimits(max_body_bytes=1000)
+        )
+    assert info.value.limit == "max_body_bytes"

@@ -346,19 +346,20 @@ def test_a_file_that_is_not_a_journal_exits_4(
     ],
     ids=["yaml", "not-a-list", "item-not-a-mapping", "request-not-a-mapping", "no-interactions"],
 )
-def test_malformed_cassette_is_one_line_and_exit_2(
+def test_malformed_cassette_is_one_line_and_exit_65(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str
 ) -> None:
-    """A malformed cassette is a one-line CassetteError naming the file and the fault, exit 2."""
+    """A malformed cassette is a one-line CassetteError naming the file and the fault, exit 65
+    (bad input data, told apart from a usage error)."""
     cassette = tmp_path / "bad.yaml"
     cassette.write_text(content + "\n")
     url = str(tmp_path / "c.duckdb")
     code, _, err = _run(capsys, "--journal", url, "import-cassette", str(cassette))
-    assert code == cli.EXIT_USAGE
+    assert code == cli.EXIT_DATA
     line = _error_line(err, "import-cassette", "CassetteError")
     assert "bad.yaml" in line and expected in line
     code, data = _json(capsys, "--journal", url, "import-cassette", str(cassette))
-    assert code == cli.EXIT_USAGE and data["error"] == "CassetteError"
+    assert code == cli.EXIT_DATA and data["error"] == "CassetteError"
     assert expected in data["message"] and "\n" not in data["message"]
 
 

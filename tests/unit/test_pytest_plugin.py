@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from redrive.pytest_plugin import MODES, record_mode
 
 pytest_plugins = ["pytester"]
 
@@ -100,16 +104,34 @@ def test_new_episodes_records_only_new_calls(pytester: pytest.Pytester) -> None:
     assert _calls(pytester) == ["a", "c"]
 
 
-def test_ci_defaults_to_none_and_the_marker_overrides(
+def test_ci_defaults_to_none_and_beats_the_marker(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With CI=true the default is none; a marker's record_mode wins over it."""
+    """With CI=true every test replays only, even one whose marker says once (issue 17 #1).
+
+    On main the marker's ``once`` won over CI and the test called the live model.
+    """
     monkeypatch.setenv("CI", "true")
     _write(pytester, ["a"])
     pytester.runpytest().assert_outcomes(errors=1)
     _write(pytester, ["a"], marker='(record_mode="once")')
-    pytester.runpytest().assert_outcomes(passed=1)
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*record mode 'none' (CI is set)*--redrive-record-mode=once*"])
+    assert _calls(pytester) == []
+    # the command line beats CI: recording on purpose still works
+    pytester.runpytest("--redrive-record-mode=once").assert_outcomes(passed=1)
     assert _calls(pytester) == ["a"]
+
+
+@pytest.mark.parametrize("marker_mode", ["once", "new_episodes", "all", "rewrite"])
+def test_command_line_none_beats_every_marker_mode(
+    pytester: pytest.Pytester, marker_mode: str
+) -> None:
+    """--redrive-record-mode=none replays only whatever mode the marker names (issue 17 #1)."""
+    _write(pytester, ["a"], marker=f"(record_mode={marker_mode!r})")
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(errors=1)
+    assert _calls(pytester) == []
 
 
 def test_command_line_all_re_records_a_marked_test(pytester: pytest.Pytester) -> None:
@@ -240,3 +262,353 @@ def test_two():
         ]
     )
     assert not (pytester.path / "journals").exists()
+
+
+def test_an_unknown_marker_option_stops_the_session(pytester: pytest.Pytester) -> None:
+    """Issue 17 #9: ``redact=`` on the marker was silently ignored (and the secret journaled);
+    an unknown option or a positional argument is now a usage error naming it (as
+    pytest-recording#68 asked of its marks: check their arguments, typos included)."""
+    _write(pytester, ["a"], marker='(redact=("$..user",))')
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown @pytest.mark.redrive option(s) 'redact'*record_mode*"])
+    assert _calls(pytester) == [] and not _journal(pytester).exists()
+    _write(pytester, ["a"], marker='("once")')
+    assert pytester.runpytest().ret == pytest.ExitCode.USAGE_ERROR
+    _write(pytester, ["a"], marker='(record_mode="sometimes")')
+    assert pytester.runpytest().ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_rewrite_drops_steps_no_longer_used(pytester: pytest.Pytester) -> None:
+    """Mode rewrite re-records from scratch: a step the test no longer makes is gone, so the
+    next replay-only run uses the journal completely (pytest-recording#37: new_episodes keeps
+    the old interactions; users asked for a mode that removes them)."""
+    _write(pytester, ["a", "b"])
+    pytester.runpytest().assert_outcomes(passed=1)
+    _write(pytester, ["a"])
+    result = pytester.runpytest("--redrive-record-mode=rewrite")
+    result.assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a", "b", "a"]
+    result = pytester.runpytest("--redrive-record-mode=none")
+    result.assert_outcomes(passed=1)
+    assert "not used completely" not in result.stdout.str()
+
+
+def test_rewrite_leaves_no_stale_file_when_the_test_fails(pytester: pytest.Pytester) -> None:
+    """Unlike all, rewrite deletes the old recording first: a failing test leaves none."""
+    _write(pytester, ["a"])
+    pytester.runpytest().assert_outcomes(passed=1)
+    pytester.makepyfile(
+        test_agent=TEST_FILE.format(prompts=["a"], marker="") + "    assert False\n"
+    )
+    pytester.runpytest("--redrive-record-mode=all").assert_outcomes(failed=1)
+    assert _journal(pytester).exists()
+    pytester.runpytest("--redrive-record-mode=rewrite").assert_outcomes(failed=1)
+    assert not _journal(pytester).exists()
+
+
+NETWORK_TEST = """
+import pytest
+import httpx2
+
+def handler(request):
+    return httpx2.Response(200, json={{"ok": True}})
+
+@pytest.mark.redrive{marker}
+def test_net():
+    try:
+        httpx2.Client(transport=httpx2.HTTPTransport()).get("http://127.0.0.1:9/")
+    except BaseException:
+        pass  # code under test that swallows even NetworkBlocked does not hide the request
+    assert httpx2.Client(transport=httpx2.MockTransport(handler)).get("http://x/").json()
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "marker", "blocked"),
+    [
+        (["--redrive-block-network"], "", True),
+        ([], "(block_network=True)", True),
+        (["--redrive-record-mode=none"], "", True),
+        ([], "", False),
+    ],
+)
+def test_the_network_guard_fails_requests_outside_recorded_steps(
+    pytester: pytest.Pytester, args: list[str], marker: str, blocked: bool
+) -> None:
+    """With the guard on (flag, marker, or mode none) an HTTP request the test makes at the
+    httpx transport level fails the test even when swallowed; MockTransport is not network
+    (vcrpy#23: a setting that prevents any network request in the cassette's context)."""
+    pytester.makepyfile(test_net=NETWORK_TEST.format(marker=marker))
+    if "--redrive-record-mode=none" in args:  # none needs a recording: make an empty one
+        pytester.runpytest().assert_outcomes(passed=1)
+    result = pytester.runpytest(*args)
+    if blocked:
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["*GET http://127.0.0.1:9/*outside recorded steps*"])
+    else:
+        result.assert_outcomes(passed=1)
+
+
+DURABLE_TEST = """
+import pathlib
+import pytest
+import redrive
+
+CALLS = pathlib.Path(__file__).parent / "calls.log"
+
+@redrive.model(name="model:fake")
+def fake_model(prompt):
+    with CALLS.open("a") as log:
+        log.write(prompt + "\\n")
+    return prompt.upper()
+
+@redrive.durable("runs.duckdb", run_id="refund:{{order_id}}")
+def handle(order_id):
+    return fake_model(order_id)
+
+def by_url(order_id):
+    with redrive.run("other.duckdb", f"support:{{order_id}}") as run:
+        return run.finish(fake_model("url-" + order_id))
+
+@pytest.mark.redrive{marker}
+def test_refund():
+    assert handle("{order}") == "{order}".upper()
+    assert by_url("{order}") == "URL-{order}"
+"""
+
+
+def test_runs_the_code_opens_record_into_the_tests_journal(pytester: pytest.Pytester) -> None:
+    """Issue 17 #2: ``@redrive.durable`` and ``redrive.run`` by URL inside a plugin test record
+    into the test's journal (readable run ids), not ./runs.duckdb; a fresh checkout replays."""
+    pytester.makepyfile(test_refund=DURABLE_TEST.format(marker="", order="1001"))
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert _calls(pytester) == ["1001", "url-1001"]
+    assert not (pytester.path / "runs.duckdb").exists()
+    assert not (pytester.path / "other.duckdb").exists()
+    folder = pytester.path / "journals" / "test_refund" / "test_refund.runs"
+    assert sorted(p.name for p in folder.iterdir()) == ["refund%3A1001.rdj", "support%3A1001.rdj"]
+    from redrive.storage.rdj import RdjJournal
+
+    assert RdjJournal(folder / "refund%3A1001.rdj").run_id == "refund:1001"
+    # replay only: no live call, and a changed call diverges instead of going live
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=1)
+    assert _calls(pytester) == ["1001", "url-1001"]
+    pytester.makepyfile(test_refund=DURABLE_TEST.format(marker="", order="1002"))
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(failed=1)
+    assert _calls(pytester) == ["1001", "url-1001"]
+    # rewrite: the runs of the old recording are dropped
+    pytester.runpytest("--redrive-record-mode=rewrite").assert_outcomes(passed=1)
+    assert sorted(p.name for p in folder.iterdir()) == ["refund%3A1002.rdj", "support%3A1002.rdj"]
+
+
+LIVE_TOOLS_TEST = """
+import pytest
+import redrive
+
+DB = []
+
+@redrive.model(name="model:plan")
+def plan(text):
+    return "O-1"
+
+@redrive.tool
+def create_order(order_id):
+    DB.append(order_id)
+    return {{"order": order_id}}
+
+@pytest.mark.redrive{marker}
+def test_orders():
+    DB.clear()
+    create_order(plan("refund"))
+    assert DB == ["O-1"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "marker"),
+    [([], "(live_tools=['create_order'])"), (["--redrive-live-tools=create_order"], "")],
+)
+def test_live_tools_in_a_plugin_test(
+    pytester: pytest.Pytester, args: list[str], marker: str
+) -> None:
+    """Issue 17 #3: a test checking what a tool wrote passes on replay with live_tools (on main it
+    passed recording and failed replaying: ``assert [] == ['O-1']``)."""
+    pytester.makepyfile(test_orders=LIVE_TOOLS_TEST.format(marker=""))
+    pytester.runpytest().assert_outcomes(passed=1)
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(failed=1)
+    pytester.makepyfile(test_orders=LIVE_TOOLS_TEST.format(marker=marker))
+    pytester.runpytest("--redrive-record-mode=none", *args).assert_outcomes(passed=1)
+
+
+DRIFT_TEST = """
+import pytest
+import redrive
+
+PROMPT = {prompt!r}
+
+@redrive.model(name="model:fake")
+def fake_model(prompt):
+    return prompt.upper()
+
+def agent():
+    return fake_model(PROMPT)
+
+def test_drift(redrive_run):
+    assert agent()
+"""
+
+
+def test_a_divergence_in_a_test_reads_in_one_screen(pytester: pytest.Pytester) -> None:
+    """Issue 17 #5: a prompt change prints the step, the caller's line, the path diff and the
+    re-record command, without redrive's own frames (on main: ~100 lines, 60 of redrive)."""
+    pytester.makepyfile(test_drift=DRIFT_TEST.format(prompt="refund please"))
+    pytester.runpytest().assert_outcomes(passed=1)
+    pytester.makepyfile(test_drift=DRIFT_TEST.format(prompt="refund now"))
+    result = pytester.runpytest("--redrive-record-mode=none")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*diverged from its journal at seq 1*",
+            "*called from: test_drift.py:11 in agent*",
+            "*$.prompt: 'refund please' -> 'refund now'*",
+            "*re-record this test: `pytest test_drift.py::test_drift --redrive-record-mode=rewrite`*",  # noqa: E501
+        ]
+    )
+    assert "redrive/replay" not in out and "redrive/recorders" not in out
+    assert "ReplayPolicy" not in out and "fork" not in out
+    assert len(out.splitlines()) < 60
+
+
+SDK_TEST = """
+import openai
+import pytest
+import redrive
+
+client = redrive.wrap(openai.OpenAI(base_url={url!r}, api_key="sk-test", max_retries=0))
+
+@pytest.mark.redrive
+def test_sdk():
+    reply = client.chat.completions.create(
+        model="gpt-4o", messages=[{{"role": "user", "content": "hi"}}]
+    )
+    assert reply.choices[0].message.content == "hello"
+"""
+
+
+def test_the_guard_lets_a_recording_wrapped_client_through(pytester: pytest.Pytester) -> None:
+    """Under --redrive-block-network a wrapped SDK client's live call is recorded (it is a
+    recorded step), and its replay makes no request at all (pytest-recording#68: a recording
+    mode under block_network raised instead of recording)."""
+    from tests.sdkserver import Reply, serve
+
+    chat = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "hello"},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    with serve() as server:
+        server.add(Reply(body=chat))
+        pytester.makepyfile(test_sdk=SDK_TEST.format(url=server.url + "/v1"))
+        pytester.runpytest("--redrive-block-network").assert_outcomes(passed=1)
+        pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=1)
+        assert len(server.requests) == 1
+
+
+def test_text_journals_replay_and_re_record_as_a_readable_diff(pytester: pytest.Pytester) -> None:
+    """Issue 17 #10: with --redrive-journal-format=jsonl the test's journal is JSON Lines; it
+    replays offline, and a re-recorded prompt change differs only in the lines of its steps,
+    where the new prompt is readable."""
+    _write(pytester, ["a"])
+    pytester.runpytest("--redrive-journal-format=jsonl").assert_outcomes(passed=1)
+    path = pytester.path / "journals" / "test_agent" / "test_agent.rdj.jsonl"
+    assert path.exists() and not _journal(pytester).exists()
+    pytester.runpytest(
+        "--redrive-journal-format=jsonl", "--redrive-record-mode=none"
+    ).assert_outcomes(passed=1)
+    assert _calls(pytester) == ["a"]
+    before = path.read_text().split("\n")
+    _write(pytester, ["changed prompt"])
+    pytester.runpytest(
+        "--redrive-journal-format=jsonl", "--redrive-record-mode=rewrite"
+    ).assert_outcomes(passed=1)
+    after = path.read_text().split("\n")
+    changed = [line for line in after if line not in before]
+    assert any('"changed prompt"' in line for line in changed)
+    assert all(line.startswith("{") for line in after if line)
+
+
+def test_a_marker_can_choose_the_text_format(pytester: pytest.Pytester) -> None:
+    """``journal_format="jsonl"`` on the marker; an unknown format is a usage error."""
+    _write(pytester, ["a"], marker='(journal_format="jsonl")')
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert (pytester.path / "journals" / "test_agent" / "test_agent.rdj.jsonl").exists()
+    _write(pytester, ["a"], marker='(journal_format="yaml")')
+    assert pytester.runpytest().ret == pytest.ExitCode.USAGE_ERROR
+
+
+@given(
+    command_line=st.none() | st.sampled_from(MODES),
+    ci=st.booleans(),
+    marker=st.none() | st.sampled_from(MODES),
+)
+def test_one_precedence_rule_for_every_mode(
+    command_line: str | None, ci: bool, marker: str | None
+) -> None:
+    """For every combination: the command line wins, then CI (always ``none``, so never the
+    network), then the marker, then ``once`` (issue 17 #1: on main a marker beat CI and the
+    command line for every mode but ``all``)."""
+    mode, why = record_mode(command_line, ci, marker)
+    if command_line:
+        assert mode == command_line and why == "--redrive-record-mode"
+    elif ci:
+        assert mode == "none"
+    else:
+        assert mode == (marker or "once")
+
+
+ASYNC_DURABLE_TEST = """
+import asyncio
+import pathlib
+import pytest
+import redrive
+
+CALLS = pathlib.Path(__file__).parent / "calls.log"
+
+@redrive.model(name="model:fake")
+async def fake_model(prompt):
+    with CALLS.open("a") as log:
+        log.write(prompt + "\\n")
+    return prompt.upper()
+
+@redrive.durable("runs.duckdb", run_id="refund:{{order_id}}")
+async def handle(order_id):
+    return await fake_model(order_id)
+
+@pytest.mark.redrive
+def test_refund():
+    assert asyncio.run(handle("{order}")) == "{order}".upper()
+"""
+
+
+def test_an_async_durable_function_records_into_the_tests_journal(
+    pytester: pytest.Pytester,
+) -> None:
+    """The async face of issue 17 #2: an async ``@redrive.durable`` run from the test records
+    into the test's journal and replays from it."""
+    pytester.makepyfile(test_refund=ASYNC_DURABLE_TEST.format(order="7"))
+    pytester.runpytest().assert_outcomes(passed=1)
+    folder = pytester.path / "journals" / "test_refund" / "test_refund.runs"
+    assert [p.name for p in folder.iterdir()] == ["refund%3A7.rdj"]
+    assert not (pytester.path / "runs.duckdb").exists()
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=1)
+    assert _calls(pytester) == ["7"]

@@ -9,6 +9,7 @@ journals and files.
 from ._format import MAGIC, MAX_RECORD, RDJ_VERSION, RdjHeader
 from ._journal import RdjJournal
 from ._reader import read_header
+from ._text import TEXT_SUFFIXES, export_text, import_text, is_text_path, read_text, text_lines
 from ._transfer import export_run, import_run
 
 __all__ = [
@@ -17,7 +18,13 @@ __all__ = [
     "RDJ_VERSION",
     "RdjHeader",
     "RdjJournal",
+    "TEXT_SUFFIXES",
     "export_run",
+    "export_text",
     "import_run",
+    "import_text",
+    "is_text_path",
     "read_header",
+    "read_text",
+    "text_lines",
 ]

@@ -166,3 +166,7 @@ class RdjJournal:
     ) -> Decision:
         """Refuse: raise ``PermissionError`` (the file is read-only)."""
         raise _read_only(self.path, f"record a decision for run {run_id!r}")
+
+    def delete_run(self, run_id: str, *, expected_seq: int) -> bool:
+        """Refuse: raise ``PermissionError`` (the file is read-only)."""
+        raise _read_only(self.path, f"delete run {run_id!r}")

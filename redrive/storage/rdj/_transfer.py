@@ -24,6 +24,7 @@ from ._format import (
     record_bytes,
 )
 from ._journal import RdjJournal
+from ._text import export_text, import_text, is_text_path
 
 __all__ = ["export_run", "import_run"]
 
@@ -45,7 +46,8 @@ def export_run(
     Args:
         journal: any :class:`~redrive.storage.Journal`.
         run_id: the run to export.
-        path: the file to write (replaced if it exists).
+        path: the file to write (replaced if it exists); a name ending ``.jsonl``
+            (``run.rdj.jsonl``) gets the readable text form (:mod:`._text`).
         progress: called as ``progress(frames_done, frames_total)`` now and then.
 
     Returns:
@@ -55,6 +57,8 @@ def export_run(
         UnknownRunError: no such run in ``journal``.
         JournalCorruptError: the run's frames fail their seq or chain check.
     """
+    if is_text_path(path):  # the readable JSON Lines form (see ._text)
+        return export_text(journal, run_id, path)
     record = journal.get_run(run_id)
     if record is None:
         raise UnknownRunError(
@@ -155,7 +159,7 @@ def import_run(
     a no-op.
 
     Args:
-        path: the ``.rdj`` file.
+        path: the ``.rdj`` file, or a run in text form (``.jsonl``).
         journal: a writable :class:`~redrive.storage.Journal`.
         progress: called as ``progress(frames_done, frames_total)`` now and then.
 
@@ -166,5 +170,7 @@ def import_run(
         JournalCorruptError / JournalFormatError: as :class:`RdjJournal`.
         AppendConflictError: ``journal`` already holds a different run with this id.
     """
+    if is_text_path(path):  # the readable JSON Lines form (see ._text)
+        return import_text(path, journal)
     source = RdjJournal(path)
     return copy_run(source, source.run_id, journal, progress=progress)

@@ -1,0 +1,328 @@
+"""Recover stale runs: re-drive interrupted runs through their recorded entrypoint and input.
+
+A run started through ``@redrive.durable`` records its entrypoint
+(``"module:qualname"``) and input. A worker that died mid-run (a deploy, an
+OOM kill) leaves it ``running``; :func:`recover_runs` finds such runs
+(:func:`stale_runs`), imports each one's entrypoint and calls it again with the
+recorded input under the same run id, so the run resumes: recorded steps are
+replayed, the rest runs live. Each run is driven under a run lease
+(``on_busy="raise"``), so recoverers racing over the same runs on Postgres
+drive each run once; a run another worker holds is reported ``busy``, one that
+ended meanwhile ``already_done``. This is what a service calls on start (as
+DBOS recovers pending workflows), and what ``redrive recover`` runs.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from ._check import _call_args, _import_paths
+from ._log import log_event
+from .errors import (
+    DivergenceError,
+    ReplayError,
+    RunBusyError,
+    SideEffectRetryBlockedError,
+    TerminalRunError,
+)
+from .frames import Kind
+from .replay import Run
+from .storage import Journal, RunRecord, RunStatus
+
+__all__ = ["RecoverReport", "RecoverResult", "recover_runs", "stale_runs"]
+
+RecoverOutcome = Literal[
+    "recovered",
+    "already_done",
+    "busy",
+    "suspended",
+    "failed",
+    "blocked",
+    "diverged",
+    "interrupted",
+    "error",
+]
+#: Outcomes that make ``redrive recover`` exit 1 (someone must look at the run).
+BAD_OUTCOMES = frozenset({"failed", "blocked", "diverged", "interrupted", "error"})
+
+
+@attrs.frozen(kw_only=True)
+class RecoverResult:
+    """What re-driving one run did.
+
+    Attributes:
+        run_id: the run.
+        outcome: ``recovered`` (this recoverer drove it to success),
+            ``already_done`` (it had ended when its turn came: nothing ran),
+            ``busy`` (another worker holds its lease: left to it),
+            ``suspended`` (waits for an approval), ``failed`` (the run ended
+            failed), ``blocked`` (a side effect in flight cannot be re-run
+            safely: ``SideEffectRetryBlockedError``), ``diverged`` (the code
+            changed under it: ``DivergenceError``), ``interrupted`` (stopped
+            again, still resumable), ``error`` (no entrypoint, import error).
+        status: the run's status afterwards (None when unknown).
+        message: what happened, for a person.
+        replayed_steps, live_steps: the execution's counters (0 when it did not run).
+        duration: seconds spent on it.
+    """
+
+    run_id: str
+    outcome: RecoverOutcome
+    status: str | None = None
+    message: str = ""
+    replayed_steps: int = 0
+    live_steps: int = 0
+    duration: float = attrs.field(default=0.0, eq=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as JSON-ready data."""
+        return {
+            "run_id": self.run_id,
+            "outcome": self.outcome,
+            "status": self.status,
+            "message": self.message,
+            "replayed_steps": self.replayed_steps,
+            "live_steps": self.live_steps,
+            "duration_s": round(self.duration, 3),
+        }
+
+
+@attrs.frozen
+class RecoverReport:
+    """The results of :func:`recover_runs`, in the order they finished."""
+
+    results: tuple[RecoverResult, ...]
+
+    def count(self, outcome: str) -> int:
+        """How many runs ended with ``outcome``."""
+        return sum(1 for r in self.results if r.outcome == outcome)
+
+    @property
+    def ok(self) -> bool:
+        """True when no run needs a person (none failed, blocked, diverged, interrupted, error)."""
+        return not any(r.outcome in BAD_OUTCOMES for r in self.results)
+
+    def summary(self) -> str:
+        """One line: ``3 run(s): 2 recovered, 1 busy``."""
+        counts: dict[str, int] = {}
+        for r in self.results:
+            counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        parts = ", ".join(f"{n} {o}" for o, n in counts.items())
+        return f"{len(self.results)} run(s)" + (f": {parts}" if parts else ": nothing to recover")
+
+
+def stale_runs(
+    journal: Journal,
+    *,
+    stale: float = 60.0,
+    entrypoint: str | None = None,
+    status: str = RunStatus.RUNNING.value,
+    now: float | None = None,
+) -> list[RunRecord]:
+    """Return the runs :func:`recover_runs` would re-drive, oldest first.
+
+    Args:
+        journal: the journal.
+        stale: seconds since a run's last write (``updated_at``) before it
+            counts as stale; a run whose lease has not expired is never stale.
+        entrypoint: only runs whose entrypoint contains this text.
+        status: ``"running"`` (interrupted runs, the default) or ``"suspended"``.
+        now: the current time, seconds since the epoch (default: ``time.time()``).
+
+    Raises:
+        ValueError: ``stale`` is negative, or ``status`` is neither running nor suspended.
+    """
+    if stale < 0:
+        raise ValueError(f"stale={stale!r}: use a number of seconds, 0 or more")
+    if status not in (RunStatus.RUNNING.value, RunStatus.SUSPENDED.value):
+        raise ValueError(f"status={status!r}: recover re-drives 'running' or 'suspended' runs")
+    now = time.time() if now is None else now
+    rows = [
+        r
+        for r in journal.runs(status=status)
+        if r.updated_at <= now - stale
+        and (r.lease_expires is None or r.lease_expires <= now)
+        and (not entrypoint or (r.entrypoint is not None and entrypoint in r.entrypoint))
+    ]
+    rows.sort(key=lambda r: r.updated_at)
+    return rows
+
+
+def _durable_target(entrypoint: str) -> Any:
+    """Import a ``@redrive.durable`` function by ``"module:qualname"``.
+
+    Raises:
+        ImportError, AttributeError, ValueError: it cannot be imported.
+        TypeError: it is not a ``@redrive.durable`` function.
+    """
+    import importlib
+
+    module_name, _, qualname = entrypoint.partition(":")
+    if not module_name or not qualname or "<locals>" in qualname:
+        raise ValueError(f"entrypoint {entrypoint!r} is not a module-level 'module:qualname'")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not callable(getattr(obj, "redrive_recover", None)):
+        raise TypeError(
+            f"entrypoint {entrypoint!r} is not a @redrive.durable function (it has no "
+            "redrive_recover); only durable functions can be re-driven"
+        )
+    return obj
+
+
+def _recover_one(journal: Journal, record: RunRecord, lease: float) -> RecoverResult:
+    started = time.perf_counter()
+    rid = record.run_id
+
+    def result(outcome: RecoverOutcome, message: str, run: Run | None = None) -> RecoverResult:
+        now = journal.get_run(rid)
+        return RecoverResult(
+            run_id=rid,
+            outcome=outcome,
+            status=now.status if now is not None else None,
+            message=message,
+            replayed_steps=run.replayed_steps if run is not None else 0,
+            live_steps=run.live_steps if run is not None else 0,
+            duration=time.perf_counter() - started,
+        )
+
+    try:
+        first = next(iter(journal.frames(rid)), None)
+        start = first.data() if first is not None and first.kind == Kind.RUN_START.value else {}
+        entry = start.get("entrypoint") or record.entrypoint
+        if not entry:
+            return result(
+                "error",
+                f"run {rid!r} has no recorded entrypoint: only runs started through "
+                "@redrive.durable can be recovered; resume it by calling its code with the "
+                "same run_id",
+            )
+        target = _durable_target(entry)
+        args, kwargs = _call_args(target.__wrapped_durable__, start.get("input"))
+    except Exception as exc:
+        return result(
+            "error",
+            f"cannot load the entrypoint of run {rid!r}: {type(exc).__name__}: {exc}; run "
+            "recover from the project's root directory or pass -I DIR (import_paths=...)",
+        )
+    run: Run | None = None
+    try:
+        run = target.redrive_recover(journal, rid, args, kwargs, {"lease": lease})
+    except RunBusyError as exc:
+        return result("busy", f"another worker holds run {rid!r}: left to it ({exc})")
+    except TerminalRunError as exc:
+        return result("already_done", f"run {rid!r} ended meanwhile: {exc}")
+    except SideEffectRetryBlockedError as exc:
+        return result("blocked", str(exc))
+    except DivergenceError as exc:
+        return result("diverged", str(exc))
+    except ReplayError as exc:
+        return result("interrupted", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:
+        now = journal.get_run(rid)
+        outcome: RecoverOutcome = (
+            "failed" if now is not None and now.status == RunStatus.FAILED.value else "interrupted"
+        )
+        return result(outcome, f"run {rid!r} raised {type(exc).__name__}: {exc}")
+    assert run is not None
+    if run.finished:
+        return result("already_done", f"run {rid!r} had already succeeded: nothing ran", run)
+    if run.status == RunStatus.SUSPENDED.value:
+        return result("suspended", f"run {rid!r} waits for an approval", run)
+    return result(
+        "recovered",
+        f"run {rid!r} recovered: {run.replayed_steps} step(s) replayed, {run.live_steps} live",
+        run,
+    )
+
+
+def recover_runs(
+    journal: Journal,
+    *,
+    stale: float = 60.0,
+    entrypoint: str | None = None,
+    status: str = RunStatus.RUNNING.value,
+    jobs: int = 1,
+    lease: float = 30.0,
+    import_paths: Sequence[str] = (),
+    runs: Sequence[RunRecord] | None = None,
+    on_result: Callable[[RecoverResult, int, int], None] | None = None,
+) -> RecoverReport:
+    """Re-drive stale runs through their ``@redrive.durable`` entrypoint and recorded input.
+
+    Call it when a service starts (after a deploy or a crash) to finish the
+    runs its previous workers left; several recoverers may race on one
+    Postgres journal: each run is driven under a lease, once.
+
+    Args:
+        journal: the journal (Postgres for several recoverers; DuckDB for one process).
+        stale: seconds without a write before a run counts as stale (see :func:`stale_runs`).
+        entrypoint: only runs whose entrypoint contains this text.
+        status: ``"running"`` (default) or ``"suspended"``.
+        jobs: how many runs are driven at once (threads; 1: one at a time).
+        lease: seconds of the run lease each run is driven under (renewed while it runs).
+        import_paths: directories put at the front of ``sys.path`` while
+            entrypoints are imported and run.
+        runs: the runs to re-drive (default: :func:`stale_runs` with the options above).
+        on_result: called as ``on_result(result, done, total)`` after each run
+            (a progress bar), from the worker thread that drove it.
+
+    Returns:
+        A :class:`RecoverReport`; a run that could not be recovered is a
+        result (``blocked``, ``diverged``, ``failed``...), not an exception.
+
+    Raises:
+        ValueError: ``jobs`` below 1, or as :func:`stale_runs`.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs={jobs!r}: use an int of at least 1")
+    todo = (
+        list(runs)
+        if runs is not None
+        else stale_runs(journal, stale=stale, entrypoint=entrypoint, status=status)
+    )
+    results: list[RecoverResult] = []
+    total = len(todo)
+
+    def done(res: RecoverResult) -> None:
+        results.append(res)
+        level = logging.WARNING if res.outcome in BAD_OUTCOMES else logging.INFO
+        log_event(
+            "recover",
+            res.run_id,
+            res.message,
+            level=level,
+            outcome=res.outcome,
+            status=res.status,
+            replayed=res.replayed_steps,
+            live=res.live_steps,
+        )
+        if on_result is not None:
+            on_result(res, len(results), total)
+
+    with _import_paths(list(import_paths)):
+        if jobs == 1:
+            for record in todo:
+                done(_recover_one(journal, record, lease))
+        else:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+                futures = [pool.submit(_recover_one, journal, r, lease) for r in todo]
+                for future in concurrent.futures.as_completed(futures):
+                    done(future.result())
+    report = RecoverReport(tuple(results))
+    log_event(
+        "recover_summary",
+        None,
+        f"redrive recover: {report.summary()}",
+        level=logging.INFO if report.ok else logging.WARNING,
+        total=total,
+        recovered=report.count("recovered"),
+    )
+    return report

@@ -1,0 +1,355 @@
+"""What changed: a run's fingerprint against the current code, before any replay.
+
+:func:`run_fingerprint` reads what shaped a run (see
+:mod:`redrive.replay._fingerprint`). :func:`what_changed` imports the run's
+entrypoint as ``redrive check`` does (which defines its tools), compares the
+recorded fingerprint with the current one, and names the recorded steps the
+differences make unreplayable under strict replay: tool steps of a tool that is
+gone or whose signature changed. With ``replay=True`` it also re-drives the run
+replay-only over a private in-memory copy (nothing runs live, the journal is
+not touched) to find the first step that drifts, such as a model step whose
+prompt changed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from ._check import _call_args, _copy, _drive, _import_paths, _resolve
+from .errors import DivergenceError, ReplayMissError, UnknownRunError
+from .frames import Kind
+from .replay import Fingerprint, Run, app_version, current_tools, iter_steps, read_fingerprint
+from .storage import Journal
+
+__all__ = [
+    "Change",
+    "StepAtRisk",
+    "WhatChanged",
+    "fingerprint_lines",
+    "recorded_app_version",
+    "run_fingerprint",
+    "what_changed",
+]
+
+
+def recorded_app_version(journal: Journal, run_id: str) -> str | None:
+    """The app version recorded in a run's ``run_start`` (reads one frame), or None."""
+    first = next(iter(journal.frames(run_id)), None)
+    if first is None or first.kind != Kind.RUN_START.value:
+        return None
+    fp = first.data().get("fingerprint")
+    version = fp.get("app_version") if isinstance(fp, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def fingerprint_lines(fp: Fingerprint) -> list[str]:
+    """A fingerprint as a few lines for ``redrive show``."""
+    lines = [
+        f"app version {fp.app_version or '-'} ({fp.app_version_source})  "
+        f"redrive {fp.redrive or '-'}  tools {len(fp.tools)}",
+    ]
+    if fp.models:
+        lines.append("models: " + ", ".join(fp.models))
+    if fp.prompts:
+        lines.append("system prompts (hashes): " + ", ".join(fp.prompts))
+    if fp.reasked:
+        lines.append(
+            "resumed across a code change: model step(s) re-asked live at seq "
+            + ", ".join(map(str, fp.reasked))
+            + " (on_drift='continue_live')"
+        )
+    return lines
+
+
+def run_fingerprint(journal: Journal, run_id: str) -> Fingerprint:
+    """Return what shaped run ``run_id``: entrypoint, app version, tools, models, prompts.
+
+    Runs recorded before fingerprints have only the entrypoint, redrive's
+    version and what their model steps show (``app_version_source`` is
+    ``"unrecorded"``).
+
+    Raises:
+        UnknownRunError: no such run. JournalCorruptError: a damaged record.
+    """
+    if journal.get_run(run_id) is None:
+        raise UnknownRunError(
+            f"no run {run_id!r} in journal {journal.url}; list runs with `redrive runs`",
+            run_id=run_id,
+        )
+    return read_fingerprint(run_id, journal.frames(run_id))
+
+
+@attrs.frozen(kw_only=True)
+class Change:
+    """One part of a fingerprint that differs: ``part`` (``app_version``, ``tool:NAME``...)."""
+
+    part: str
+    recorded: Any
+    current: Any
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {
+            "part": self.part,
+            "recorded": self.recorded,
+            "current": self.current,
+            "detail": self.detail,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class StepAtRisk:
+    """A recorded step a change makes unreplayable (``blocking``) or may affect."""
+
+    seq: int
+    kind: str
+    name: str
+    why: str
+    blocking: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "name": self.name,
+            "why": self.why,
+            "blocking": self.blocking,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class WhatChanged:
+    """A run's recorded fingerprint against the current code.
+
+    Attributes:
+        run_id: the run.
+        recorded: its recorded :class:`Fingerprint`.
+        current_app_version: the application's version now (as a new run would record it).
+        changes: the parts that differ.
+        steps: the recorded steps the changes make unreplayable under strict
+            replay (``blocking``) or may affect, in seq order.
+        replayed: with ``replay=True``: how many steps replayed before the first
+            drift (or all of them); None without it.
+        first_drift: the first divergence's report (replay=True), or "".
+    """
+
+    run_id: str
+    recorded: Fingerprint
+    current_app_version: str | None
+    changes: tuple[Change, ...]
+    steps: tuple[StepAtRisk, ...]
+    replayed: int | None = None
+    first_drift: str = ""
+
+    @property
+    def changed(self) -> bool:
+        """True when anything differs (a fingerprint part, or a drifting step).
+
+        A tool defined now and not when the run started is listed among the
+        changes but does not count: it cannot break a replay.
+        """
+        return bool(self.steps) or any(c.detail != "new" for c in self.changes)
+
+    @property
+    def strict_replay_breaks(self) -> bool:
+        """True when some recorded step would not replay under strict replay."""
+        return any(s.blocking for s in self.steps)
+
+    def summary(self) -> str:
+        """A few lines for a person (what the CLI prints)."""
+        lines = [
+            f"run {self.run_id}: recorded app version {self.recorded.app_version or '-'} "
+            f"({self.recorded.app_version_source}), now {self.current_app_version or '-'}"
+        ]
+        if not self.changed:
+            lines.append("nothing changed that the fingerprint or a replay can see")
+            return "\n".join(lines)
+        for c in self.changes:
+            lines.append(f"  changed {c.part}: {c.detail or f'{c.recorded!r} -> {c.current!r}'}")
+        for s in self.steps:
+            mark = "unreplayable" if s.blocking else "may differ"
+            lines.append(f"  seq {s.seq} {s.kind} {s.name}: {mark}: {s.why}")
+        if self.strict_replay_breaks:
+            lines.append(
+                "What to do: resume with replay=ReplayPolicy(on_drift='continue_live') to "
+                "re-ask drifted model steps live (completed tool steps still replay), or fork "
+                "the run before the first unreplayable seq with redrive.fork()."
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {
+            "run_id": self.run_id,
+            "recorded": self.recorded.to_dict(),
+            "current_app_version": self.current_app_version,
+            "changed": self.changed,
+            "strict_replay_breaks": self.strict_replay_breaks,
+            "changes": [c.to_dict() for c in self.changes],
+            "steps": [s.to_dict() for s in self.steps],
+            "replayed": self.replayed,
+            "first_drift": self.first_drift,
+        }
+
+
+def _tool_changes(
+    recorded: dict[str, dict[str, str]], current: dict[str, dict[str, str]]
+) -> tuple[list[Change], dict[str, tuple[bool, str]]]:
+    """Tool differences, and per changed tool: (breaks strict replay, why)."""
+    changes: list[Change] = []
+    effect: dict[str, tuple[bool, str]] = {}
+    for name in sorted(set(recorded) | set(current)):
+        old, new = recorded.get(name), current.get(name)
+        if old == new:
+            continue
+        if new is None:
+            changes.append(Change(part=f"tool:{name}", recorded=old, current=None, detail="gone"))
+            effect[name] = (True, f"tool {name!r} is no longer defined")
+            continue
+        if old is None:
+            changes.append(Change(part=f"tool:{name}", recorded=None, current=new, detail="new"))
+            continue
+        parts = [p for p in ("sig", "decl", "doc") if old.get(p) != new.get(p)]
+        words = {"sig": "signature", "decl": "declaration", "doc": "docstring"}
+        detail = ", ".join(words[p] for p in parts) + " changed"
+        changes.append(Change(part=f"tool:{name}", recorded=old, current=new, detail=detail))
+        if "sig" in parts:
+            effect[name] = (True, f"the signature of tool {name!r} changed")
+        elif "decl" in parts:
+            effect[name] = (False, f"tool {name!r} is declared differently (restart safety)")
+    return changes, effect
+
+
+def what_changed(
+    journal: Journal,
+    run_id: str,
+    *,
+    import_paths: Sequence[str] = (),
+    replay: bool = True,
+) -> WhatChanged:
+    """Compare a run's fingerprint with the current code, before resuming it.
+
+    Args:
+        journal: the run's journal (read only; never written).
+        run_id: the run.
+        import_paths: directories put at the front of ``sys.path`` while the
+            entrypoint is imported (e.g. the project's root), as ``redrive check -I``.
+        replay: also re-drive the run replay-only over an in-memory copy to find
+            the first drifting step (runs the entrypoint's own code; no model
+            call, no tool body). False: compare fingerprints only.
+
+    Returns:
+        A :class:`WhatChanged`.
+
+    Raises:
+        UnknownRunError: no such run. JournalCorruptError: a damaged record.
+    """
+    recorded = run_fingerprint(journal, run_id)
+    changes: list[Change] = []
+    entry = recorded.entrypoint
+    func: Any = None
+    with _import_paths(list(import_paths)):
+        if entry:
+            try:
+                func = _resolve(entry)
+            except Exception as exc:
+                changes.append(
+                    Change(
+                        part="entrypoint",
+                        recorded=entry,
+                        current=None,
+                        detail=f"{entry} cannot be imported: {type(exc).__name__}: {exc}",
+                    )
+                )
+        current_version, _source = app_version(None, entry)
+        if recorded.app_version_source != "unrecorded" and recorded.app_version != current_version:
+            changes.append(
+                Change(part="app_version", recorded=recorded.app_version, current=current_version)
+            )
+        now_redrive = _redrive_version()
+        if recorded.redrive and recorded.redrive != now_redrive:
+            changes.append(Change(part="redrive", recorded=recorded.redrive, current=now_redrive))
+        tool_changes, effect = (
+            _tool_changes(recorded.tools, current_tools())
+            if recorded.app_version_source != "unrecorded" and func is not None
+            else ([], {})
+        )
+        changes.extend(tool_changes)
+        steps: list[StepAtRisk] = [
+            StepAtRisk(
+                seq=s.seq,
+                kind=s.kind,
+                name=s.name,
+                why=effect[s.name][1],
+                blocking=effect[s.name][0],
+            )
+            for s in iter_steps(journal.frames(run_id))
+            if s.kind == "tool" and s.name in effect and s.seq not in recorded.reasked
+        ]
+        replayed: int | None = None
+        drift = ""
+        if replay and func is not None:
+            replayed, drift, drift_step = _dry_replay(journal, run_id, func)
+            if drift_step is not None and all(s.seq != drift_step.seq for s in steps):
+                steps.append(drift_step)
+    steps.sort(key=lambda s: s.seq)
+    return WhatChanged(
+        run_id=run_id,
+        recorded=recorded,
+        current_app_version=current_version,
+        changes=tuple(changes),
+        steps=tuple(steps),
+        replayed=replayed,
+        first_drift=drift,
+    )
+
+
+def _dry_replay(journal: Journal, run_id: str, func: Any) -> tuple[int, str, StepAtRisk | None]:
+    """Re-drive the run replay-only over a copy: (steps replayed, drift report, drifting step)."""
+    copy = _copy(journal, run_id)
+    first = next(iter(copy.frames(run_id)))
+    start = first.data() if first.kind == Kind.RUN_START.value else {}
+    run = Run(copy, run_id, live=False, replay="strict", entrypoint=start.get("entrypoint"))
+    try:
+        args, kwargs = _call_args(func, start.get("input"))
+        _drive(run, func, args, kwargs)
+    except DivergenceError as exc:
+        step = StepAtRisk(
+            seq=exc.seq if exc.seq is not None else -1,
+            kind=exc.kind or "?",
+            name=exc.name or "?",
+            why="drifts from its record under the current code"
+            + (f" ({', '.join(p for p, _a, _b in exc.diff or [])})" if exc.diff else ""),
+        )
+        return run.replayed_steps, str(exc), step
+    except ReplayMissError:
+        pass  # an unfinished run replays up to where it would go live: no change
+    except Exception as exc:  # the code itself fails on the recorded input
+        return run.replayed_steps, f"{type(exc).__name__}: {exc}", None
+    return run.replayed_steps, "", None
+
+
+def describe_changes(journal: Journal, run_id: str) -> str:
+    """One line on the fingerprint parts that differ (no replay), or "" (for ``check``)."""
+    try:
+        found = what_changed(journal, run_id, replay=False)
+    except Exception:  # a report helper: a damaged record is reported elsewhere
+        return ""
+    if not found.changes:
+        return ""
+    return "fingerprint differences: " + "; ".join(
+        f"{c.part} ({c.detail or f'{c.recorded} -> {c.current}'})" for c in found.changes
+    )
+
+
+def _redrive_version() -> str:
+    try:
+        return importlib.metadata.version("redrive")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
+        return "0"

@@ -1,0 +1,52 @@
+"""``redrive what-changed RUN``: a run's fingerprint against the current code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from .._check import _import_paths
+from .._whatchanged import what_changed
+from ._common import EXIT_FAILED, EXIT_OK, Subparsers
+from ._journals import source
+from ._output import Out
+
+__all__ = ["register"]
+
+
+def _what_changed(args: argparse.Namespace, out: Out) -> int:
+    journal, run_id = source(args.run, args.journal)
+    imports = [*(os.path.abspath(d) for d in args.import_path), os.getcwd()]
+    with _import_paths(imports):
+        found = what_changed(journal, run_id, replay=not args.no_replay)
+    if out.json:
+        out.emit(found.to_dict())
+    else:
+        out.line(found.summary())
+    return EXIT_FAILED if found.changed else EXIT_OK
+
+
+def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    """Add the ``what-changed`` command to the ``redrive`` parser's subcommands."""
+    p = sub.add_parser(
+        "what-changed",
+        parents=[common],
+        help="compare a run's fingerprint with the current code, before resuming it",
+        description="Import RUN's entrypoint (from the current directory and each -I DIR), "
+        "compare its recorded fingerprint (app version, redrive version, tool set) with the "
+        "current code, and name the recorded steps that would not replay under strict "
+        "replay; unless --no-replay, also re-drive it replay-only over an in-memory copy to "
+        "find the first drifting step (a changed prompt). Exit 0 when nothing changed, 1 "
+        "when something did, 3 when there is no such run.",
+    )
+    p.add_argument("run", help="run id in --journal, or an .rdj file")
+    p.add_argument(
+        "-I",
+        "--import-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory to import the entrypoint from (repeatable)",
+    )
+    p.add_argument("--no-replay", action="store_true", help="compare fingerprints only")
+    p.set_defaults(func=_what_changed)

@@ -1,0 +1,92 @@
+"""A run's lifecycle events, logged under the ``redrive`` logger (see :mod:`redrive._log`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from .._log import log_event
+from ..errors import DivergenceError, LeaseLostError, SideEffectRetryBlockedError
+
+if TYPE_CHECKING:
+    from ._state import RunState
+
+__all__ = ["log_closed", "log_opened"]
+
+
+def _counts(run: RunState) -> dict[str, int]:
+    return {"replayed": run.replayed_steps, "live": run.live_steps}
+
+
+def log_opened(run: RunState) -> None:
+    """Log ``start`` (a new run) or ``resume`` (an existing one, with where it resumed)."""
+    event = "resume" if run.resumed else "start"
+    log_event(
+        event,
+        run.run_id,
+        f"run {run.run_id!r} {'resumed' if run.resumed else 'started'} "
+        f"(status {run.status}, live={run.live})",
+        status=run.status,
+        entrypoint=run.entrypoint,
+        live_run=run.live,
+        seq=run._resumed_at if run.resumed else 0,
+    )
+
+
+def log_closed(run: RunState, exc: BaseException | None) -> None:
+    """Log how this execution of a run ended: finish, blocked, divergence, lease lost..."""
+    counts = _counts(run)
+    tail = f"{counts['replayed']} step(s) replayed, {counts['live']} live"
+    rid = run.run_id
+    if isinstance(exc, DivergenceError):
+        log_event(
+            "divergence",
+            rid,
+            f"run {rid!r} diverged from its journal at seq {exc.seq} ({exc.kind} {exc.name}); "
+            + tail,
+            level=logging.WARNING,
+            seq=exc.seq,
+            step=exc.name,
+            paths=[path for path, _a, _b in exc.diff or []],
+            **counts,
+        )
+    elif isinstance(exc, SideEffectRetryBlockedError):
+        log_event(
+            "blocked",
+            rid,
+            f"run {rid!r} blocked at seq {exc.seq}: a side effect in flight was not re-run; "
+            + tail,
+            level=logging.WARNING,
+            seq=exc.seq,
+            **counts,
+        )
+    elif isinstance(exc, LeaseLostError) or run._lease.lost is not None:
+        log_event(
+            "lease_lost",
+            rid,
+            f"run {rid!r} lost its lease; this worker stopped writing; " + tail,
+            level=logging.WARNING,
+            **counts,
+        )
+    elif exc is None or run.status in ("succeeded", "failed", "cancelled", "suspended"):
+        level = logging.ERROR if run.status == "failed" else logging.INFO
+        log_event(
+            "finish" if run.status != "suspended" else "suspended",
+            rid,
+            f"run {rid!r} ended {run.status}; " + tail,
+            level=level,
+            status=run.status,
+            reasked=len(run.reasked),
+            error=None if exc is None else f"{type(exc).__name__}: {exc}",
+            **counts,
+        )
+    else:
+        log_event(
+            "interrupted",
+            rid,
+            f"run {rid!r} stopped, resumable ({type(exc).__name__}: {exc}); " + tail,
+            level=logging.WARNING,
+            status=run.status,
+            error=f"{type(exc).__name__}: {exc}",
+            **counts,
+        )

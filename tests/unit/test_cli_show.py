@@ -1,0 +1,102 @@
+"""``redrive show`` shows what people debug with: results, responses, attempts, approvals."""
+
+from __future__ import annotations
+
+import contextvars
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import redrive
+from redrive import cli
+from redrive.cli._steps import response_text
+from redrive.replay import set_boundary_hook
+from redrive.storage.rdj import export_run
+
+
+class _Crash(BaseException):
+    """Stands in for a worker killed mid-step."""
+
+
+@redrive.model(name="model:support")
+def _support(text: str) -> dict[str, Any]:
+    return {"text": f"ok: {text}"}
+
+
+@redrive.tool(restart_safe=True)
+def _create_refund(order_id: str, amount: int) -> dict[str, Any]:
+    return {"refund": "R-9", "order_id": order_id, "amount": amount}
+
+
+@redrive.tool(read_only=True)
+def _lookup(order_id: str) -> dict[str, Any]:
+    raise LookupError(f"no order {order_id}")
+
+
+def _show(capsys: pytest.CaptureFixture[str], path: Path) -> str:
+    capsys.readouterr()
+    assert cli.main(["show", str(path)]) == cli.EXIT_OK
+    return capsys.readouterr().out
+
+
+def test_show_prints_results_responses_errors_and_attempts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 17 #7: the tool's result, the model's response, a tool's error and the attempt
+    written after a crash are in the terminal output (on main only arguments and status)."""
+    journal = redrive.open_journal(":memory:")
+
+    def crash(point: str, info: dict[str, Any]) -> None:
+        if point == "tool_body_done" and info["name"] == "_create_refund":
+            raise _Crash
+
+    def abandoned() -> None:
+        run = redrive.run(journal, "refund:1001")
+        run.__enter__()  # abandoned mid-tool, as a SIGKILL leaves it (in a context of its own)
+        _support("refund 1001")
+        with pytest.raises(_Crash):
+            _create_refund("O-1", 5)
+
+    set_boundary_hook(crash)
+    try:
+        contextvars.copy_context().run(abandoned)
+    finally:
+        set_boundary_hook(None)
+    with redrive.run(journal, "refund:1001") as again:
+        _support("refund 1001")
+        _create_refund("O-1", 5)  # restart safe: re-executed, a second attempt
+        with pytest.raises(LookupError):
+            _lookup("O-2")
+        again.finish("done")
+    path = tmp_path / "refund.rdj"
+    export_run(journal, "refund:1001", path)
+    out = _show(capsys, path)
+    assert '"refund": "R-9"' in out  # the tool's result
+    assert '"text": "ok: refund 1001"' in out  # the model's response
+    assert "LookupError: no order O-2" in out  # the error
+    assert "done (attempt 2)" in out  # the re-executed tool says so
+
+
+def test_show_lists_pending_approvals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 17 #7: a run suspended on an approval shows what waits for a decision."""
+    journal = redrive.open_journal(":memory:")
+    with redrive.run(journal, "refund:1002"):
+        redrive.await_approval("refund:O-7", {"amount": 9965})
+    path = tmp_path / "pending.rdj"
+    export_run(journal, "refund:1002", path)
+    out = _show(capsys, path)
+    assert "pending approval refund:O-7" in out and "9965" in out
+
+
+def test_a_model_response_reads_as_its_semantic_view() -> None:
+    """An SDK step's response shows as its text and the tool calls it asked for."""
+    view = {
+        "model": "gpt-4o",
+        "text": "Refunding.",
+        "tool_calls": [{"id": "c1", "name": "create_refund", "arguments": '{"amount": 5}'}],
+        "usage": {"prompt_tokens": 3},
+    }
+    shown = response_text({"response": {"status": 200, "body": b"..."}, "view": view})
+    assert shown == 'text: "Refunding."; tool calls: create_refund({"amount": 5})'
+    assert response_text({"response": {"text": "hi"}}) == {"text": "hi"}
