@@ -13,7 +13,7 @@ secret-looking text): no other path reaches a journal with a payload.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -58,6 +58,8 @@ class JournalWriter:
         self.pending: list[Frame] = []
         self.next_seq = 0
         self.last_chain = ""
+        #: set once the run's block ended: called with what is queued, it raises
+        self.refuse: Callable[[str], None] | None = None
 
     def restart_at(self, next_seq: int, last_chain: str) -> None:
         """Drop what is queued and continue after the journaled frame ``next_seq - 1``."""
@@ -70,7 +72,10 @@ class JournalWriter:
 
         Raises:
             TypeError: ``payload`` cannot be encoded canonically.
+            RunEndedError: the run's block ended (see ``refuse``); nothing is queued.
         """
+        if self.refuse is not None:
+            self.refuse(f"{kind.value} {name!r}")
         payload = self.scrubber.payload(kind.value, canonical(payload, "payload"))
         frame = make_frame(
             run_id=self.run_id,

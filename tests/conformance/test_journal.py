@@ -33,6 +33,7 @@ from redrive.storage import (
     copy_run,
     verify_frames,
 )
+from tests.handles import worker_handle
 
 BACKENDS = [
     pytest.param("memory", id="memory"),
@@ -371,7 +372,10 @@ def test_claim_race_runs_body_once(journal: Journal) -> None:
 
     def worker() -> None:
         try:
-            with redrive.run(journal, "claim", input="x", on_busy="wait") as run:
+            # each simulated worker has its own handle, as a process of its own would
+            # (one process opens one live block per run on one journal object)
+            handle = worker_handle(journal)
+            with redrive.run(handle, "claim", input="x", on_busy="wait") as run:
                 barrier.wait()  # every worker is inside the run before the first claim
                 ticket = open_ticket("refund")
                 run.finish([ticket, send_email(f"bob-{ticket}")])
@@ -410,7 +414,7 @@ def test_claim_race_raises_when_asked(journal: Journal) -> None:
 
     def worker() -> None:
         try:
-            with redrive.run(journal, "pay", input=1, on_busy="raise") as run:
+            with redrive.run(worker_handle(journal), "pay", input=1, on_busy="raise") as run:
                 barrier.wait()
                 run.finish(charge_card(500))
             outcome = "ok"
