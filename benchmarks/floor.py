@@ -21,7 +21,7 @@ from redrive.storage import MemoryJournal
 
 from . import workload as w
 
-__all__ = ["durable_writes", "machine_floor"]
+__all__ = ["durable_writes", "machine_floor", "step_costs"]
 
 
 def _median(samples: list[float]) -> float:
@@ -81,8 +81,66 @@ def machine_floor(directory: str, *, rounds: int = 300) -> dict[str, float]:
         "frame_bytes": float(len(blob)),
         "msgpack_2k": each(lambda: msgpack.unpackb(msgpack.packb(frame))),
         "canonical_2k": each(lambda: decode(encode(frame))),
+        "msgpack_pack_2k": each(lambda: msgpack.packb(frame)),
+        "canonical_encode_2k": each(lambda: encode(frame)),
+        "duckdb_connect": _duckdb_connect(directory),
         "xxh3_2k": each(lambda: xxhash.xxh3_128_hexdigest(blob), 20000),
     }
+
+
+def _duckdb_connect(directory: str) -> float:
+    """Median seconds of ``duckdb.connect`` + close of an existing small file (the open floor)."""
+    import duckdb
+
+    path = os.path.join(directory, "connect.duckdb")
+    duckdb.connect(path).close()
+    samples = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        duckdb.connect(path).execute("SELECT 1").fetchall()
+        samples.append(time.perf_counter() - t0)
+    for suffix in ("", ".wal"):
+        if os.path.exists(path + suffix):
+            os.unlink(path + suffix)
+    return _median(samples)
+
+
+def step_costs(directory: str, *, steps: int = 200) -> dict[str, float]:
+    """Seconds per step on a DuckDB journal: a side-effecting tool step, a model step.
+
+    ``tool_step``: no-op side-effecting tool (claim + outcome: two fsyncs);
+    ``model_step``: stub model with ``model_commit="write"`` (log write, no fsync).
+    """
+    from redrive.storage.duckdb import DuckDBJournal
+
+    @redrive.model(name="model:stub-1")  # type: ignore[untyped-decorator]
+    def model(request: dict[str, Any]) -> dict[str, Any]:
+        return w.model_stub(request)
+
+    @redrive.tool(name="apply_change", restart_safe=False)
+    def tool(ref: str) -> dict[str, Any]:
+        return w.tool_result(ref)
+
+    path = os.path.join(directory, "steps.duckdb")
+    journal = DuckDBJournal(path)
+    out: dict[str, float] = {}
+    with redrive.run(journal, "tools"):
+        tool("999999999")  # warm-up
+        t0 = time.perf_counter()
+        for i in range(steps):
+            tool(f"{i:09d}")
+        out["tool_step"] = (time.perf_counter() - t0) / steps
+    with redrive.run(journal, "models", model_commit="write"):
+        model(w.model_request(0))
+        t0 = time.perf_counter()
+        for i in range(steps):
+            model(w.model_request(i + 1))
+        out["model_step"] = (time.perf_counter() - t0) / steps
+    journal.close()
+    for suffix in ("", ".rdlog", ".wal"):
+        if os.path.exists(path + suffix):
+            os.unlink(path + suffix)
+    return out
 
 
 def durable_writes(*, model_steps: int = 20) -> dict[str, float]:

@@ -90,6 +90,63 @@ def bare_insert(url: str, schema: str, rounds: int = 400) -> float:
     return statistics.median(samples)
 
 
+def claim_vs_bare(url: str, schema: str, rounds: int = 300) -> dict[str, float]:
+    """Interleave a bare 2 KB INSERT and one journal claim (append of a 2 KB frame, fenced).
+
+    Both are autocommit round trips from this process to the same server, sampled
+    alternately so load drifts hit both alike. Returns the medians and p99s (seconds)
+    and ``ratio`` = claim median / bare median (the goal: at most 1.2).
+    """
+    import psycopg
+    from psycopg import sql
+
+    from redrive.frames import GENESIS, Kind, make_frame
+    from redrive.storage import RunRecord
+    from redrive.storage.postgres import PostgresJournal
+
+    payload = os.urandom(2048)
+    journal = PostgresJournal(url, schema=schema, max_size=1)
+    run_id = f"claim-{uuid.uuid4().hex[:8]}"
+    first = make_frame(
+        run_id=run_id, seq=0, kind=Kind.RUN_START, name="run", payload={}, prev_chain=GENESIS
+    )
+    now = time.time()
+    journal.create_run(RunRecord(run_id=run_id, created_at=now, updated_at=now), first)
+    epoch = journal.acquire_lease(run_id, "bench", 3600)
+    prev, bare, claim = first.chain, [], []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_claim (id BIGINT PRIMARY KEY, b BYTEA)")
+        for i in range(rounds):
+            frame = make_frame(
+                run_id=run_id,
+                seq=i + 1,
+                kind=Kind.TOOL_START,
+                name="charge",
+                payload={"blob": payload},
+                prev_chain=prev,
+            )
+            prev = frame.chain
+            t0 = time.perf_counter()
+            conn.execute("INSERT INTO bench_claim VALUES (%s, %s)", [i, payload])
+            t1 = time.perf_counter()
+            journal.append(run_id, [frame], expected_seq=i + 1, epoch=epoch)
+            t2 = time.perf_counter()
+            bare.append(t1 - t0)
+            claim.append(t2 - t1)
+    journal.close()
+    bare.sort()
+    claim.sort()
+    out = {
+        "bare_median": statistics.median(bare),
+        "bare_p99": bare[int(len(bare) * 0.99)],
+        "claim_median": statistics.median(claim),
+        "claim_p99": claim[int(len(claim) * 0.99)],
+    }
+    out["ratio"] = out["claim_median"] / out["bare_median"]
+    return out
+
+
 def duckdb_bare_insert(path: str, rounds: int = 200) -> float:
     """Median seconds of one committed INSERT of a 2 KB row in a DuckDB file."""
     import duckdb

@@ -190,6 +190,74 @@ def _key_order(key: object) -> tuple[int, Any]:
     return (0, key) if isinstance(key, int) else (1, key)
 
 
+def _is_unicode(text: str) -> bool:
+    """True when ``text`` encodes as UTF-8 (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class _NotPlain(Exception):
+    """Raised by :func:`_plain` for anything it does not handle (the full walk does)."""
+
+
+def _plain(value: Any, depth: int) -> Any:
+    """The canonical tree of a value made only of exact plain types, or raise _NotPlain.
+
+    The common case of :func:`canonical` (a request or a payload: dicts with
+    str keys, lists, str, int, float, bool, None, bytes), walked without
+    building error paths, which :func:`canonical` only needs for an error.
+    Everything else (subclasses, enums, big ints, a string that is not valid
+    Unicode, too deep, mixed key types) raises :class:`_NotPlain` and takes the
+    full walk, which gives the same result or the error naming the path.
+    """
+    kind = type(value)
+    if kind is str:
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _NotPlain from None
+        return value
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            raise _NotPlain
+        depth += 1
+        out = {}
+        try:
+            keys = sorted(value)
+        except TypeError:
+            raise _NotPlain from None
+        for k in keys:
+            if type(k) is not str or not (k.isascii() or _is_unicode(k)):
+                raise _NotPlain
+            v = value[k]
+            t = type(v)
+            if (t is str and v.isascii()) or t is bool or v is None:
+                out[k] = v
+            else:
+                out[k] = _plain(v, depth)
+        return out
+    if kind is list or kind is tuple:
+        if depth >= MAX_DEPTH:
+            raise _NotPlain
+        depth += 1
+        return [v if (type(v) is str and v.isascii()) else _plain(v, depth) for v in value]
+    if kind is int:
+        if _INT_MIN <= value <= _UINT_MAX:
+            return value
+        raise _NotPlain
+    if kind is float:
+        if value != value:
+            return math.nan
+        return 0.0 if value == 0.0 else value
+    if kind is bool or value is None or kind is bytes:
+        return value
+    raise _NotPlain
+
+
 def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
     """Return ``value`` as a tree of canonical plain values.
 
@@ -206,6 +274,16 @@ def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
             ``str``/``int``, a string that is not valid Unicode, or nesting
             deeper than 256 levels; the message names the path.
     """
+    try:
+        return _plain(value, _depth)
+    except _NotPlain:
+        return _canonical(value, path, _depth)
+    except RecursionError:  # the full walk counts depth and names the path
+        return _canonical(value, path, _depth)
+
+
+def _canonical(value: Any, path: str, _depth: int) -> Any:
+    """The full walk of :func:`canonical` (every supported type, errors with paths)."""
     kind = type(value)
     # fast paths for the exact plain types that make up nearly every payload
     if kind is str:
@@ -216,7 +294,7 @@ def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
             return value
     elif kind is bool or value is None:
         return value
-    elif kind is dict and _depth < MAX_DEPTH and all(type(k) is str for k in value):
+    elif kind is dict and _depth < MAX_DEPTH and all(type(k) is str and k.isascii() for k in value):
         return {
             k: canonical(
                 value[k], path + "." + k if k.isidentifier() else _path_key(path, k), _depth + 1
@@ -273,6 +351,11 @@ def canonical(value: Any, path: str = "$", _depth: int = 0) -> Any:
                 key = int(key)
             else:
                 key = str(key)
+                if not _is_unicode(key):
+                    raise TypeError(
+                        f"{path}: map key {key!r} is not valid Unicode (a lone surrogate); "
+                        "decode the text properly or use another key"
+                    )
             if key in seen:
                 raise TypeError(
                     f"{path}: map keys {seen[key]!r} and {original!r} both encode as {key!r};"
@@ -422,13 +505,19 @@ def decode(data: bytes) -> Any:
             inside another one, nesting deeper than 256 levels counted
             through prefix references too).
     """
-    value = _untrusted(
-        "canonical msgpack",
-        lambda: msgpack.unpackb(
+    try:
+        value = msgpack.unpackb(
             data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
-        ),
-    )
-    _check_depth(value)
+        )
+    except Exception:  # the error text of _untrusted, on the rare path
+        value = _untrusted(
+            "canonical msgpack",
+            lambda: msgpack.unpackb(
+                data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
+            ),
+        )
+    if len(data) > MAX_DEPTH:  # shorter bytes cannot nest deeper (one byte per level at least)
+        _check_depth(value)
     return value
 
 
@@ -446,21 +535,29 @@ def _untrusted(what: str, unpack: Callable[[], Any]) -> Any:
         raise ValueError(f"not a {what} value: {type(exc).__name__}: {exc}") from None
 
 
-def _check_depth(value: Any) -> None:
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-        # only containers can nest: leaves are not pushed
-        if isinstance(item, list):
-            stack.extend((c, depth + 1) for c in item if isinstance(c, list | dict | PrefixRef))
-        elif isinstance(item, PrefixRef):
-            stack.append((item.tail, depth + 1))
-        elif isinstance(item, dict):
-            stack.extend(
-                (c, depth + 1) for c in item.values() if isinstance(c, list | dict | PrefixRef)
-            )
+#: The types whose values nest (what :func:`_check_depth` descends into).
+_NESTING: Final = (dict, list, PrefixRef)
+
+
+def _check_depth(value: Any, depth: int = 0) -> None:
+    """Raise ValueError when a container sits deeper than :data:`MAX_DEPTH` (root: 0).
+
+    Recursive over containers only (the C unpacker's own stack bounds the
+    recursion well below Python's limit); leaves cost one type check.
+    """
+    if isinstance(value, dict):
+        children: Any = value.values()
+    elif isinstance(value, list):
+        children = value
+    elif isinstance(value, PrefixRef):
+        children = (value.tail,)
+    else:
+        return
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    for child in children:
+        if isinstance(child, _NESTING):
+            _check_depth(child, depth + 1)
 
 
 def hash_hex(data: bytes) -> str:

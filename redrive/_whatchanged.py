@@ -175,7 +175,16 @@ class WhatChanged:
         for s in self.steps:
             mark = "unreplayable" if s.blocking else "may differ"
             lines.append(f"  seq {s.seq} {s.kind} {s.name}: {mark}: {s.why}")
-        if self.strict_replay_breaks:
+        blocking = [s for s in self.steps if s.blocking]
+        if any(s.kind == "tool" for s in blocking):
+            tools = sorted({s.name for s in blocking if s.kind == "tool"})
+            lines.append(
+                f"What to do: a recorded tool call ({', '.join(tools)}) no longer replays, and "
+                "continue_live cannot change that (it re-asks model steps only): resume with "
+                "the code that recorded the run (its app version above), or fork the run "
+                "before the first unreplayable seq with redrive.fork()."
+            )
+        elif blocking:
             lines.append(
                 "What to do: resume with replay=ReplayPolicy(on_drift='continue_live') to "
                 "re-ask drifted model steps live (completed tool steps still replay), or fork "

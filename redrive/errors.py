@@ -16,6 +16,7 @@ subclasses that too, so ``except LookupError`` keeps working::
     ├── RunInputMismatchError (ValueError)
     ├── UnknownRunError (LookupError)
     ├── TerminalRunError                the run already ended
+    ├── RunEndedError (RuntimeError)    a step, note or write after the run's block ended
     ├── JournalCorruptError             a journal failed its integrity checks
     ├── JournalFormatError              a journal of another format version
     ├── JournalLockedError              a DuckDB file in use by another process
@@ -55,6 +56,7 @@ __all__ = [
     "RetryLimitExceededError",
     "RunBusyError",
     "RunBusyReason",
+    "RunEndedError",
     "RunInputMismatchError",
     "SideEffectRetryBlockedError",
     "TerminalRunError",
@@ -299,6 +301,9 @@ class RunBusyReason(enum.StrEnum):
     """A run row stayed locked by another connection past ``lock_timeout``."""
     LEASE_LOST = "lease_lost"
     """This worker's lease was taken over (:class:`LeaseLostError`)."""
+    OPEN_HERE = "open_here"
+    """The run is already open in another ``with redrive.run(...)`` block of this process
+    (``where`` names it)."""
 
 
 @_fields
@@ -312,6 +317,8 @@ class RunBusyError(ReplayError):
         expires_in: seconds until that lease lapses.
         timed_out: True when this worker waited ``busy_timeout`` in vain.
         lock_timeout: the journal's lock timeout in seconds, when it ran out.
+        where: for :attr:`RunBusyReason.OPEN_HERE`, where the run is already
+            open in this process (thread, task, and the ``with`` line).
         reason: which case this is; derived from the other fields when not given.
     """
 
@@ -319,6 +326,7 @@ class RunBusyError(ReplayError):
     expires_in: float | None = None
     timed_out: bool = False
     lock_timeout: float | None = None
+    where: str | None = None
     reason: RunBusyReason = _field(default=None)
 
     def _settle(self, fields: dict[str, Any]) -> None:
@@ -392,6 +400,27 @@ class TerminalRunError(ReplayError):
     """
 
     status: str | None = None
+
+
+@_fields
+class RunEndedError(ReplayError, RuntimeError):
+    """A step, note or write reached a Run whose ``with`` block had already ended.
+
+    Nothing was written and nothing ran (a tool body, a model call): a run
+    accepts nothing after its block exits (after its ``run_end``, or after an
+    interruption left it resumable), from any thread or asyncio task. ``seq``
+    is the run's next seq when it ended.
+
+    Attributes:
+        status: the run's status when its block ended (``"succeeded"``, ``"running"``...).
+        step: what was refused: ``"tool 'charge'"``, ``"note 'progress'"``,
+            ``"tool_done of seq 4"``...
+        thread: the name of the thread that asked.
+    """
+
+    status: str | None = None
+    step: str | None = None
+    thread: str | None = None
 
 
 @_fields

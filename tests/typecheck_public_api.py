@@ -120,6 +120,11 @@ def error_fields(journal: redrive.Journal) -> None:
     except redrive.RunBusyError as err:
         assert_type(err.reason, RunBusyReason)
         assert_type(err.owner, str | None)
+        assert_type(err.where, str | None)
+    except redrive.RunEndedError as err:
+        assert_type(err.status, str | None)
+        assert_type(err.step, str | None)
+        assert_type(err.thread, str | None)
     except redrive.JournalCorruptError as err:
         assert_type(err.last_good_seq, int | None)
     except redrive.ReplayMissError as err:
@@ -134,6 +139,8 @@ def main() -> None:
         ident: uuid.UUID = redrive.uuid4()
         share: float = redrive.random()
         key: str | None = redrive.idempotency_key()
+        token: int | None = redrive.fencing_token()
+        assert token is None  # outside a tool body
         run.finish([lookup("c"), send("a"), ask("p"), str(when), str(ident), share, key])
     status: str = run.status
     counts: int = run.replayed_steps + run.live_steps

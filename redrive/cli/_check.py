@@ -97,6 +97,7 @@ def _check(args: argparse.Namespace, out: Out) -> int:
             sources,
             fail_fast=args.fail_fast,
             import_paths=[*(os.path.abspath(d) for d in args.import_path), os.getcwd()],
+            jobs=args.jobs,
         ):
             results.append(result)
             update(len(results), len(sources))
@@ -119,6 +120,14 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help=".rdj files or directories")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     p.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="check in N worker processes (0: one per CPU core; default 1); "
+        "results are reported in the order of the files",
+    )
     p.add_argument(
         "-I",
         "--import-path",

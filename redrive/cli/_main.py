@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
 
+from .._runid import check_run_id
 from ..errors import (
     JournalCorruptError,
     JournalFormatError,
@@ -24,6 +26,7 @@ from . import (
     _runs,
     _sql,
     _transfer,
+    _view,
     _whatchanged,
 )
 from ._common import (
@@ -77,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
         _check,
         _recover,
         _whatchanged,
+        _view,
     ):
         module.register(sub, common)
     return parser
@@ -90,6 +94,46 @@ def _version() -> str:
         return importlib.metadata.version("redrive")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a checkout
         return "unknown"
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Refuse arguments no command can use, before any journal is opened.
+
+    Every text argument must be valid Unicode without NUL (a shell can pass
+    bytes that are not UTF-8: Python keeps them as lone surrogates, which no
+    journal stores; Postgres stores no NUL in text);
+    run ids follow the one run-id rule; who acts and why, when given, are not
+    blank; numbers are finite.
+
+    Raises:
+        CliError: a usage error (exit 2) naming the argument.
+    """
+    for name, value in vars(args).items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise CliError(
+                    "UsageError", f"{_flag(name)} is not valid UTF-8 text: {value!r}", EXIT_USAGE
+                ) from None
+            if "\x00" in value:  # Postgres stores no NUL in text; no journal takes it
+                raise CliError("UsageError", f"{_flag(name)} contains a NUL byte", EXIT_USAGE)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise CliError("UsageError", f"{_flag(name)} must be a finite number", EXIT_USAGE)
+    run = getattr(args, "run", None)
+    if isinstance(run, str) and not run.endswith((".rdj", ".jsonl")):
+        try:
+            check_run_id(run, where="the run id")
+        except ValueError as exc:
+            raise CliError("UsageError", str(exc), EXIT_USAGE) from None
+    for name in ("by", "reason"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            raise CliError("UsageError", f"{_flag(name)} must not be blank", EXIT_USAGE)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-") if name not in ("run", "query", "sql") else name
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         try:
+            _check_arguments(args)
             return int(args.func(args, out))
         finally:
             close_opened()

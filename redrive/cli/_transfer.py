@@ -21,6 +21,8 @@ __all__ = ["register"]
 def _export(args: argparse.Namespace, out: Out) -> int:
     from ..storage.rdj import export_run
 
+    if args.otlp_json is not None or args.output is None:
+        return _export_otlp(args, out)
     journal = opened(args.journal)
     record = journal.get_run(args.run)
     total = record.next_seq if record is not None else 0
@@ -39,6 +41,31 @@ def _export(args: argparse.Namespace, out: Out) -> int:
         out.line(
             f"exported run {shown(record.run_id)} ({record.next_seq} frames, {data['bytes']} "
             f"bytes) to {shown(args.output)}"
+        )
+    return EXIT_OK
+
+
+def _export_otlp(args: argparse.Namespace, out: Out) -> int:
+    """``export RUN --otlp-json FILE``: the run as OpenTelemetry GenAI spans (``redrive.otel``)."""
+    if args.otlp_json is None:
+        raise CliError(
+            "UsageError", "export needs -o FILE.rdj, --otlp-json FILE.json, or both", EXIT_USAGE
+        )
+    if args.output is not None:
+        args_rdj = argparse.Namespace(**{**vars(args), "otlp_json": None})
+        _export(args_rdj, Out(False) if out.json else out)
+    try:
+        from ..otel import write_otlp_json
+
+        spans = write_otlp_json(opened(args.journal), args.run, args.otlp_json)
+    except ImportError as exc:
+        raise CliError("ImportError", str(exc), EXIT_USAGE) from None
+    if out.json:
+        out.emit({"run_id": args.run, "path": args.otlp_json, "spans": spans})
+    else:
+        out.line(
+            f"exported run {shown(args.run)} as {spans} OpenTelemetry span(s) "
+            f"to {shown(args.otlp_json)}"
         )
     return EXIT_OK
 
@@ -202,7 +229,12 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     """Add ``export``, ``import``, ``verify`` and ``import-cassette`` to the subcommands."""
     p = sub.add_parser("export", parents=[common], help="write a run to an .rdj file")
     p.add_argument("run")
-    p.add_argument("-o", "--output", required=True, metavar="FILE.rdj")
+    p.add_argument("-o", "--output", metavar="FILE.rdj")
+    p.add_argument(
+        "--otlp-json",
+        metavar="FILE.json",
+        help="write the run as OpenTelemetry GenAI spans in OTLP/JSON (needs redrive[otel])",
+    )
     p.set_defaults(func=_export)
 
     p = sub.add_parser("import", parents=[common], help="copy an .rdj file's run into --journal")

@@ -237,7 +237,10 @@ def wrap_http_client(client: C, *, provider: str = "http") -> C:
 
     Args:
         client: an ``httpx.Client`` or ``httpx.AsyncClient``.
-        provider: the label in step names (default ``"http"``).
+        provider: the label in step names (default ``"http"``); ``"openai"`` or
+            ``"anthropic"`` also reads the exchanges with that API's view (the
+            client an SDK is handed, e.g. by a framework that builds the SDK
+            client itself).
 
     Returns:
         ``client``, now recording.
@@ -249,7 +252,9 @@ def wrap_http_client(client: C, *, provider: str = "http") -> C:
     http: Any = client
     if isinstance(http._transport, RecordingTransport):
         return client
-    recorder = HttpRecorder(provider=provider, base_path=str(http.base_url.path or ""))
+    recorder = HttpRecorder(
+        provider=provider, base_path=str(http.base_url.path or ""), view=_VIEWS.get(provider)
+    )
     http._transport = RecordingTransport(http._transport, recorder)
     http._mounts = {
         pattern: None if inner is None else RecordingTransport(inner, recorder)

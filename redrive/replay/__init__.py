@@ -1,7 +1,7 @@
 """Replay: runs, the cursor over recorded steps, matching, divergence, resume policy."""
 
 from ._approval import await_approval, pending_approvals
-from ._context import LostRunContextError, active_runs, join_run, outside_run
+from ._context import LostRunContextError, active_runs, join_run, outside_run, set_step_observer
 from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
 from ._diff import ABSENT, diff_values, format_diff, short
@@ -26,6 +26,7 @@ from ._run import (
     RunOptions,
     ToolSpec,
     current_run,
+    fencing_token,
     idempotency_key,
     rebuild_error,
     run,
@@ -64,6 +65,7 @@ __all__ = [
     "diff_values",
     "executor",
     "expand_frames",
+    "fencing_token",
     "fork",
     "format_diff",
     "idempotency_key",
@@ -83,6 +85,7 @@ __all__ = [
     "sends_live",
     "set_boundary_hook",
     "set_default_on_drift",
+    "set_step_observer",
     "short",
     "tool_digest",
 ]

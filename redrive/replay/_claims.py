@@ -59,6 +59,10 @@ class Claims(Opening):
         with self._lock:
             if not self._writer.pending and update is None:
                 return
+            if self._block_ended is not None:  # frames queued, then the block ended
+                what = ", ".join(f"{f.kind} {f.name!r}" for f in self._writer.pending)
+                self._writer.pending = []
+                self._refuse_after_end(what or "a status update")
             frames = self._writer.pending
             first = frames[0].seq if frames else self._writer.next_seq
             try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -24,15 +26,20 @@ __all__ = [
     "LostRunContextError",
     "active_runs",
     "current_run",
+    "fencing_token",
     "idempotency_key",
     "join_run",
     "outside_run",
     "set_boundary_hook",
+    "set_step_observer",
 ]
 
 _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("redrive_run", default=None)
 _current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "redrive_idempotency_key", default=None
+)
+_current_fence: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "redrive_fencing_token", default=None
 )
 _outside: contextvars.ContextVar[bool] = contextvars.ContextVar("redrive_outside", default=False)
 
@@ -61,6 +68,38 @@ def _boundary(point: str, run_id: str, seq: int, name: str) -> None:
         hook(point, {"run_id": run_id, "seq": seq, "name": name})
 
 
+#: Told what a run's execution does, when set (:func:`set_step_observer`; ``redrive.otel`` uses it).
+_step_observer: Callable[[str, dict[str, Any]], None] | None = None
+
+
+def set_step_observer(observer: Callable[[str, dict[str, Any]], None] | None) -> None:
+    """Install ``observer(event, info)``, told what each run's execution does (None removes it).
+
+    Events: ``opened`` (``run``: the :class:`Run`, as it starts or resumes),
+    ``frames`` (``run_id``, ``frames``: the frames just appended, durable per
+    their commit), ``replayed`` (``run_id``, ``step``: the
+    :class:`~redrive.replay.RecordedStep` handed back from the record) and
+    ``closed`` (``run``, ``error``: the exception the execution ended with, or
+    None). The observer runs on the thread that did the work (for an async run,
+    a worker thread for ``frames``); whatever it raises is logged and dropped,
+    so an observer never changes what a run does.
+    """
+    global _step_observer
+    _step_observer = observer
+
+
+def _observe(event: str, **info: Any) -> None:
+    observer = _step_observer
+    if observer is None:
+        return
+    try:
+        observer(event, info)
+    except Exception:  # an observer never changes what a run does
+        import logging
+
+        logging.getLogger("redrive").exception("redrive step observer failed on %r", event)
+
+
 def current_run() -> Run | None:
     """Return the run active in this context (thread / asyncio task), or None."""
     return _current.get()
@@ -75,6 +114,21 @@ def idempotency_key() -> str | None:
     body run by redrive.
     """
     return _current_key.get()
+
+
+def fencing_token() -> int | None:
+    """Return the fencing token of the tool body executing now, or None.
+
+    The token is the run's lease epoch (an int, larger on every takeover of
+    the run) under which the body's claim was made and confirmed just before
+    the body started (``redrive.run(..., lease=seconds)``; None without a
+    lease, and outside a tool body run by redrive). Pass it, with the run id,
+    to a downstream system that supports fencing (a storage write conditioned
+    on ``token >= last token seen for this run``, as in Kleppmann's "How to do
+    distributed locking", 2016): a worker that froze inside its body past its
+    lease is then refused there, the one window redrive cannot close itself.
+    """
+    return _current_fence.get()
 
 
 #: Runs entered (bound) in this process and not yet left: ``{id(run): (run, thread, task)}``
@@ -107,6 +161,95 @@ def _enter(run: Run) -> None:
 def _leave(run: Run) -> None:
     with _entered_lock:
         _entered.pop(id(run), None)
+
+
+#: Live runs open in this process, by ``(id(journal), run_id)``: the Run, the thread and
+#: asyncio task that opened it, and where (for the error). Weak, as ``_entered``.
+_open: dict[
+    tuple[int, str],
+    tuple[
+        weakref.ref[Run],
+        weakref.ref[threading.Thread],
+        weakref.ref[asyncio.Task[Any]] | None,
+        str,
+    ],
+] = {}
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def opener() -> tuple[threading.Thread, asyncio.Task[Any] | None, str]:
+    """Who opens a run now: this thread, its asyncio task, and a description with the caller's line.
+
+    The line is the first frame outside redrive and ``contextlib`` (the user's
+    ``with`` / ``async with``, or the decorated function's call).
+    """
+    thread = threading.current_thread()
+    try:
+        task: asyncio.Task[Any] | None = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    frame = sys._getframe(1)
+    while frame.f_back is not None and (
+        frame.f_code.co_filename.startswith(_PACKAGE)
+        or os.path.basename(frame.f_code.co_filename) == "contextlib.py"
+    ):
+        frame = frame.f_back
+    where = f"thread {thread.name!r}"
+    if task is not None:
+        where += f", asyncio task {task.get_name()!r}"
+    where += f", opened at {frame.f_code.co_filename}:{frame.f_lineno}"
+    return thread, task, where
+
+
+def open_here(
+    run: Run, thread: threading.Thread, task: asyncio.Task[Any] | None, where: str
+) -> tuple[str, bool] | None:
+    """Record ``run`` as the live block of its run in this process, unless another one is.
+
+    A block already open counts unless it was abandoned (its Run collected, its
+    thread ended, its task done, or, for a sync block entered in this very
+    thread, it is not the run in the caller's context: a block left unexited).
+
+    Returns:
+        None when recorded; else ``(where the other block is, same_flow)``:
+        ``same_flow`` when it was opened by this very thread without a task (or
+        this task), which waiting would deadlock.
+    """
+    key = (id(run.journal), run.run_id)
+    me = (
+        weakref.ref(run),
+        weakref.ref(thread),
+        weakref.ref(task) if task is not None else None,
+        where,
+    )
+    with _entered_lock:
+        found = _open.get(key)
+        if found is not None:
+            run_ref, thread_ref, task_ref, there = found
+            other, other_thread = run_ref(), thread_ref()
+            other_task = task_ref() if task_ref is not None else None
+            gone = (
+                other is None
+                or other_thread is None
+                or not other_thread.is_alive()
+                or (task_ref is not None and (other_task is None or other_task.done()))
+                or (other_thread is thread and task_ref is None and _current.get() is not other)
+            )
+            if not gone and other is not run:
+                same = other_thread is thread and (task_ref is None or other_task is task)
+                return there, same
+        _open[key] = me
+        return None
+
+
+def close_here(run: Run) -> None:
+    """Forget ``run`` as its run's live block in this process (its block ended)."""
+    key = (id(run.journal), run.run_id)
+    with _entered_lock:
+        found = _open.get(key)
+        if found is not None and found[0]() is run:
+            del _open[key]
 
 
 def active_runs() -> list[Run]:

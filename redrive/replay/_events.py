@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from .._log import log_event
 from ..errors import DivergenceError, LeaseLostError, SideEffectRetryBlockedError
+from ._context import _observe
 
 if TYPE_CHECKING:
     from ._state import RunState
@@ -20,6 +21,7 @@ def _counts(run: RunState) -> dict[str, int]:
 
 def log_opened(run: RunState) -> None:
     """Log ``start`` (a new run) or ``resume`` (an existing one, with where it resumed)."""
+    _observe("opened", run=run)
     event = "resume" if run.resumed else "start"
     log_event(
         event,
@@ -35,6 +37,7 @@ def log_opened(run: RunState) -> None:
 
 def log_closed(run: RunState, exc: BaseException | None) -> None:
     """Log how this execution of a run ended: finish, blocked, divergence, lease lost..."""
+    _observe("closed", run=run, error=exc)
     counts = _counts(run)
     tail = f"{counts['replayed']} step(s) replayed, {counts['live']} live"
     rid = run.run_id

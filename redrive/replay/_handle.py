@@ -164,6 +164,8 @@ class ToolStep:
             body, then :meth:`record` its result or :meth:`fail` with its exception.
         result: the recorded result (None when recorded as an error, or live).
         error: the recorded exception, rebuilt (None when none).
+        fencing_token: live under a run lease, the lease epoch the body runs
+            under (confirmed after the claim committed); None otherwise.
     """
 
     name: str
@@ -176,6 +178,7 @@ class ToolStep:
     _spec: ToolSpec = attrs.field(repr=False)
     _plan: _Plan = attrs.field(repr=False)
     _done: bool = attrs.field(default=False, repr=False)
+    fencing_token: int | None = attrs.field(default=None, kw_only=True)
 
     def outcome(self) -> Any:
         """Return the recorded result, or raise the recorded exception.

@@ -1,7 +1,23 @@
 """The lease keeper: take a run's lease, renew it in the background, release it.
 
 A run lease (``lease=seconds``) makes one worker the owner of a run; the epoch
-it was granted fences every append of that worker. A worker without a lease
+it was granted fences every append of that worker, and (:meth:`LeaseKeeper.fence`)
+the start of every tool body: after a tool's claim commits and before its body
+starts, the worker confirms it still holds the lease, and the body receives the
+epoch as its fencing token (:func:`redrive.fencing_token`).
+
+The timing argument. The keeper knows, on its own monotonic clock, until when
+its lease is surely held: a grant or renewal sent at monotonic time ``m`` with
+length ``ttl`` sets the run's expiry to at least ``m + ttl`` (the journal reads
+the clock after the request left). A body starts only while that time has not
+passed (with a third of the lease to spare, else the keeper renews first, one
+round trip). A worker taking over a lapsed lease waits past the previous
+holder's expiry plus :func:`takeover_grace` (clock skew between hosts, and the
+instructions between the check and the body) before it decides any step. So a
+body never starts after its worker lost the lease, unless the worker freezes
+between this check and the body's first external effect, or inside the body:
+that window is closed only downstream, by the idempotency key and the fencing
+token. A worker without a lease
 waits (``on_busy="wait"``) while another worker holds one. Waits are
 procedures of :mod:`._faces` (they yield the seconds to wait), so the async
 face waits with ``asyncio.sleep`` and the sync face with ``time.sleep``.
@@ -20,7 +36,18 @@ from ..errors import LeaseLostError, RunBusyError
 from ..storage import Journal, RunRecord, held_by_other
 from ._faces import Wait
 
-__all__ = ["LeaseKeeper"]
+__all__ = ["LeaseKeeper", "takeover_grace"]
+
+
+def takeover_grace(ttl: float) -> float:
+    """Seconds a worker taking over a lapsed lease waits past its expiry: ``min(1, ttl / 4)``.
+
+    Covers clock skew between the hosts (leases are timed by each client's
+    wall clock) and the instructions between a holder's last check and its
+    body's start. Less than a third of the lease, so the new holder's own
+    lease (renewed every third) never lapses while it waits.
+    """
+    return min(1.0, ttl / 4)
 
 
 class LeaseKeeper:
@@ -52,6 +79,8 @@ class LeaseKeeper:
         self.lost: LeaseLostError | None = None
         self._renewer: threading.Thread | None = None
         self._stop = threading.Event()
+        #: monotonic time until which the lease is surely held (see the module's note)
+        self._held_until = 0.0
 
     def check(self) -> None:
         """Raise the ``LeaseLostError`` met earlier, if any."""
@@ -70,13 +99,22 @@ class LeaseKeeper:
         assert self.ttl is not None
         deadline = time.monotonic() + self.busy_timeout
         while True:
+            before = self.journal.get_run(self.run_id)
             try:
+                sent = time.monotonic()
                 self.epoch = self.journal.acquire_lease(self.run_id, self.owner, self.ttl)
+                self._held_until = sent + self.ttl
                 break
             except RunBusyError:
                 if self.on_busy == "raise" or time.monotonic() > deadline:
                     raise
                 yield min(0.05, self.ttl / 10)
+        # a takeover of a lapsed lease: its holder may be frozen, not dead; wait past its
+        # expiry plus the grace before deciding any step it claimed (see the module's note)
+        if before is not None and before.lease_owner not in (None, self.owner):
+            until = (before.lease_expires or 0.0) + takeover_grace(self.ttl)
+            while (left := until - time.time()) > 0:
+                yield left
         # the run may have moved while we waited for the lease: the caller re-reads it
         try:
             record = self.journal.get_run(self.run_id)
@@ -97,12 +135,68 @@ class LeaseKeeper:
         assert self.ttl is not None and self.epoch is not None
         while not self._stop.wait(self.ttl / 3):
             try:
+                sent = time.monotonic()
                 self.journal.renew_lease(self.run_id, self.owner, self.epoch, self.ttl)
+                self._held_until = max(self._held_until, sent + self.ttl)
             except LeaseLostError as exc:
                 self.lost = exc
                 return
             except Exception:  # a transient database error: try again next period
                 continue
+
+    def fence(self, seq: int, name: str) -> int | None:
+        """Confirm this worker still holds its lease before a tool body starts; return the epoch.
+
+        No round trip while the lease is surely held for another third of its
+        length (the renewer keeps it so); otherwise the lease is renewed now.
+        Called after the step's claim commits, right before its body starts.
+
+        Args:
+            seq: the claimed step's seq (for the error).
+            name: the tool's step name (for the error).
+
+        Returns:
+            The lease epoch (the body's fencing token), or None without a lease.
+
+        Raises:
+            LeaseLostError: the lease was taken over (or lost earlier): the body
+                must not start; the step stays in flight for the new holder.
+            JournalWriteError, ReplayError: the renewal failed; the body must not start.
+        """
+        if self.ttl is None or self.epoch is None:
+            return None
+        if self.lost is not None:
+            raise self._body_refused(seq, name, self.lost)
+        if time.monotonic() < self._held_until - self.ttl / 3:
+            return self.epoch
+        sent = time.monotonic()
+        try:
+            self.journal.renew_lease(self.run_id, self.owner, self.epoch, self.ttl)
+        except LeaseLostError as exc:
+            self.lost = exc
+            raise self._body_refused(seq, name, exc) from exc
+        self._held_until = max(self._held_until, sent + self.ttl)
+        return self.epoch
+
+    def surely_held(self) -> bool:
+        """True while the lease is surely held for another third of its length (no I/O)."""
+        return self.ttl is None or time.monotonic() < self._held_until - self.ttl / 3
+
+    def _body_refused(self, seq: int, name: str, cause: LeaseLostError) -> LeaseLostError:
+        current = getattr(cause, "current_epoch", None)
+        return LeaseLostError(
+            f"run {self.run_id!r}: this worker ({self.owner}) claimed seq {seq} (tool "
+            f"{name!r}) under lease epoch {self.epoch}, but lost the lease before the body "
+            f"started (the run's epoch is now {current}: another worker took it over after "
+            "this one went silent past its lease). The body was NOT run; the step stays in "
+            "flight and the worker holding the run decides it (recover(), restart_safe, or "
+            "its in-flight policy). Stop this worker's loop; nothing is lost.",
+            run_id=self.run_id,
+            seq=seq,
+            owner=self.owner,
+            epoch=self.epoch,
+            current_epoch=current,
+        )
 
     def release(self) -> None:
         """Stop renewing and release the lease (it lapses by itself if this fails)."""

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from ..errors import DivergenceError
 from ..frames import Kind, call_key, rebuild, store
-from ._context import _boundary, _current, _current_key
+from ._context import _boundary, _current, _current_fence, _current_key, _observe
 from ._diff import caller_location
 from ._engine import GoLive, Replay, decide_model, decide_value
 from ._faces import off_loop
@@ -72,6 +72,7 @@ class RecorderSteps(ToolSteps):
             decision = decide_model(step, can_write=self._can_write)
             if isinstance(decision, Replay):
                 self.replayed_steps += 1
+                _observe("replayed", run_id=self.run_id, step=decision.step)
                 return ModelStep(
                     name,
                     stored,
@@ -294,7 +295,16 @@ class RecorderSteps(ToolSteps):
         """:meth:`begin_tool`'s work, for a step issued at ``issue`` (may run off the loop)."""
         plan = self._tool_begin(spec, arguments, issue)
         return ToolStep(
-            spec.name, plan.seq, plan.key, plan.replayed, plan.value, plan.error, self, spec, plan
+            spec.name,
+            plan.seq,
+            plan.key,
+            plan.replayed,
+            plan.value,
+            plan.error,
+            self,
+            spec,
+            plan,
+            fencing_token=plan.fencing_token,
         )
 
     def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
@@ -318,7 +328,7 @@ class RecorderSteps(ToolSteps):
         try:
             if step.recorded:
                 return step.outcome()
-            with _body_context(step.idempotency_key):
+            with _body_context(step.idempotency_key, step.fencing_token):
                 try:
                     value = body(step.idempotency_key)
                 except BaseException as exc:
@@ -339,7 +349,9 @@ class RecorderSteps(ToolSteps):
         try:
             if step.recorded:
                 return step.outcome()
-            with _body_context(step.idempotency_key):
+            if not self._lease.surely_held():  # the loop was slow to come back to this task
+                await off_loop(self._lease.fence, step.seq, spec.name)
+            with _body_context(step.idempotency_key, step.fencing_token):
                 try:
                     value = await body(step.idempotency_key)
                 except BaseException as exc:
@@ -351,16 +363,19 @@ class RecorderSteps(ToolSteps):
 
 
 @contextlib.contextmanager
-def _body_context(key: str) -> Iterator[None]:
+def _body_context(key: str, fence: int | None = None) -> Iterator[None]:
     """Run a tool body as a black box: calls inside it are part of its one outcome.
 
     Models, tools and values it calls are not steps of the run (no run is
-    current), and :func:`redrive.idempotency_key` returns the step's key.
+    current), :func:`redrive.idempotency_key` returns the step's key and
+    :func:`redrive.fencing_token` its fencing token.
     """
     token, outer = _current_key.set(key), _current.set(None)
+    fenced = _current_fence.set(fence)
     try:
         yield
     finally:
+        _current_fence.reset(fenced)
         _current.reset(outer)
         _current_key.reset(token)
 

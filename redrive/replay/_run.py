@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any, TypeVar, Unpack
 
 from ..errors import (
     ReplayError,
+    RunBusyError,
+    RunBusyReason,
     TerminalRunError,
     UnknownRunError,
 )
@@ -31,8 +35,12 @@ from ._context import (
     _current,
     _enter,
     _leave,
+    close_here,
     current_run,
+    fencing_token,
     idempotency_key,
+    open_here,
+    opener,
     set_boundary_hook,
 )
 from ._events import log_closed, log_opened
@@ -50,6 +58,7 @@ __all__ = [
     "RunOptions",
     "ToolSpec",
     "current_run",
+    "fencing_token",
     "idempotency_key",
     "rebuild_error",
     "run",
@@ -120,6 +129,72 @@ class Run(RecorderSteps):
         self._known_seq = self._writer.next_seq
         log_opened(self)
 
+    def _open_in_process(
+        self, thread: threading.Thread, task: asyncio.Task[Any] | None, where: str
+    ) -> Wait[None]:
+        """Make this the one live block of its run in this process (a procedure with waits).
+
+        A second live block on the same run (same journal object) would take
+        the first one's running steps for interrupted ones: it is refused
+        (``on_busy="raise"``), or waits until the first block ends
+        (``on_busy="wait"``, up to ``busy_timeout``). Replay-only runs
+        (``live=False``) write nothing and are not counted.
+
+        Raises:
+            RunBusyError: (reason ``open_here``) another live block of this run is
+                open in this process: ``on_busy="raise"``, or it did not end within
+                ``busy_timeout``, or it is open in this very thread or task (a
+                nested block, which waiting would deadlock).
+        """
+        if not self.live:
+            return
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            found = open_here(self, thread, task, where)
+            if found is None:
+                return
+            there, same_flow = found
+            timed_out = time.monotonic() > deadline
+            if self.on_busy == "raise" or same_flow or timed_out:
+                if same_flow:
+                    advice = (
+                        "It is open in this same thread or task (a nested block): use the "
+                        "run object you already have (redrive.current_run())."
+                    )
+                elif timed_out:
+                    advice = (
+                        f"It did not end within busy_timeout={self.busy_timeout} s: resume the "
+                        "run once that block has ended."
+                    )
+                else:
+                    advice = (
+                        "Run the extra work inside that block (threads from redrive.executor(), "
+                        "asyncio tasks created in it), or pass on_busy='wait' to open this block "
+                        "once that one ends."
+                    )
+                raise RunBusyError(
+                    f"run {self.run_id!r} is already open in this process ({there}) on "
+                    f"journal {self.journal.url}: a second live block on the same run would "
+                    "take the first one's running steps for interrupted ones and settle them "
+                    f"twice, so this one ({where}) was not opened and nothing was written. "
+                    + advice,
+                    run_id=self.run_id,
+                    where=there,
+                    timed_out=timed_out,
+                    reason=RunBusyReason.OPEN_HERE,
+                )
+            yield 0.05
+
+    async def _aopen_in_process(self) -> None:
+        """The async face of :meth:`_open_in_process`: its checks are cheap, on the loop."""
+        procedure = self._open_in_process(*opener())
+        while True:
+            try:
+                delay = next(procedure)
+            except StopIteration:
+                return
+            await asyncio.sleep(delay)
+
     def _bind(self) -> None:
         """Make this run the current one in the caller's context (after :meth:`_opening`)."""
         self._token = _current.set(self)
@@ -183,7 +258,7 @@ class Run(RecorderSteps):
                 self._check_fully_replayed(None)
                 try:
                     with self._adopting():
-                        self._end(RunStatus.SUCCEEDED, output=self._output)
+                        self._end(RunStatus.SUCCEEDED, output=self._output, close=True)
                 except _Adopted:
                     self._ended_elsewhere()
             elif isinstance(exc, INTERRUPTIONS):
@@ -196,8 +271,9 @@ class Run(RecorderSteps):
             elif self._resumable(exc):
                 self._flush()
             else:
-                self._end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+                self._end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", close=True)
         finally:
+            self._close_writes()  # after the last write: a thread that outlives the block raises
             self._release()
 
     def _flush_interrupted(self, exc: BaseException) -> None:
@@ -226,10 +302,18 @@ class Run(RecorderSteps):
         The engine knows no SDK: it honours the exception's ``retryable`` (or
         ``is_retryable``) attribute, which the recorders set from provider
         knowledge (see ``redrive.recorders._provider``), a tool's recorded
-        mark, and the run's ``retryable`` exception types.
+        mark, and the run's ``retryable`` exception types. A redrive error
+        re-raised by a framework as its own (``raise FrameworkError(...) from
+        err``, as the OpenAI Agents SDK does for a tool's error) counts as that
+        redrive error: the step it stopped never finished.
         """
         if isinstance(exc, ReplayError):
             return not isinstance(exc, TerminalRunError)
+        cause = exc.__cause__
+        while cause is not None:  # a framework re-raised redrive's error as its own
+            if isinstance(cause, ReplayError):
+                return not isinstance(cause, TerminalRunError)
+            cause = cause.__cause__
         retryable = tool_error_retryable(exc)
         if retryable is not None:
             return retryable
@@ -296,7 +380,9 @@ class Run(RecorderSteps):
         output: Any = None,
         error: str | None = None,
         extra: dict[str, Any] | None = None,
+        close: bool = False,
     ) -> None:
+        """Write ``run_end`` with ``status`` (and the run's record); ``close``: the block ends."""
         payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
         payload.update(extra or {})
         try:
@@ -311,10 +397,17 @@ class Run(RecorderSteps):
             self._flush(
                 update=RunUpdate(status=status.value, output=out_bytes, error=error),
             )
-        self.status = status.value
+            self.status = status.value
+            if close:  # atomically with run_end: no thread of this run appends after it
+                self._close_writes()
 
     def __enter__(self) -> Run:
-        drive(self._opening())
+        drive(self._open_in_process(*opener()))
+        try:
+            drive(self._opening())
+        except BaseException:
+            close_here(self)
+            raise
         self._bind()
         return self
 
@@ -323,13 +416,19 @@ class Run(RecorderSteps):
             self._closing(exc)
         finally:
             self._unbind()
+            close_here(self)
         return isinstance(exc, _Suspended)  # suspended: the block ends, status says why
 
     async def __aenter__(self) -> Run:
+        await self._aopen_in_process()
         try:
             await adrive(self._opening())
         except asyncio.CancelledError:
+            close_here(self)
             await off_loop(self._release)  # opened, but the block will never run
+            raise
+        except BaseException:
+            close_here(self)
             raise
         self._bind()
         return self
@@ -339,11 +438,17 @@ class Run(RecorderSteps):
             await off_loop(self._closing, exc)
         finally:
             self._unbind()
+            close_here(self)
         return isinstance(exc, _Suspended)
 
     def note(self, name: str, data: Any) -> None:
-        """Journal a note (not a step; never matched on replay)."""
+        """Journal a note (not a step; never matched on replay).
+
+        Raises:
+            RunEndedError: the run's block has ended (nothing is written).
+        """
         with self._lock:
+            self._refuse_after_end(f"note {name!r}")
             if self._finished_record is not None or not self.live:
                 return
             self._writer.queue(Kind.NOTE, name, {"data": self.redact(data)})
@@ -367,6 +472,18 @@ class Run(RecorderSteps):
         """Yield the run's journaled frames (pending ones are flushed first)."""
         self._flush()
         return self.journal.frames(self.run_id)
+
+    def _repr_html_(self) -> str:
+        """The run's timeline (as ``redrive view`` draws it), for Jupyter to display.
+
+        Returns:
+            An ``<iframe srcdoc=...>`` holding the self-contained page: steps
+            this execution replayed are marked ``replayed``, the others ``live``.
+        """
+        from .._view import as_iframe
+
+        resumed_at = self._resumed_at if self.resumed else 0
+        return as_iframe(list(self.frames()), self.run_id, replayed_before=resumed_at)
 
 
 #: What ends a block without anyone asking for the run to end: a timeout or a job

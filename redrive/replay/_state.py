@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import importlib.metadata
 import threading
@@ -12,7 +13,7 @@ from typing import Any, Literal, TypedDict
 import attrs
 
 from .._runid import check_run_id
-from ..errors import DivergenceError, ReplayMissError, TerminalRunError
+from ..errors import DivergenceError, ReplayMissError, RunEndedError, TerminalRunError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
@@ -270,6 +271,8 @@ class RunState:
         #: (by :meth:`cancel`, or from outside, learned at a refused write): who and why
         #: (``"cancelled by BY: REASON"``)
         self._ended_why: str | None = None
+        #: None while the run's block has not ended; then ``(status, next seq)`` at its end
+        self._block_ended: tuple[str, int] | None = None
         self.replayed_steps = 0
         self.live_steps = 0
         self.resumed = False
@@ -335,6 +338,52 @@ class RunState:
                 closest=closest,
             )
 
+    def _close_writes(self) -> None:
+        """The run's block ended: from now on every step, note and write of this Run raises.
+
+        Called under the run's lock right after its last write (its ``run_end``,
+        or the flush of an interrupted block), so no thread appends after it.
+        """
+        with self._lock:
+            if self._block_ended is None:
+                self._block_ended = (self.status, self._writer.next_seq)
+                self._writer.refuse = self._refuse_after_end
+
+    def _refuse_after_end(self, what: str) -> None:
+        """Raise ``RunEndedError`` for ``what`` (``"tool 'charge'"``...) once the block ended.
+
+        An attribute check, no I/O; any thread or task may call it.
+
+        Raises:
+            RunEndedError: the run's ``with`` block has ended.
+        """
+        ended = self._block_ended
+        if ended is None:
+            return
+        status, seq = ended
+        thread = threading.current_thread().name
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            task = None
+        asker = f"thread {thread!r}" + (f", task {task.get_name()!r}" if task else "")
+        how = (
+            f"ended {status} (its run_end is seq {seq - 1})"
+            if RunStatus(status).terminal
+            else f"stopped with status {status} (resumable from seq {seq})"
+        )
+        raise RunEndedError(
+            f"run {self.run_id!r}: {what} was asked for from {asker} after the run's block "
+            f"ended: the run {how}. Nothing was written and nothing ran. A thread or task "
+            "that outlives its run must be joined or awaited inside the run's block; to "
+            f"continue the run, resume it in a new redrive.run(journal, {self.run_id!r}) block.",
+            run_id=self.run_id,
+            seq=seq,
+            status=status,
+            step=what,
+            thread=thread,
+        )
+
     def _refuse_if_ended(self, kind: str, name: str) -> None:
         """Refuse a step of a run that ended during this execution, before any call goes out.
 
@@ -349,9 +398,12 @@ class RunState:
             name: its step name.
 
         Raises:
+            RunEndedError: the run's ``with`` block has ended (from a thread or
+                task that outlived it).
             TerminalRunError: the run was cancelled during this execution (the
                 message names who cancelled it and why).
         """
+        self._refuse_after_end(f"{kind} {name!r}")
         if self._ended_why is None:
             return
         raise TerminalRunError(

@@ -34,7 +34,7 @@ from ..errors import (
 )
 from ..frames import Kind, call_key, canonical, decode, encode, rebuild, store
 from ._claims import Claims
-from ._context import _boundary
+from ._context import _boundary, _observe
 from ._cursor import RecordedStep, decode_outcome
 from ._diff import diff_values, format_diff, short
 from ._engine import (
@@ -120,6 +120,8 @@ class _Plan:
     match_key: str = ""
     #: a recorded step whose tool runs live (``live_tools``): its outcome is checked, not written
     check: RecordedStep | None = None
+    #: the lease epoch the body runs under (its fencing token), None without a lease
+    fencing_token: int | None = None
 
 
 def _error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
@@ -213,9 +215,14 @@ class ToolSteps(Claims):
         while True:
             with self._adopting():
                 try:
-                    return self._tool_begin_once(spec, arguments, issue)
+                    plan = self._tool_begin_once(spec, arguments, issue)
                 except _Adopted:
                     continue
+            if not plan.replayed:
+                # the claim committed: the body starts only if this worker still holds
+                # the run's lease (fencing reaches the body, not only the journal)
+                plan.fencing_token = self._lease.fence(plan.seq, spec.name)
+            return plan
 
     def _tool_ask(self, spec: ToolSpec, step: RecordedStep | None, key: str) -> ToolAsk:
         """What the engine needs to decide this tool step (read under the run's lock)."""
@@ -254,6 +261,8 @@ class ToolSteps(Claims):
                 plan = self._tool_replayed(spec, decision.step, key)
                 if self._runs_live(spec.name, decision.step):
                     plan.replayed, plan.check = False, decision.step
+                else:
+                    _observe("replayed", run_id=self.run_id, step=decision.step)
                 return plan
             if isinstance(decision, StopBusy | WaitForWorker):
                 self._wait_for_worker(decision)  # returns: presumed live, it was not

@@ -13,7 +13,7 @@ secret-looking text): no other path reaches a journal with a payload.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -22,6 +22,7 @@ from .._scrub import DEFAULT, Scrubber
 from ..errors import JournalWriteError, LeaseLostError, ReplayError
 from ..frames import Frame, Kind, canonical, make_frame
 from ..storage import Journal, RunUpdate
+from ._context import _observe
 from ._lease import LeaseKeeper
 
 __all__ = ["JournalWriter"]
@@ -57,6 +58,8 @@ class JournalWriter:
         self.pending: list[Frame] = []
         self.next_seq = 0
         self.last_chain = ""
+        #: set once the run's block ended: called with what is queued, it raises
+        self.refuse: Callable[[str], None] | None = None
 
     def restart_at(self, next_seq: int, last_chain: str) -> None:
         """Drop what is queued and continue after the journaled frame ``next_seq - 1``."""
@@ -69,7 +72,10 @@ class JournalWriter:
 
         Raises:
             TypeError: ``payload`` cannot be encoded canonically.
+            RunEndedError: the run's block ended (see ``refuse``); nothing is queued.
         """
+        if self.refuse is not None:
+            self.refuse(f"{kind.value} {name!r}")
         payload = self.scrubber.payload(kind.value, canonical(payload, "payload"))
         frame = make_frame(
             run_id=self.run_id,
@@ -127,6 +133,8 @@ class JournalWriter:
                 frames=len(frames),
             ) from exc
         self.pending = []
+        if frames:
+            _observe("frames", run_id=self.run_id, frames=frames)
 
     @contextlib.contextmanager
     def unqueue_on_failure(self) -> Iterator[None]:

@@ -25,8 +25,7 @@ since the records after the damage are durable, acknowledged writes. A torn
 tail is cut only when the log is open for writing.
 
 Format 1 logs (``RDLOG\\x00\\x01\\n``, no salt, 12-byte headers) are still read;
-the journal empties its log into the database on open, and an empty log is
-rewritten in format 2 before the first append.
+opening one for writing rewrites it in format 2 (same records, atomically).
 """
 
 from __future__ import annotations
@@ -237,6 +236,37 @@ class FrameLog:
         size = os.fstat(self._fd).st_size
         if size == 0 or (size == len(MAGIC_V1) and os.pread(self._fd, size, 0) == MAGIC_V1):
             self._fresh()
+        elif os.pread(self._fd, len(MAGIC_V1), 0) == MAGIC_V1:
+            self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Rewrite a format-1 log in format 2 (same records, in order), atomically.
+
+        The records are read (a torn tail cut, damage raised as usual), written
+        to a temporary file with a new salt, fsynced, and renamed over the log;
+        a crash before the rename leaves the format-1 log as it was.
+        """
+        assert self._fd is not None
+        records = [record for _offset, record in self.entries()]
+        salt = os.urandom(_SALT)
+        tmp = self.path + ".upgrade.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, MAGIC + salt)
+            for number, record in enumerate(records):
+                os.write(fd, record_bytes(salt, number, encode(record)))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        folder = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        self._next = len(records)
 
     def _fresh(self) -> None:
         """Empty the log and start it again in format 2 with a new salt (writable only)."""

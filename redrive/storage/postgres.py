@@ -2,13 +2,22 @@
 
 ``redrive.open_journal("postgresql://user@host/db")`` opens it. Connections
 come from a psycopg 3 connection pool; every operation is one short
-transaction, sent in pipeline mode (statements whose results are not read
-travel together, so an append costs two round trips: lock-and-read, then
-insert-update-commit). Appends lock the run's row (``SELECT ... FOR UPDATE``), so of two
-workers appending at the same seq exactly one commits and the other gets
-:class:`~redrive.errors.AppendConflictError`; the primary key
-``(run_id, seq)`` of the frames table backs that up. Leases and fencing work
-as in every backend (see :mod:`redrive.storage._base`).
+transaction. A claim (an append) is **one statement, one round trip**: a
+conditional ``UPDATE`` of the run row (``WHERE`` the fence, the seq, the
+chain and the status are what the writer checked) and the ``INSERT`` of the
+frames in one ``WITH`` statement, in autocommit. The writer checks the append
+in Python against the row it last saw (:func:`~redrive.storage._base.appended`);
+when the row changed since, the statement matches nothing, writes nothing,
+and the journal reads the row again (no lock) and checks again, which raises
+the precise error (:class:`~redrive.errors.AppendConflictError`,
+:class:`~redrive.errors.LeaseLostError`, ...) or retries. Lease changes are
+compare-and-swap updates the same way. So no row lock is ever held across a
+client round trip: a worker frozen (paused, swapped out, partitioned) between
+statements holds no lock, and takeover by another worker never waits on it;
+a statement waits at most ``lock_timeout`` for a lock another *statement*
+holds. The primary key ``(run_id, seq)`` of the frames table backs the seq
+check up. Leases and fencing work as in every backend (see
+:mod:`redrive.storage._base`).
 
 The schema is migrated on open (numbered migrations, serialized across
 workers by an advisory lock); :meth:`PostgresJournal.check_schema` checks
@@ -19,16 +28,39 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
+import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
+import attrs
 import psycopg
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
 from ..errors import RunBusyError
-from ._sql import Cursor, SqlJournal
+from ..frames import Frame
+from ._base import RunRecord, RunUpdate, appended, check_append, unknown_run
+from ._sql import FRAME_ATTRS, FRAME_COLUMNS, RUN_COLUMNS, Cursor, SqlJournal
+from ._sql import schema as _schema_ddl
+
+#: Postgres array type of each frame column, for ``unnest`` (one parameter per column).
+_FRAME_ARRAYS = (
+    "varchar",
+    "bigint",
+    "varchar",
+    "varchar",
+    "varchar",
+    "bytea",
+    "varchar",
+    "double precision",
+    "bigint",
+)
+#: Run rows remembered per journal (the row each run's last write left); beyond it, forgotten.
+_KNOWN_ROWS = 4096
+#: Compare-and-swap attempts before a lease change gives up (each failure: another writer won).
+_SWAP_TRIES = 20
 
 __all__ = ["PostgresJournal"]
 
@@ -70,6 +102,11 @@ class PostgresJournal(SqlJournal):
             checks that the schema is current (read-only).
         connect_timeout: seconds to wait for the server when opening (libpq
             waits at least 2).
+        partitions: hash-partition the frames table by ``run_id`` into this
+            many partitions when the journal's tables are created (also given
+            in the URL as ``?partitions=N``; see ``docs/scaling.md``). None:
+            one table. A journal created one way keeps its layout; asking for
+            partitions on an existing unpartitioned journal raises ``ValueError``.
         lock_timeout: seconds a statement waits for a row lock held by another
             connection (a worker frozen inside a journal write) before giving
             up with ``RunBusyError``; nothing is written then.
@@ -105,9 +142,12 @@ class PostgresJournal(SqlJournal):
         connect_timeout: float = 5.0,
         lock_timeout: float = 5.0,
         idle_in_transaction_timeout: float = 60.0,
+        partitions: int | None = None,
     ) -> None:
         if schema is not None and not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema={schema!r}: use a plain identifier (letters, digits, _)")
+        url, partitions = _partitions_option(url, partitions)
+        self.partitions = partitions
         shown = _redacted(url)
         self.url = shown if schema is None else f"{shown} (schema {schema})"
         self.schema = schema
@@ -145,8 +185,12 @@ class PostgresJournal(SqlJournal):
             open=False,
             name="redrive",
         )
+        self._known: dict[str, RunRecord] = {}
+        self._known_lock = threading.Lock()
         self._pool.open(wait=True, timeout=connect_timeout)
         try:
+            if migrate and partitions is not None:
+                self._create_partitioned_frames(partitions)
             if migrate:
                 self._migrate()
             else:
@@ -154,6 +198,36 @@ class PostgresJournal(SqlJournal):
         except BaseException:
             self._pool.close()
             raise
+
+    def _create_partitioned_frames(self, partitions: int) -> None:
+        """Create ``redrive_frames`` hash-partitioned by ``run_id`` (before the migrations).
+
+        Raises:
+            ValueError: the journal already has an unpartitioned frames table.
+        """
+        columns = _schema_ddl(self.blob_type, self.double_type)[2]  # the frames table's DDL
+        body = columns[columns.index("(") : columns.rindex(")") + 1]
+        with self._transaction() as cur:
+            self._lock_schema(cur)
+            cur.execute(
+                "SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relname = 'redrive_frames' AND n.nspname = current_schema()"
+            )
+            row = cur.fetchone()
+            if row is not None and row[0] != "p":
+                raise ValueError(
+                    f"journal {self.url}: partitions={partitions} asked for, but its frames "
+                    "table already exists unpartitioned; a journal keeps the layout it was "
+                    "created with. Open it without partitions, or copy its runs into a new "
+                    "partitioned journal (redrive export / import, or copy_run)."
+                )
+            if row is None:
+                cur.execute(f"CREATE TABLE redrive_frames {body} PARTITION BY HASH (run_id)")
+                for i in range(partitions):
+                    cur.execute(
+                        f"CREATE TABLE redrive_frames_p{i} PARTITION OF redrive_frames "
+                        f"FOR VALUES WITH (MODULUS {partitions}, REMAINDER {i})"
+                    )
 
     # -- dialect hooks -----------------------------------------------------------
 
@@ -176,8 +250,185 @@ class PostgresJournal(SqlJournal):
                 lock_timeout=self.lock_timeout,
             ) from exc
 
+    @contextlib.contextmanager
+    def _statement(self) -> Iterator[Cursor]:
+        """A cursor for single statements in autocommit: each is one round trip."""
+        try:
+            with self._pool.connection() as conn, conn.cursor() as cur:
+                yield cur
+        except psycopg.errors.LockNotAvailable as exc:
+            raise RunBusyError(
+                f"journal {self.url}: a run row stayed locked by another statement for more "
+                f"than lock_timeout={self.lock_timeout} s; nothing was written. Retry later.",
+                lock_timeout=self.lock_timeout,
+            ) from exc
+
     def _sql(self, statement: str) -> str:
         return statement.replace("?", "%s")
+
+    # -- claims: one statement, no lock across a round trip --------------------------
+
+    def _remember(self, record: RunRecord | None) -> RunRecord | None:
+        if record is not None:
+            with self._known_lock:
+                if len(self._known) >= _KNOWN_ROWS:
+                    self._known.clear()
+                self._known[record.run_id] = record
+        return record
+
+    def _known_row(self, run_id: str) -> RunRecord | None:
+        with self._known_lock:
+            return self._known.get(run_id)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """See :meth:`redrive.storage.Journal.get_run`."""
+        with self._statement() as cur:
+            return self._remember(self._select_run(cur, run_id, lock=False))
+
+    def create_run(self, record: RunRecord, first: Frame) -> bool:
+        """See :meth:`redrive.storage.Journal.create_run` (one statement)."""
+        check_append(attrs.evolve(record, next_seq=0), [first], 0)
+        row = attrs.evolve(record, next_seq=1, last_chain=first.chain)
+        values = attrs.asdict(row)
+        with self._statement() as cur:
+            cur.execute(
+                f"WITH r AS (INSERT INTO redrive_runs ({', '.join(RUN_COLUMNS)}) "
+                f"VALUES ({', '.join('%s' for _ in RUN_COLUMNS)}) "
+                "ON CONFLICT (run_id) DO NOTHING RETURNING 1), "
+                f"f AS ({_insert_frames_sql(1)} WHERE EXISTS (SELECT 1 FROM r) RETURNING 1) "
+                "SELECT count(*) FROM r",
+                [values[c] for c in RUN_COLUMNS] + _frame_arrays([first]),
+            )
+            created = bool(cur.fetchone()[0])
+        if created:
+            self._remember(row)
+        return created
+
+    def append(
+        self,
+        run_id: str,
+        frames: Sequence[Frame],
+        *,
+        expected_seq: int,
+        update: RunUpdate | None = None,
+        epoch: int | None = None,
+        sync: bool = True,
+    ) -> None:
+        """See :meth:`redrive.storage.Journal.append`.
+
+        One round trip when the row this journal last saw for the run is
+        still current (the common case: the worker's own previous write);
+        otherwise one plain read first. The write is one statement that
+        updates the row only if the fence, seq, chain and status still are
+        what was checked, and inserts the frames only if it did.
+
+        Raises:
+            UnknownRunError, LeaseLostError, RunBusyError, AppendConflictError,
+            TerminalRunError, ValueError: as :meth:`redrive.storage.Journal.append`.
+        """
+        known = self._known_row(run_id)
+        row: RunRecord | None = None
+        if known is not None and known.next_seq == expected_seq:
+            try:
+                row = appended(
+                    known, run_id, frames, expected_seq=expected_seq, update=update, epoch=epoch
+                )
+            except Exception:  # the remembered row may be stale: decide on a fresh read
+                row = None
+        for _ in range(_SWAP_TRIES):
+            if row is None or known is None:
+                known = self.get_run(run_id)
+                row = appended(
+                    known, run_id, frames, expected_seq=expected_seq, update=update, epoch=epoch
+                )
+            assert known is not None
+            if self._append_if(known, row, frames, epoch=epoch, sync=sync):
+                self._remember(row)
+                return
+            row = None  # the row changed since it was read: read again, check again
+        raise RunBusyError(
+            f"run {run_id!r}: the run row changed under {_SWAP_TRIES} append attempts at seq "
+            f"{expected_seq} in a row (other writers keep changing it); nothing was written. "
+            "Retry later.",
+            run_id=run_id,
+            seq=expected_seq,
+        )
+
+    def _append_if(
+        self,
+        known: RunRecord,
+        row: RunRecord,
+        frames: Sequence[Frame],
+        *,
+        epoch: int | None,
+        sync: bool,
+    ) -> bool:
+        """Write ``row`` and ``frames`` if the run row still is ``known``; True if written."""
+        fence = "lease_epoch = %s"
+        params: list[Any] = [
+            row.next_seq,
+            row.last_chain,
+            row.updated_at,
+            row.status,
+            row.output,
+            row.error,
+            known.run_id,
+            known.next_seq,
+            known.last_chain,
+            known.status,
+            known.lease_epoch,
+        ]
+        if epoch is None:  # a writer without a lease: nobody else may hold one now
+            fence += " AND (lease_owner IS NULL OR lease_expires IS NULL OR lease_expires <= %s)"
+            params.append(time.time())
+        relaxed = "" if sync else ", s AS (SELECT set_config('synchronous_commit', 'off', true))"
+        statement = (
+            "WITH r AS (UPDATE redrive_runs SET next_seq = %s, last_chain = %s, "
+            "updated_at = %s, status = %s, output = %s, error = %s "
+            f"WHERE run_id = %s AND next_seq = %s AND last_chain = %s AND status = %s AND {fence} "
+            "RETURNING 1)"
+            + (
+                f", f AS ({_insert_frames_sql(len(frames))} "
+                "WHERE EXISTS (SELECT 1 FROM r) RETURNING 1)"
+                if frames
+                else ""
+            )
+            + relaxed
+            + " SELECT count(*) FROM r"
+            + ("" if sync else ", s")
+        )
+        if frames:
+            params += _frame_arrays(frames)
+        with self._statement() as cur:
+            cur.execute(statement, params)
+            return bool(cur.fetchone()[0])
+
+    def _change_run(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> RunRecord:
+        """Apply ``change`` to the run row by compare-and-swap (no lock across round trips)."""
+        for _ in range(_SWAP_TRIES):
+            with self._statement() as cur:
+                record = self._select_run(cur, run_id, lock=False)
+            if record is None:
+                raise unknown_run(run_id)
+            changed = change(record)
+            if changed is record:
+                return self._remember(record) or record
+            new = attrs.asdict(changed)
+            old = attrs.asdict(record)
+            sets = ", ".join(f"{c} = %s" for c in RUN_COLUMNS[1:])
+            same = " AND ".join(f"{c} IS NOT DISTINCT FROM %s" for c in _SWAP_COLUMNS)
+            with self._statement() as cur:
+                cur.execute(
+                    f"UPDATE redrive_runs SET {sets} WHERE run_id = %s AND {same} RETURNING 1",
+                    [new[c] for c in RUN_COLUMNS[1:]] + [run_id] + [old[c] for c in _SWAP_COLUMNS],
+                )
+                if cur.fetchone() is not None:
+                    return self._remember(changed) or changed
+        raise RunBusyError(
+            f"run {run_id!r}: the run row changed under {_SWAP_TRIES} lease or cancel attempts "
+            "in a row (other writers keep changing it); nothing was changed. Retry later.",
+            run_id=run_id,
+        )
 
     def _table_scope(self) -> str:
         return " AND table_schema = current_schema()"
@@ -211,3 +462,66 @@ class PostgresJournal(SqlJournal):
 
     def __repr__(self) -> str:
         return f"<PostgresJournal {self.url}>"
+
+
+#: The run columns a compare-and-swap compares (everything a write may change).
+_SWAP_COLUMNS = (
+    "status",
+    "next_seq",
+    "last_chain",
+    "updated_at",
+    "output",
+    "error",
+    "lease_owner",
+    "lease_epoch",
+    "lease_expires",
+)
+
+
+def _partitions_option(url: str, given: int | None) -> tuple[str, int | None]:
+    """Take ``partitions=N`` out of the URL's query (libpq would refuse it).
+
+    Raises:
+        ValueError: N is not an integer from 2 to 1024, or differs from ``given``.
+    """
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    found = [v for k, v in query if k == "partitions"]
+    if not found:
+        value = given
+    else:
+        try:
+            value = int(found[-1])
+        except ValueError:
+            raise ValueError(
+                f"partitions={found[-1]!r} in the journal URL: give a whole number, e.g. "
+                "?partitions=8"
+            ) from None
+        if given is not None and given != value:
+            raise ValueError(f"partitions={given} and ?partitions={value} in the URL differ")
+        rest = urllib.parse.urlencode([(k, v) for k, v in query if k != "partitions"])
+        url = urllib.parse.urlunsplit(parts._replace(query=rest))
+    if value is not None and not 2 <= value <= 1024:
+        raise ValueError(f"partitions={value}: use 2 to 1024 hash partitions (or none)")
+    return url, value
+
+
+def _insert_frames_sql(count: int) -> str:
+    """``INSERT`` of ``count`` frames as a ``SELECT`` (to be followed by a ``WHERE``).
+
+    One frame (the common claim) is one row of scalar parameters; more frames
+    are one array parameter per column (``unnest``), so the statement text does
+    not depend on how many.
+    """
+    if count == 1:
+        values = ", ".join(f"%s::{t}" for t in _FRAME_ARRAYS)
+        return f"INSERT INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) SELECT {values}"
+    arrays = ", ".join(f"%s::{t}[]" for t in _FRAME_ARRAYS)
+    return f"INSERT INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) SELECT * FROM unnest({arrays})"
+
+
+def _frame_arrays(frames: Sequence[Frame]) -> list[Any]:
+    """The parameters of :func:`_insert_frames_sql` for ``frames``."""
+    if len(frames) == 1:
+        return [getattr(frames[0], a) for a in FRAME_ATTRS]
+    return [[getattr(f, a) for f in frames] for a in FRAME_ATTRS]

@@ -33,11 +33,14 @@ from redrive.storage import (
     copy_run,
     verify_frames,
 )
+from tests.handles import worker_handle
 
 BACKENDS = [
     pytest.param("memory", id="memory"),
     pytest.param("duckdb", id="duckdb"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    # frames hash-partitioned by run (docs/scaling.md), opened by URL option
+    pytest.param("postgres-partitioned", id="postgres-partitioned", marks=pytest.mark.postgres),
 ]
 SQL_BACKENDS = BACKENDS[1:]
 
@@ -53,6 +56,8 @@ def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Journal:
 
     url = request.getfixturevalue("pg_url")
     schema = request.getfixturevalue("pg_schema")
+    if kind == "postgres-partitioned":
+        url += ("&" if "?" in url else "?") + "partitions=4"
     return PostgresJournal(url, schema=schema, max_size=4)
 
 
@@ -79,6 +84,8 @@ def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Call
 
             url = request.getfixturevalue("pg_url")
             schema = request.getfixturevalue("pg_schema")
+            if request.param == "postgres-partitioned":
+                url += ("&" if "?" in url else "?") + "partitions=4"
             j = PostgresJournal(url, schema=schema, max_size=2, **options)
         opened.append(j)
         return j
@@ -365,7 +372,10 @@ def test_claim_race_runs_body_once(journal: Journal) -> None:
 
     def worker() -> None:
         try:
-            with redrive.run(journal, "claim", input="x", on_busy="wait") as run:
+            # each simulated worker has its own handle, as a process of its own would
+            # (one process opens one live block per run on one journal object)
+            handle = worker_handle(journal)
+            with redrive.run(handle, "claim", input="x", on_busy="wait") as run:
                 barrier.wait()  # every worker is inside the run before the first claim
                 ticket = open_ticket("refund")
                 run.finish([ticket, send_email(f"bob-{ticket}")])
@@ -404,7 +414,7 @@ def test_claim_race_raises_when_asked(journal: Journal) -> None:
 
     def worker() -> None:
         try:
-            with redrive.run(journal, "pay", input=1, on_busy="raise") as run:
+            with redrive.run(worker_handle(journal), "pay", input=1, on_busy="raise") as run:
                 barrier.wait()
                 run.finish(charge_card(500))
             outcome = "ok"
@@ -640,3 +650,42 @@ def test_cancel_racing_appends_lands_after_them(journal: Journal) -> None:
     assert verify_frames(iter(stored), source="test") == len(stored)
     assert stored[-1].kind == Kind.RUN_END.value
     assert len(stored) == (3 if outcome == ["appended"] else 2)
+
+
+@pytest.mark.postgres
+def test_partitioned_frames_are_hash_partitions_by_run(pg_url: str, pg_schema: str) -> None:
+    """``?partitions=4`` makes the frames table 4 hash partitions; runs spread over them."""
+    import psycopg
+
+    from redrive.storage.postgres import PostgresJournal
+
+    journal = PostgresJournal(pg_url + "?partitions=4", schema=pg_schema)
+    for i in range(16):
+        first = _start(journal, f"spread-{i}")
+        journal.append(f"spread-{i}", _frames(f"spread-{i}", 1, first.chain, 3), expected_seq=1)
+    with psycopg.connect(pg_url, options=f"-c search_path={pg_schema}") as conn:
+        kinds = conn.execute(
+            "SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relname = 'redrive_frames' AND n.nspname = %s",
+            [pg_schema],
+        ).fetchall()
+        used = conn.execute("SELECT count(DISTINCT tableoid) FROM redrive_frames").fetchone()
+    assert kinds == [("p",)]
+    assert used is not None and used[0] >= 2
+    assert [f.seq for f in journal.frames("spread-3")] == [0, 1, 2, 3]
+    journal.close()
+    reopened = PostgresJournal(pg_url, schema=pg_schema)  # the layout stays; no option needed
+    assert [f.seq for f in reopened.frames("spread-3")] == [0, 1, 2, 3]
+    reopened.close()
+    with pytest.raises(ValueError, match="2 to 1024"):
+        PostgresJournal(pg_url + "?partitions=1", schema=pg_schema)
+
+
+@pytest.mark.postgres
+def test_partitions_on_an_unpartitioned_journal_is_refused(pg_url: str, pg_schema: str) -> None:
+    """A journal keeps the layout it was created with; the error says how to move runs."""
+    from redrive.storage.postgres import PostgresJournal
+
+    PostgresJournal(pg_url, schema=pg_schema).close()
+    with pytest.raises(ValueError, match="already exists unpartitioned"):
+        PostgresJournal(pg_url, schema=pg_schema, partitions=4)

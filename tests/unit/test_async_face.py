@@ -10,6 +10,7 @@ from typing import Any
 import redrive
 from redrive.frames import Frame
 from redrive.storage import MemoryJournal, verify_frames
+from tests.handles import worker_handle
 
 #: A journal write that ran on the loop would stall it for SLOW s; a loaded machine
 #: (shared cores) late-wakes a watchdog by tens of ms, so the bound is generous.
@@ -93,7 +94,8 @@ def test_lease_wait_does_not_stall_the_loop() -> None:
     async def loop(holds: bool) -> redrive.Run:
         if not holds:
             await entered.wait()
-        async with redrive.run(journal, "leased", input="leased", **options) as run:
+        handle = journal if holds else worker_handle(journal)
+        async with redrive.run(handle, "leased", input="leased", **options) as run:
             if holds:
                 entered.set()
                 await asyncio.sleep(0.2)  # the waiter polls for the lease meanwhile
@@ -185,7 +187,7 @@ def test_cancelling_a_lease_wait_leaves_the_holder_alone() -> None:
 
     async def main() -> redrive.Run:
         async with redrive.run(journal, "held", input="held", **options) as run:
-            waiter = asyncio.create_task(_loop(journal, "held", **options))
+            waiter = asyncio.create_task(_loop(worker_handle(journal), "held", **options))
             await asyncio.sleep(0.1)  # the waiter is polling for the lease
             waiter.cancel()
             done, _ = await asyncio.wait([waiter], timeout=1.0)

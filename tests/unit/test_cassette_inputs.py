@@ -69,6 +69,12 @@ try:  # pragma: no cover - only with brotli installed
     ENCODERS["br"] = brotli.compress
 except ImportError:
     pass
+try:  # pragma: no cover - only with zstandard installed
+    import zstandard
+
+    ENCODERS["zstd"] = zstandard.ZstdCompressor().compress
+except ImportError:
+    pass
 
 
 def _interaction(

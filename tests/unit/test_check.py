@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import redrive
 from redrive import _check
@@ -62,6 +65,25 @@ def test_junit_xml(tmp_path: Path) -> None:
     assert suite is not None and suite.get("tests") == "4" and suite.get("failures") == "2"
     failures = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
     assert failures == ["refund:B-200:audit", "refund:A-100:prompt"]
+
+
+@given(key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=24, max_size=40))
+@settings(max_examples=20, deadline=None)
+def test_junit_xml_holds_no_secret(key: str) -> None:
+    """Issue 16: a failure text that quotes a live call's arguments (a divergence diff with an
+    API key or a URL's secret query parameter) is masked in the JUnit XML CI keeps."""
+    secret = f"sk-proj-{key}"
+    message = (
+        f"run 'r' seq 3: tool fetch diverged\n  $.url: 'https://x.example/?key={key}' -> "
+        f"'https://x.example/?api_key={key}'\n  $.headers.authorization: 'Bearer {secret}'"
+    )
+    result = _check.CheckResult(source="r.rdj", run_id="r", outcome="diverged", message=message)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report.xml"
+        _check.write_junit(_check.CheckReport((result,)), out)
+        data = out.read_bytes()
+    assert key.encode() not in data and b"REDACTED" in data
+    assert ET.fromstring(data).find("testsuite") is not None
 
 
 def test_journal_source_and_changed_output(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -344,7 +344,7 @@ def test_version() -> None:
 def test_readme_operator_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The commands of the README's "Operator commands" section run as printed, exit 0."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Operator commands", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("### Operator commands", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     commands = [line.strip() for line in section.splitlines() if line.startswith("    redrive")]
     assert len(commands) >= 5
     monkeypatch.chdir(tmp_path)
@@ -460,3 +460,55 @@ def test_resolve_step_on_the_memory_journal() -> None:
     with redrive.run(journal, "m") as run:
         run.finish(charge(1))
     assert run.output == 1 and calls == [1, 1, 1]
+
+
+_BAD_TEXT = st.sampled_from(["", "   ", "\t", "bad\udcff", "\ud800", "a\x00b"])
+
+
+@given(
+    command=st.sampled_from(
+        [
+            ["cancel", "{run}", "--reason", "{bad}"],
+            ["cancel", "{run}", "--reason", "ok", "--by", "{bad}"],
+            ["decide", "{run}", "approve_refund", "--approve", "--by", "{bad}"],
+            ["resolve", "{run}", "1", "--not-done", "--reason", "{bad}"],
+            ["show", "{bad}"],
+            ["cancel", "{bad}", "--reason", "ok"],
+            ["sql", "select '{bad}'"],
+        ]
+    ),
+    bad=_BAD_TEXT,
+)
+def test_bad_text_arguments_are_usage_errors_never_tracebacks(
+    tmp_path_factory: pytest.TempPathFactory, command: list[str], bad: str
+) -> None:
+    """Kind (outside tester: blank --reason/--by, bytes that are not UTF-8 from the shell,
+    NUL): any command given a blank who/why, a run id breaking the run-id rule, or text that
+    is not valid Unicode exits 2 with a one-line usage error before a journal is touched;
+    nothing is recorded."""
+    if command[0] == "sql" and not bad.strip():
+        return  # blank text inside a SQL string literal is SQL's business
+    if command[1] == "{bad}" and bad and not bad.strip():
+        return  # a run id of spaces is a valid (if odd) run id: not found, exit 3
+    path = str(tmp_path_factory.mktemp("j") / "runs.duckdb")
+    journal = redrive.open_journal(path)
+    with pytest.raises(KeyboardInterrupt), redrive.run(journal, "r1"):
+        raise KeyboardInterrupt  # stands for a crash: the run stays running
+    journal.close()
+    argv = [a.replace("{run}", "r1").replace("{bad}", bad) for a in command]
+    code, _, err = _cli("--journal", path, *argv)
+    assert code == 2, (argv, code, err)
+    assert "Traceback" not in err and "UsageError" in err
+    journal = redrive.open_journal(path)
+    record = journal.get_run("r1")
+    journal.close()
+    assert record is not None and record.status == "running"
+
+
+@pytest.mark.parametrize("days", ["nan", "inf", "-inf"])
+def test_prune_refuses_a_number_of_days_that_is_not_finite(tmp_path: Path, days: str) -> None:
+    """Outside tester: ``prune --older-than nan`` printed a traceback (NaN < 0 is False)."""
+    path = str(tmp_path / "runs.duckdb")
+    redrive.open_journal(path).close()
+    code, _, err = _cli("--journal", path, "prune", f"--older-than={days}")
+    assert code == 2 and "finite" in err and "Traceback" not in err

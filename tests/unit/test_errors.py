@@ -13,6 +13,7 @@ import redrive
 from redrive import errors
 from redrive.errors import DivergenceReason, RunBusyReason
 from redrive.storage import MemoryJournal
+from tests.handles import worker_handle
 
 ERROR_CLASSES = [
     obj
@@ -220,7 +221,7 @@ def test_leased_run_refuses_a_second_worker() -> None:
     with (
         redrive.run(journal, "l", lease=30.0),
         pytest.raises(redrive.RunBusyError) as info,
-        redrive.run(journal, "l", lease=30.0),
+        redrive.run(worker_handle(journal), "l", lease=30.0),
     ):
         pass
     assert info.value.reason is RunBusyReason.LEASED and info.value.owner is not None

@@ -176,19 +176,20 @@ def test_postgres_connection_dropped_mid_append(
     from redrive.storage.postgres import PostgresJournal
 
     journal = PostgresJournal(PG_URL, schema=pg_schema, min_size=1, max_size=1)
-    real = PostgresJournal._insert_frames
+    real = PostgresJournal._append_if  # the one statement of a claim
     state = {"armed": False}
 
-    def drop(self: PostgresJournal, cur: Any, frames: Any) -> None:
+    def drop(self: PostgresJournal, *args: Any, **kwargs: Any) -> bool:
         if state["armed"]:
             state["armed"] = False
-            cur.execute("SELECT pg_backend_pid()")
-            pid = cur.fetchone()[0]
+            with self._statement() as cur:  # max_size=1: the connection the claim gets
+                cur.execute("SELECT pg_backend_pid()")
+                pid = cur.fetchone()[0]
             with psycopg.connect(PG_URL, autocommit=True) as other:
                 other.execute("SELECT pg_terminate_backend(%s)", [pid])
-        real(self, cur, frames)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(PostgresJournal, "_insert_frames", drop)
+    monkeypatch.setattr(PostgresJournal, "_append_if", drop)
     # a journal error leaves the run resumable (JournalWriteError, caused by the driver's)
     with pytest.raises(redrive.JournalWriteError) as info, redrive.run(journal, "job:4"):
         loop(["a"])
@@ -196,7 +197,7 @@ def test_postgres_connection_dropped_mid_append(
         loop(["b"])
     assert isinstance(info.value.__cause__, psycopg.OperationalError)
     assert EFFECTS == ["a"]
-    monkeypatch.setattr(PostgresJournal, "_insert_frames", real)
+    monkeypatch.setattr(PostgresJournal, "_append_if", real)
     with contextlib.closing(PostgresJournal(PG_URL, schema=pg_schema)) as fresh:
         kept = _frames(fresh, "job:4")
         assert verify_frames(iter(kept), source="pg") == len(kept)

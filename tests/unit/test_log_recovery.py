@@ -124,9 +124,12 @@ def test_format_1_logs_are_still_read_and_then_rewritten(tmp_path: Path) -> None
     body = msgpack.packb(["frames", run_row, [frame]], use_bin_type=True)
     Path(path + ".rdlog").write_bytes(MAGIC_V1 + v1_record(body) + b"\x00\x00")  # torn tail
     journal = DuckDBJournal(path)
+    assert Path(path + ".rdlog").read_bytes()[:8] == b"RDLOG\x00\x02\n"  # rewritten
     assert [f.seq for f in journal.frames("r")] == [0]
-    journal.close()
-    assert Path(path + ".rdlog").read_bytes()[:8] == b"RDLOG\x00\x02\n"
+    crash(journal)
+    again = DuckDBJournal(path)
+    assert [f.seq for f in again.frames("r")] == [0]
+    again.close()
 
 
 @given(

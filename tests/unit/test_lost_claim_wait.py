@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import redrive
 from redrive.storage import MemoryJournal
+from tests.handles import worker_handle
 from tests.unit.test_async_face import STALL, _worst_lag
 
 OPTIONS: dict[str, Any] = {"on_busy": "wait", "busy_timeout": 20.0}
@@ -40,7 +41,7 @@ def _sync_race(losers: int) -> tuple[list[Any], list[str]]:
 
     def worker() -> None:
         try:
-            with redrive.run(journal, "shared", input="shared", **OPTIONS) as run:
+            with redrive.run(worker_handle(journal), "shared", input="shared", **OPTIONS) as run:
                 runs.append(run)
                 outcomes.append(charge(5))
         except Exception as exc:  # pragma: no cover - reported by the assertion
@@ -88,7 +89,7 @@ def _async_race(
             return f"charged {amount}"
 
         async def worker() -> str:
-            async with redrive.run(journal, "shared", input="shared", **OPTIONS):
+            async with redrive.run(worker_handle(journal), "shared", input="shared", **OPTIONS):
                 return await charge(5)
 
         winner = asyncio.create_task(worker())
@@ -166,13 +167,13 @@ def test_a_presumed_holder_that_does_not_finish_is_given_up_alike_on_both_faces(
     outcomes: list[str] = []
     try:
         try:
-            with redrive.run(journal, "held", input="held", **patient):
+            with redrive.run(worker_handle(journal), "held", input="held", **patient):
                 outcomes.append(repr(hold(1)))
         except Exception as exc:
             outcomes.append(type(exc).__name__)
 
         async def aworker() -> None:
-            async with redrive.run(journal, "held", input="held", **patient):
+            async with redrive.run(worker_handle(journal), "held", input="held", **patient):
                 outcomes.append(repr(await ahold(1)))
 
         try:

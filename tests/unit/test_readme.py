@@ -43,17 +43,51 @@ def test_every_block_is_checked_here() -> None:
     checked = {
         ("sh", "scripts/demo\n"),
         ("sh", "scripts/test\n"),
-        ("python", "def handle("),
+        ("python", "def handle(job_id: str, email: str"),
         ("python", "@pytest.mark.redrive"),
         ("text", "diverged from its journal"),
         ("text", "diff=redrive"),
         *((lang, code) for lang, code in _incident_blocks()),
+        *((("python", f"redrive.integrations.{name} import")) for name in FRAMEWORK_BLOCKS),
     }
     for lang, code in blocks:
         assert any(lang == kind and needle in code for kind, needle in checked), (
             f"README block ({lang or 'no language'}) is not checked by {__file__}:\n{code}"
         )
     assert len(blocks) == len(checked)
+
+
+#: README "Agent frameworks" block (by the module it imports) -> framework family
+FRAMEWORK_BLOCKS = {"openai_agents": "agents", "pydantic_ai": "pydantic", "langchain": "langchain"}
+
+
+@pytest.mark.parametrize("name", sorted(FRAMEWORK_BLOCKS))
+def test_agent_framework_example_records_then_replays(name: str, tmp_path: Path) -> None:
+    """Each framework block runs its agent live once (one email), then replays it offline."""
+    from tests.integrations.conftest import need
+    from tests.integrations.fakeapi import FINAL, chat
+
+    need(FRAMEWORK_BLOCKS[name])
+    code = _block("python", f"redrive.integrations.{name} import")
+    stream = name != "langchain"
+    with serve() as server:
+        server.add(chat(False, stream), chat(True, stream))
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            env={
+                **os.environ,
+                "OPENAI_BASE_URL": server.url + "/v1",
+                "OPENAI_API_KEY": "sk-readme",
+                "PYTHONPATH": str(ROOT),
+            },
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-4000:]
+        assert result.stdout.splitlines() == ["emailing ada@example.com", FINAL, FINAL]
+        assert len(server.requests) == 2  # the second handle() replayed both model calls
 
 
 def _tool_call(call_id: str, name: str, arguments: dict[str, str]) -> dict[str, object]:
@@ -85,7 +119,7 @@ def _incident_blocks() -> list[tuple[str, str]]:
 
 def test_usage_example_records_then_replays(tmp_path: Path) -> None:
     """The usage example runs its loop live once, then replays it with no model call."""
-    code = _block("python", "def handle(")
+    code = _block("python", "def handle(job_id: str, email: str")
     replies = [
         _chat(
             {

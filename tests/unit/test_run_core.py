@@ -16,6 +16,7 @@ import redrive
 from redrive.frames import Kind
 from redrive.storage import Journal, MemoryJournal
 from redrive.storage.duckdb import DuckDBJournal
+from tests.handles import worker_handle
 
 
 @pytest.fixture(params=["memory", "duckdb"])
@@ -626,11 +627,14 @@ def test_a_worker_without_a_lease_cannot_write_to_a_leased_run(journal: Journal)
     with redrive.run(journal, "leased", lease=30.0) as holder:
         transfer(1)
         holder._flush()
-        with pytest.raises(redrive.RunBusyError, match="leased by"), redrive.run(journal, "leased"):
+        with (
+            pytest.raises(redrive.RunBusyError, match="leased by"),
+            redrive.run(worker_handle(journal), "leased"),
+        ):
             pass
         with (
             pytest.raises(redrive.RunBusyError),
-            redrive.run(journal, "leased", on_busy="wait", busy_timeout=0.2),
+            redrive.run(worker_handle(journal), "leased", on_busy="wait", busy_timeout=0.2),
         ):
             pass
         record = journal.get_run("leased")

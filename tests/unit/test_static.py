@@ -27,7 +27,7 @@ def _tool(name: str) -> list[str]:
 def test_ruff_is_clean() -> None:
     """ruff finds nothing in the package, the tests, benchmarks and scripts."""
     result = subprocess.run(
-        [*_tool("ruff"), "check", "redrive", "tests", "benchmarks", "fixtures"],
+        [*_tool("ruff"), "check", "redrive", "tests", "benchmarks", "fixtures", "examples"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -38,7 +38,16 @@ def test_ruff_is_clean() -> None:
 def test_ruff_format_is_clean() -> None:
     """The code is in ruff's format (``ruff format --check``): no diff noise in reviews."""
     result = subprocess.run(
-        [*_tool("ruff"), "format", "--check", "redrive", "tests", "benchmarks", "fixtures"],
+        [
+            *_tool("ruff"),
+            "format",
+            "--check",
+            "redrive",
+            "tests",
+            "benchmarks",
+            "fixtures",
+            "examples",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

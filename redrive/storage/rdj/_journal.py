@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 
 from ...frames import Frame
@@ -19,7 +20,8 @@ __all__ = ["RdjJournal"]
 def _read_only(path: str, what: str) -> PermissionError:
     return PermissionError(
         f"{path} is a read-only .rdj export; it cannot {what}. Import it into a journal first "
-        f"(`redrive --journal runs.duckdb import {path}` or redrive.import_run) to resume or "
+        f"(`redrive --journal runs.duckdb import {shlex.quote(str(path))}` or redrive.import_run) "
+        "to resume or "
         "record into the run."
     )
 

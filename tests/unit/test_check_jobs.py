@@ -1,0 +1,32 @@
+"""``redrive check --jobs N``: the same report, in the same order, from worker processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import redrive
+from redrive.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "fixtures" / "runs"
+
+
+def test_jobs_give_the_report_of_one_process() -> None:
+    """Outcomes, seqs, messages and order match a check in this process; errors travel back."""
+    one = redrive.check_runs([RUNS], import_paths=[str(ROOT)])
+    two = redrive.check_runs([RUNS], import_paths=[str(ROOT)], jobs=2)
+    assert two == one
+    assert [r.outcome for r in two.results] == ["went_live", "diverged", "passed", "passed"]
+    diverged = two.results[1]
+    assert isinstance(diverged.error, redrive.DivergenceError)
+    fast = redrive.check_runs([RUNS], fail_fast=True, import_paths=[str(ROOT)], jobs=2)
+    assert [r.outcome for r in fast.results] == ["went_live"]
+
+
+def test_cli_jobs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The command line takes --jobs and reports as without it."""
+    code = cli_main(["check", "--jobs", "2", "-I", str(ROOT), str(RUNS / "pass")])
+    assert code == 0
+    assert "2 run(s) checked: 2 passed" in capsys.readouterr().out
