@@ -27,7 +27,7 @@ from typing import Any, Literal
 import attrs
 
 from ..errors import JournalCorruptError
-from ..frames import VERIFY_ADVICE, ChainCheck, Frame, Kind, decode
+from ..frames import VERIFY_ADVICE, ChainCheck, Frame, Kind, decode, payload_problem
 from ._delta import Expander
 
 __all__ = ["END_KINDS", "STEP_KINDS", "RecordedStep", "StepReader", "StepStatus", "iter_steps"]
@@ -316,6 +316,11 @@ class StepReader:
             raise self.corrupt(
                 frame, "payload", f"has a {type(data).__name__} payload where a map belongs"
             )
+        # frames read back from DuckDB or Postgres tables get the same schema check as
+        # .rdj and .rdlog records: a hostile row is a JournalCorruptError naming seq and field
+        problem = payload_problem(frame.kind, data)
+        if problem is not None:
+            raise self.corrupt(frame, "payload", f"has a malformed {frame.kind} payload: {problem}")
         return data
 
 
