@@ -37,6 +37,7 @@ Two ways in:
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -525,9 +526,12 @@ class _Live:
                 }
             ),
         )
+        reader = StepReader(run.run_id, verify=False)
+        if run.resumed:
+            _read_before(reader, run)
         with self.lock:
             self.roots[run.run_id] = span
-            self.readers[run.run_id] = StepReader(run.run_id, verify=False)
+            self.readers[run.run_id] = reader
             self.ids[run.run_id] = _CallIds()
 
     def _closed(self, run: Any, error: BaseException | None) -> None:
@@ -573,12 +577,33 @@ class _Live:
             _step_span(self.tracer, root, step, ids, replayed=False)
 
     def _replayed(self, run_id: str, step: RecordedStep) -> None:
-        if not self.replayed_spans:
-            return
         with self.lock:
             root, ids = self.roots.get(run_id), self.ids.get(run_id)
-        if root is not None and ids is not None:
+        if root is None or ids is None:
+            return
+        if self.replayed_spans:
             _step_span(self.tracer, root, step, ids, replayed=True)
+        elif step.kind == "model":  # no span, but a live tool after it keeps its call id
+            ids.model(step.data, step.outcome)
+        elif step.kind == "tool":
+            ids.take(step.name, step.args)
+
+
+def _read_before(reader: StepReader, run: Any) -> None:
+    """Feed ``reader`` the frames a resumed run holds from before this execution.
+
+    A step in flight at the crash (opened then, finished now) then gets its
+    live span when its outcome is written; the observer runs where the run's
+    journal I/O runs (off the event loop on the async face). A journal that
+    cannot be read leaves the reader empty: telemetry never fails a run.
+    """
+    try:
+        for frame in run.journal.frames(run.run_id):
+            if frame.seq >= run._known_seq:
+                break
+            reader.feed(frame)
+    except Exception:  # pragma: no cover - a damaged journal: the run itself reports it
+        logging.getLogger("redrive").debug("otel: cannot read run %r before resume", run.run_id)
 
 
 def _unresolved(reader: StepReader, frame: Frame) -> None:
@@ -587,7 +612,8 @@ def _unresolved(reader: StepReader, frame: Frame) -> None:
     A resumed execution's reader starts at the frames it writes, so a request
     stored as a prefix delta of one from before the crash cannot be expanded:
     its span only needs the scalar fields of its view, which a delta keeps.
-    An outcome of a step opened before this execution is dropped (no span).
+    (A resumed run's reader is fed the frames from before it, so an outcome
+    of a step opened before this execution resolves.)
     """
     if frame.kind != Kind.MODEL_REQUEST.value:
         return

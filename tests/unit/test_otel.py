@@ -27,8 +27,9 @@ from opentelemetry.trace import StatusCode
 import redrive
 from redrive import otel
 from redrive.cli import main
-from redrive.storage import Journal
+from redrive.storage import Journal, MemoryJournal
 from tests import sample_run
+from tests.conftest import Drive, Loop
 from tests.sdkserver import ScriptServer, serve
 
 #: every attribute name the OpenTelemetry semantic conventions package publishes for GenAI
@@ -421,3 +422,40 @@ def test_anthropic_stream_attributes() -> None:
     assert attrs["gen_ai.response.finish_reasons"] == ["end_turn"]
     assert (attrs["gen_ai.usage.input_tokens"], attrs["gen_ai.usage.output_tokens"]) == (12, 9)
     assert attrs["gen_ai.provider.name"] == "anthropic"
+
+
+@pytest.mark.parametrize("replayed_spans", [True, False])
+def test_a_tool_in_flight_at_the_crash_gets_its_live_span_on_resume(
+    drive: Drive, exporter: Any, replayed_spans: bool
+) -> None:
+    """Outside tester (own case after openai-agents-python#4254): a restart-safe tool in
+    flight at the crash really runs again on resume; its live ``execute_tool`` span comes out
+    (attempt 2), with or without replayed spans, as ``export --otlp-json`` shows it. The
+    resumed execution's span reader starts from the frames written before the crash."""
+    provider, memory = exporter
+    journal = MemoryJournal()
+
+    @drive.model
+    def plan(text: str) -> str:
+        return "ship"
+
+    @drive.tool(restart_safe=True)
+    def ship(item: str) -> str:
+        return f"shipped {item}"
+
+    def loop(run: redrive.Run) -> Loop:
+        yield plan("go")
+        return run.finish((yield ship("A")))
+
+    drive.crash(journal, "r", "tool_claimed", "ship", loop)
+    otel.instrument(provider, replayed_spans=replayed_spans)
+    try:
+        assert drive.run(journal, "r", loop).value == "shipped A"
+    finally:
+        otel.uninstrument()
+    tools = [s for s in memory.get_finished_spans() if s.name == "execute_tool ship"]
+    assert len(tools) == 1
+    attrs = tools[0].attributes or {}
+    assert attrs["redrive.step.replayed"] is False and attrs["redrive.step.attempts"] == 2
+    chats = [s for s in memory.get_finished_spans() if s.name.startswith("chat")]
+    assert len(chats) == (1 if replayed_spans else 0)
