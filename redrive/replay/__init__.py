@@ -31,6 +31,7 @@ from ._run import (
     run,
     set_boundary_hook,
 )
+from ._state import unknown_live_tools
 from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "redirected",
     "register_tool",
     "resolve_step",
+    "unknown_live_tools",
     "run",
     "sending_live",
     "sends_live",
