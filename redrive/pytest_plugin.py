@@ -61,9 +61,12 @@ diff in review.
 
 Marker options: ``record_mode``, ``path``, ``replay``, ``live_tools``,
 ``block_network``, ``journal_format``; any other, or a positional argument, stops the session with
-a usage error. Recordings of failing tests are not saved. A journal whose
-steps a passing test no longer uses completely is listed in the terminal
-summary, with the command that re-records it. A replay error inside a test
+a usage error. Recordings of failing tests are not saved. In the replay-only
+modes a recorded side-effecting tool step (not ``read_only``) the code no longer
+makes fails the test with the command that re-records it; a journal whose
+other steps (model steps, read-only lookups) a passing test no longer uses
+completely is listed in the terminal summary, with that command. ``live_tools``
+names that match no tool fail the test. A replay error inside a test
 shows the step, the caller's file and line, the path diff and the command
 that re-records the test; redrive's own frames are left out of the traceback.
 """
