@@ -148,6 +148,23 @@ def test_a_failing_rewrite_keeps_the_recording_and_its_opened_runs(
     _run(pytester, "--redrive-record-mode=none").assert_outcomes(passed=1)
 
 
+def test_rewrite_records_the_opened_runs_live_not_from_the_old_files(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ultimate-notion#383: a rewrite replayed stale shared-fixture cassettes. Here the runs the
+    code opens (``.runs/``) are recorded live again on rewrite, and the stale one goes."""
+    _project(pytester)
+    _env(monkeypatch, pytester, OPENED="1", JOB="7")
+    _run(pytester).assert_outcomes(passed=1)
+    side = pytester.path / "side.log"
+    assert side.read_text().split() == ["refund"]
+    _env(monkeypatch, pytester, OPENED="1", JOB="8")
+    _run(pytester, "--redrive-record-mode=rewrite").assert_outcomes(passed=1)
+    assert side.read_text().split() == ["refund", "refund"]
+    runs = sorted(p.name for p in (pytester.path / "journals").rglob("*.runs/*"))
+    assert runs == ["support%3A8.rdj"]
+
+
 # -- 3. t4 + o2: the caller line in replay misses and live-tool divergences -----------------
 
 
