@@ -79,7 +79,6 @@ __all__ = [
     "redirected",
     "register_tool",
     "resolve_step",
-    "unknown_live_tools",
     "run",
     "sending_live",
     "sends_live",
@@ -88,4 +87,5 @@ __all__ = [
     "set_step_observer",
     "short",
     "tool_digest",
+    "unknown_live_tools",
 ]
