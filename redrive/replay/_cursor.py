@@ -113,9 +113,6 @@ class Cursor:
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         #: seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)
         self.superseded: list[int] = []
-        #: the first consumed recorded step by (kind, name, key): its seq, so a
-        #: repeated call recorded once can be told from a new call
-        self.consumed: dict[tuple[str, str, str], int] = {}
         if "lenient" in (policy.tool, policy.model, policy.value):
             self._load_all()
 
@@ -355,7 +352,6 @@ class Cursor:
         while not step.settled and step.kind != "value" and self._load_one():
             pass
         self._reader.forget(step.seq)
-        self.consumed.setdefault((step.kind, step.name, step.key), step.seq)
         for index, key in (
             (self._by_turn, step.turn),
             (self._by_turn_key, (step.turn, step.kind, step.name, step.key)),

@@ -24,6 +24,7 @@ from ._engine import OpenOperations
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, scrubber
+from ._steps import iter_steps
 from ._writer import JournalWriter
 
 __all__ = ["Flow", "RunOptions", "RunState"]
@@ -351,7 +352,7 @@ class RunState:
                 if self._finished_record is not None
                 else "this run replays only (live=False)"
             )
-            again = cursor.consumed.get((kind, name, key)) if cursor is not None else None
+            again = self._replayed_twin(kind, name, key)
             caller = caller_location()
             raise ReplayMissError(
                 f"run {self.run_id!r}: the loop asked for {kind} {name!r} with arguments "
@@ -377,6 +378,25 @@ class RunState:
                 found=args,
                 closest=closest,
             )
+
+    def _replayed_twin(self, kind: str, name: str, key: str) -> int | None:
+        """The seq of a recorded step identical to the one asked for that was already used.
+
+        Read only on the error path (a replay miss): the journal is scanned once,
+        so replaying keeps holding only a few steps at once.
+        """
+        cursor = self._cursor
+        unused = {s.seq for s in cursor.remaining()} if cursor is not None else set()
+        frames = self.journal.frames(self.run_id)
+        for step in iter_steps(frames, self.run_id, verify=False):
+            if (step.kind, step.name, step.key) == (kind, name, key) and step.seq not in unused:
+                return step.seq
+        return None
+
+    def _recorded_tool_names(self) -> set[str]:
+        """The names of the tool steps in this run's journal (a scan; for run-end checks)."""
+        frames = self.journal.frames(self.run_id)
+        return {s.name for s in iter_steps(frames, self.run_id, verify=False) if s.kind == "tool"}
 
     def _refuse_if_ended(self, kind: str, name: str) -> None:
         """Refuse a step of a run that ended during this execution, before any call goes out.
@@ -495,9 +515,7 @@ class RunState:
         if exc is not None or self._cursor is None:
             return
         if not isinstance(self.live_tools, bool):
-            recorded = {name for kind, name, _ in self._cursor.consumed if kind == "tool"}
-            recorded.update(s.name for s in self._cursor.remaining() if s.kind == "tool")
-            problem = unknown_live_tools(self.live_tools, recorded)
+            problem = unknown_live_tools(self.live_tools, self._recorded_tool_names())
             if problem:
                 raise ValueError(f"run {self.run_id!r}: {problem}")
         # a lenient rule lets recorded steps of its kind go unasked (removed calls)
