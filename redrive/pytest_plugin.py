@@ -30,8 +30,9 @@ mode              what the test does
                   save the file again
 ``all``           call everything live and record it again; the file is replaced
                   when the test passes (kept when it fails)
-``rewrite``       delete the file (and the runs the test's code opened) first, then
-                  record from scratch: steps no longer used are dropped
+``rewrite``       record from scratch (the old file is not read): steps no longer
+                  used are dropped; the file and the runs the test's code opened
+                  (``.runs/``) are replaced when the test passes (kept when it fails)
 ================  ================================================================
 
 One precedence rule, for every mode: ``--redrive-record-mode`` on the
@@ -60,9 +61,12 @@ diff in review.
 
 Marker options: ``record_mode``, ``path``, ``replay``, ``live_tools``,
 ``block_network``, ``journal_format``; any other, or a positional argument, stops the session with
-a usage error. Recordings of failing tests are not saved. A journal whose
-steps a passing test no longer uses completely is listed in the terminal
-summary, with the command that re-records it. A replay error inside a test
+a usage error. Recordings of failing tests are not saved. In the replay-only
+modes a recorded side-effecting tool step (not ``read_only``) the code no longer
+makes fails the test with the command that re-records it; a journal whose
+other steps (model steps, read-only lookups) a passing test no longer uses
+completely is listed in the terminal summary, with that command. ``live_tools``
+names that match no tool fail the test. A replay error inside a test
 shows the step, the caller's file and line, the path diff and the command
 that re-records the test; redrive's own frames are left out of the traceback.
 """
@@ -317,6 +321,33 @@ def _rerecord_command(item: pytest.Item) -> str:
     return f"pytest {shlex.quote(item.nodeid)} --redrive-record-mode=rewrite"
 
 
+def _unknown_run_message(item: pytest.Item, message: str) -> str:
+    """An ``UnknownRunError``'s message in a test: the recorded run ids, the re-record command."""
+    path = journal_path(item)
+    folder = runs_dir(path)
+    recorded = []
+    if path.exists():
+        with contextlib.suppress(Exception):
+            recorded.append(_run_id_of(path))
+    if folder.is_dir():
+        pattern = "*.rdj.jsonl" if _text(path) else "*.rdj"
+        for other in sorted(folder.glob(pattern)):
+            with contextlib.suppress(Exception):
+                recorded.append(_run_id_of(other))
+    head = message.partition("\nWhat to do:")[0]
+    runs = (
+        f"the test's recording has the run id(s) {', '.join(map(repr, recorded))} "
+        f"({path} and {folder}/)"
+        if recorded
+        else f"the test has no recording at {path}"
+    )
+    return (
+        f"{head}\n  {runs}; the code under test opened a run id that was not recorded (a "
+        "changed id, or a run added since the recording).\n"
+        f"What to do: if the change is intended, re-record this test: `{_rerecord_command(item)}`"
+    )
+
+
 def _is_redrive_frame(path: Any) -> bool:
     package = Path(__file__).resolve().parent
     try:
@@ -356,10 +387,14 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     """End a replay error's message in a redrive test with the command that re-records it."""
     if "redrive_run" not in getattr(item, "fixturenames", ()):
         return (yield)
-    from redrive.errors import DivergenceError, ReplayMissError
+    from redrive.errors import DivergenceError, ReplayMissError, UnknownRunError
 
     try:
         return (yield)
+    except UnknownRunError as exc:
+        exc.message = _unknown_run_message(item, exc.message)
+        exc.args = (exc.message,)
+        raise
     except (DivergenceError, ReplayMissError) as exc:
         message = exc.message
         head, sep, _ = message.partition("\nWhat to do:")
@@ -520,12 +555,9 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
     )
     path = journal_path(item)
     folder = runs_dir(path)
-    if mode == "rewrite":
-        path.unlink(missing_ok=True)
-        for old in folder.glob("*.rdj*") if folder.is_dir() else ():
-            old.unlink()
     journal = MemoryJournal(str(path))
-    exists = path.exists()
+    # rewrite records from scratch but leaves the old files alone until the test passes
+    exists = path.exists() and mode != "rewrite"
     pattern = "*.rdj.jsonl" if _text(path) else "*.rdj"
     others = sorted(folder.glob(pattern)) if folder.is_dir() and exists else []
     run_id = _run_id_of(path) if exists else f"test:{item.nodeid}"
@@ -577,11 +609,15 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
                     if exc.reason is not DivergenceReason.UNUSED_STEPS:
                         raise
                     left = exc.context or []
+                    effects = _side_effects_left(journal, exc) if not live else []
+                    if effects:
+                        raise _unused_side_effects(item, exc, effects, mode, why) from None
                     request.config.stash[_UNUSED].append(
                         f"{path}: {item.nodeid} left recorded steps unused from seq {exc.seq} "
-                        f"({'; '.join(left)}); re-record with `{_rerecord_command(item)}`"
+                        f"({'; '.join(left[:5])}); re-record with `{_rerecord_command(item)}`"
                     )
                     save = False
+                _check_live_tool_names(item, journal, live_tools)
             else:
                 failure = RuntimeError(f"test {item.nodeid} failed")
                 run.__exit__(RuntimeError, failure, None)
@@ -597,6 +633,78 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
         for stale in folder.glob(pattern) if folder.is_dir() else ():
             if stale not in written:
                 stale.unlink()
+
+
+def _side_effects_left(journal: Journal, exc: BaseException) -> list[str]:
+    """The unused recorded steps of ``exc`` that are side-effecting tool calls (not read-only).
+
+    Args:
+        journal: the test's journal.
+        exc: a ``DivergenceError`` of reason ``UNUSED_STEPS``; its ``context``
+            lists every unused step (``"seq 5 tool refund"``).
+
+    Returns:
+        The descriptions of the unused ``tool_start`` steps not declared
+        ``read_only``, in seq order (empty when only model steps, values or
+        read-only lookups were left).
+    """
+    from redrive.replay import expand_frames
+
+    run_id = getattr(exc, "run_id", None)
+    seqs: set[int] = set()
+    for line in getattr(exc, "context", None) or []:
+        found = re.match(r"seq (\d+) tool ", line)
+        if found:
+            seqs.add(int(found.group(1)))
+    if run_id is None or not seqs:
+        return []
+    effects = []
+    for frame, data in expand_frames(journal.frames(run_id)):
+        read_only = isinstance(data, dict) and data.get("read_only")
+        if frame.seq in seqs and frame.kind == "tool_start" and not read_only:
+            effects.append(f"seq {frame.seq} tool {frame.name}")
+    return effects
+
+
+def _unused_side_effects(
+    item: pytest.Item, exc: BaseException, effects: list[str], mode: str, why: str
+) -> BaseException:
+    """The failure of a replay-only test whose code no longer makes recorded side effects."""
+    from redrive.errors import DivergenceError
+
+    assert isinstance(exc, DivergenceError)
+    exc.message = (
+        f"{item.nodeid}: the code no longer makes recorded side-effecting tool call(s) "
+        f"({'; '.join(effects)}) of run {exc.run_id!r}; in record mode {mode!r} ({why}) "
+        "a recorded side effect the code skips fails the test (unused model steps and "
+        "read-only lookups are only listed in the summary).\n"
+        f"{exc.message.partition(chr(10) + 'What to do:')[0]}\n"
+        "What to do: if dropping the call is intended, re-record this test: "
+        f"`{_rerecord_command(item)}`"
+    )
+    exc.args = (exc.message,)
+    return exc
+
+
+def _check_live_tool_names(
+    item: pytest.Item, journal: Journal, live_tools: bool | list[str]
+) -> None:
+    """Refuse ``live_tools`` names that match no tool of this process or of the journal.
+
+    Raises:
+        pytest.UsageError: naming the unknown names, the close matches and
+            the known tool names.
+    """
+    if isinstance(live_tools, bool):
+        return
+    from redrive.replay import unknown_live_tools
+
+    names = {
+        f.name for r in journal.runs() for f in journal.frames(r.run_id) if f.kind == "tool_start"
+    }
+    problem = unknown_live_tools(live_tools, names)
+    if problem:
+        raise pytest.UsageError(f"redrive: {item.nodeid}: {problem}")
 
 
 def _chains(journal: Journal) -> dict[str, str]:

@@ -32,6 +32,7 @@ from ._run import (
     run,
     set_boundary_hook,
 )
+from ._state import unknown_live_tools
 from ._steps import RecordedStep, StepReader, iter_steps
 
 __all__ = [
@@ -88,4 +89,5 @@ __all__ = [
     "set_step_observer",
     "short",
     "tool_digest",
+    "unknown_live_tools",
 ]

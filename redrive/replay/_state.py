@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import difflib
 import importlib.metadata
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal, TypedDict
 
 import attrs
@@ -18,12 +19,13 @@ from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander, expand_frames
-from ._diff import diff_values, format_diff, short
+from ._diff import caller_location, diff_values, format_diff, short
 from ._drift import continue_live, supersede_leftovers
 from ._engine import OpenOperations
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, scrubber
+from ._steps import iter_steps
 from ._writer import JournalWriter
 
 __all__ = ["Flow", "RunOptions", "RunState"]
@@ -158,6 +160,39 @@ class RunOptions(TypedDict, total=False):
     entrypoint: str | None
     app_version: str | None
     live_tools: bool | tuple[str, ...] | list[str]
+
+
+def unknown_live_tools(live_tools: Any, recorded: Iterable[str] = ()) -> str | None:
+    """Say which ``live_tools`` names match no tool, or None when every name does.
+
+    A name is known when a tool of that name was defined in this process
+    (``@redrive.tool``) or appears in ``recorded``.
+
+    Args:
+        live_tools: ``True``/``False`` (never unknown) or the tool names asked for.
+        recorded: tool names seen in the journal (steps recorded or called).
+
+    Returns:
+        A sentence naming each unknown name, its close matches and the known
+        tool names, with the fix; or None.
+    """
+    if isinstance(live_tools, bool):
+        return None
+    from ._fingerprint import current_tools
+
+    known = sorted(set(current_tools()) | set(recorded))
+    unknown = sorted(set(live_tools) - set(known))
+    if not unknown:
+        return None
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return (
+        f"live_tools names {', '.join(hints)} match no tool, so no body ran live for them; "
+        f"the known tools are {', '.join(map(repr, known)) or 'none'}. Fix the name in "
+        "live_tools (redrive.run's option, the redrive marker or --redrive-live-tools)."
+    )
 
 
 def live_tool_names(live_tools: Any) -> bool | frozenset[str]:
@@ -320,9 +355,18 @@ class RunState:
                 if self._finished_record is not None
                 else "this run replays only (live=False)"
             )
+            again = self._replayed_twin(kind, name, key)
+            caller = caller_location()
             raise ReplayMissError(
                 f"run {self.run_id!r}: the loop asked for {kind} {name!r} with arguments "
                 f"{short(args)}, which no recorded step answers, and {why}.\n"
+                + (
+                    f"  an identical {kind} step at seq {again} was already replayed: the "
+                    "record has this call once, the code now makes it again\n"
+                    if again is not None
+                    else ""
+                )
+                + (f"  called from: {caller}\n" if caller is not None else "")
                 + (
                     "  closest recorded steps:\n    " + "\n    ".join(closest)
                     if closest
@@ -383,6 +427,25 @@ class RunState:
             step=what,
             thread=thread,
         )
+
+    def _replayed_twin(self, kind: str, name: str, key: str) -> int | None:
+        """The seq of a recorded step identical to the one asked for that was already used.
+
+        Read only on the error path (a replay miss): the journal is scanned once,
+        so replaying keeps holding only a few steps at once.
+        """
+        cursor = self._cursor
+        unused = {s.seq for s in cursor.remaining()} if cursor is not None else set()
+        frames = self.journal.frames(self.run_id)
+        for step in iter_steps(frames, self.run_id, verify=False):
+            if (step.kind, step.name, step.key) == (kind, name, key) and step.seq not in unused:
+                return step.seq
+        return None
+
+    def _recorded_tool_names(self) -> set[str]:
+        """The names of the tool steps in this run's journal (a scan; for run-end checks)."""
+        frames = self.journal.frames(self.run_id)
+        return {s.name for s in iter_steps(frames, self.run_id, verify=False) if s.kind == "tool"}
 
     def _refuse_if_ended(self, kind: str, name: str) -> None:
         """Refuse a step of a run that ended during this execution, before any call goes out.
@@ -503,6 +566,10 @@ class RunState:
     def _check_fully_replayed(self, exc: BaseException | None) -> None:
         if exc is not None or self._cursor is None:
             return
+        if not isinstance(self.live_tools, bool):
+            problem = unknown_live_tools(self.live_tools, self._recorded_tool_names())
+            if problem:
+                raise ValueError(f"run {self.run_id!r}: {problem}")
         # a lenient rule lets recorded steps of its kind go unasked (removed calls)
         left = [s for s in self._cursor.remaining() if self.policy.rule(s.kind) != "lenient"]
         if left and self._cursor.superseded and supersede_leftovers(self, left):
@@ -533,7 +600,7 @@ class RunState:
                 expected_key=step.key,
                 found_key=None,
                 diff=diff,
-                context=[s.describe() for s in left[:5]],
+                context=[s.describe() for s in left],
             )
 
     def _live_counterpart(self, step: RecordedStep) -> tuple[int, list[Any]] | None:

@@ -36,7 +36,7 @@ from ..frames import Kind, call_key, canonical, decode, encode, rebuild, store
 from ._claims import Claims
 from ._context import _boundary, _observe
 from ._cursor import RecordedStep, decode_outcome
-from ._diff import diff_values, format_diff, short
+from ._diff import caller_location, diff_values, format_diff, short
 from ._engine import (
     AskRecover,
     Block,
@@ -363,9 +363,11 @@ class ToolSteps(Claims):
         found: Any,
         diff: list[tuple[str, Any, Any]],
     ) -> DivergenceError:
+        caller = caller_location()
         lines = [
             f"run {self.run_id!r} diverged from its journal at seq {step.seq}: the tool "
             f"{spec.name!r} ran live (live_tools) and its outcome differs from the record.",
+            *([f"  called from: {caller}"] if caller is not None else []),
             "  differences (recorded -> live):",
             format_diff(diff),
             "What to do: if the tool's new behaviour is intended, re-record the run; to hand "
@@ -387,6 +389,7 @@ class ToolSteps(Claims):
             found_key=step.key,
             diff=diff,
             reason=DivergenceReason.OUTCOME,
+            caller=caller,
         )
 
     def _tool_replayed(self, spec: ToolSpec, step: RecordedStep, key: str) -> _Plan:

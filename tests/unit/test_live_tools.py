@@ -61,6 +61,11 @@ def test_live_tools_other_names_stay_replayed(drive: Drive) -> None:
     journal = MemoryJournal()
     loop = _agent(drive, db, {})
     drive.run(journal, "r", loop)
+
+    @drive.tool(restart_safe=False)
+    def something_else() -> None:
+        db.append("something_else")
+
     db.clear()
     drive.run(journal, "r", loop, live=False, live_tools=["something_else"])
     assert db == []

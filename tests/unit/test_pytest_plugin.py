@@ -294,17 +294,24 @@ def test_rewrite_drops_steps_no_longer_used(pytester: pytest.Pytester) -> None:
     assert "not used completely" not in result.stdout.str()
 
 
-def test_rewrite_leaves_no_stale_file_when_the_test_fails(pytester: pytest.Pytester) -> None:
-    """Unlike all, rewrite deletes the old recording first: a failing test leaves none."""
+def test_rewrite_keeps_the_old_recording_when_the_test_fails(pytester: pytest.Pytester) -> None:
+    """rewrite records aside: a failing re-record leaves the old file as it was (issue 17, t2)."""
     _write(pytester, ["a"])
     pytester.runpytest().assert_outcomes(passed=1)
+    good = _journal(pytester).read_bytes()
     pytester.makepyfile(
-        test_agent=TEST_FILE.format(prompts=["a"], marker="") + "    assert False\n"
+        test_agent=TEST_FILE.format(prompts=["a", "b"], marker="") + "    assert False\n"
     )
-    pytester.runpytest("--redrive-record-mode=all").assert_outcomes(failed=1)
-    assert _journal(pytester).exists()
     pytester.runpytest("--redrive-record-mode=rewrite").assert_outcomes(failed=1)
-    assert not _journal(pytester).exists()
+    assert _journal(pytester).read_bytes() == good
+    # the old recording still replays, with no live call
+    _write(pytester, ["a"])
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=1)
+    # a passing rewrite replaces it
+    _write(pytester, ["a", "b"])
+    pytester.runpytest("--redrive-record-mode=rewrite").assert_outcomes(passed=1)
+    assert _journal(pytester).read_bytes() != good
+    pytester.runpytest("--redrive-record-mode=none").assert_outcomes(passed=1)
 
 
 NETWORK_TEST = """

@@ -98,7 +98,9 @@ def test_each_step_is_one_readable_line_with_volatile_fields_last(tmp_path: Path
     }
     for line in lines[1:]:
         assert list(line) == ["seq", "kind", "name", "key", "data", "volatile"]
-        assert list(line["volatile"]) == ["at", "chain", "epoch"]
+        wall_clock = ["data"] if line["kind"] == "model_request" else []
+        assert list(line["volatile"]) == ["at", "chain", "epoch", *wall_clock]
+        assert "started_at" not in line["data"]
     tool = next(line for line in lines[1:] if line["kind"] == "tool_done")
     assert tool["data"]["result"] == {"$stored": {"refund": "R-1"}}
     assert "R-1" in path.read_text()

@@ -7,6 +7,10 @@ further line is one frame, in seq order, with its keys always in this order::
     {"seq": 3, "kind": "tool_start", "name": "lookup_order", "key": "…", "data": {…},
      "volatile": {"at": 1795943546.45, "chain": "…", "epoch": 0}}
 
+Wall-clock readings inside a payload (a ``model_request``'s ``started_at``) sit
+under ``volatile.data`` and are put back into ``data`` when read, so the frame's
+bytes and chain are unchanged.
+
 ``data`` is the frame's payload as JSON. What changes from one recording
 of the same steps to the next (wall times, chains, lease epochs, row
 timestamps) sits under ``volatile``, last on the line, so a review tool (or
@@ -120,6 +124,44 @@ def _from_json(value: Any) -> Any:
     return value
 
 
+#: Top-level payload keys that hold wall-clock readings, by frame kind: shown under the
+#: line's ``volatile.data`` (not ``data``), so re-recording the same behaviour changes
+#: only ``volatile``. Text form only: the frame's payload bytes and chain are unchanged.
+VOLATILE_DATA: dict[str, tuple[str, ...]] = {"model_request": ("started_at",)}
+
+
+def _merge_volatile(data: Any, moved: dict[str, Any]) -> Any:
+    """``data`` with the ``moved`` keys put back, keys in sorted order (as frames store maps)."""
+    if not moved:
+        return data
+    if not isinstance(data, dict):
+        raise ValueError("volatile.data given for a payload that is not a map")
+    merged = {**data, **moved}
+    return {k: merged[k] for k in sorted(merged)}
+
+
+def _split_payload(kind: str, payload: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The line's ``data`` (or ``$payload``) and the volatile keys taken out of it.
+
+    A key moves only when the reader puts the payload back to the exact bytes
+    (checked here); otherwise it stays in ``data``.
+    """
+    shown = _payload_json(payload)
+    names = VOLATILE_DATA.get(kind, ())
+    data = shown.get("data")
+    if not names or not isinstance(data, dict) or "$map" in data:
+        return shown, {}
+    moved = {n: data[n] for n in names if n in data}
+    if not moved:
+        return shown, {}
+    rest = {k: v for k, v in data.items() if k not in moved}
+    with contextlib.suppress(Exception):
+        again = json.loads(json.dumps({"data": rest, "moved": moved}))
+        if _pack(_from_json(_merge_volatile(again["data"], again["moved"]))) == payload:
+            return {"data": rest}, moved
+    return shown, {}
+
+
 def _payload_json(payload: bytes) -> dict[str, Any]:
     """``{"data": json}`` when it re-encodes to ``payload`` exactly, else ``{"$payload": b64}``."""
     with contextlib.suppress(Exception):
@@ -132,7 +174,9 @@ def _payload_json(payload: bytes) -> dict[str, Any]:
 def _payload_bytes(line: dict[str, Any]) -> bytes:
     if "$payload" in line:
         return base64.b64decode(line["$payload"])
-    return _pack(_from_json(line.get("data")))
+    volatile = line.get("volatile")
+    moved = volatile.get("data") if isinstance(volatile, dict) else None
+    return _pack(_from_json(_merge_volatile(line.get("data"), moved or {})))
 
 
 def _dump(obj: dict[str, Any]) -> str:
@@ -140,15 +184,23 @@ def _dump(obj: dict[str, Any]) -> str:
 
 
 def frame_line(frame: Frame) -> str:
-    """One frame as its line of the text form (no newline)."""
+    """One frame as its line of the text form (no newline).
+
+    Wall-clock keys of the payload (:data:`VOLATILE_DATA`) sit under
+    ``volatile.data`` instead of ``data``.
+    """
+    shown, moved = _split_payload(frame.kind, frame.payload)
+    volatile: dict[str, Any] = {"at": frame.at, "chain": frame.chain, "epoch": frame.epoch}
+    if moved:
+        volatile["data"] = moved
     return _dump(
         {
             "seq": frame.seq,
             "kind": frame.kind,
             "name": frame.name,
             "key": frame.key,
-            **_payload_json(frame.payload),
-            "volatile": {"at": frame.at, "chain": frame.chain, "epoch": frame.epoch},
+            **shown,
+            "volatile": volatile,
         }
     )
 
