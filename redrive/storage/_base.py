@@ -311,9 +311,9 @@ def check_fence(record: RunRecord, epoch: int | None) -> None:
         return
     if record.lease_epoch != epoch:
         raise LeaseLostError(
-            f"run {record.run_id!r}: this worker's lease (epoch {epoch}) was taken over by "
-            f"{record.lease_owner!r} (epoch {record.lease_epoch}); its writes are refused. "
-            "Stop this loop: the run continues in the other worker.",
+            f"run {record.run_id!r}: this worker's lease (epoch {epoch}) was taken over "
+            f"{_by_holder(record)}; its writes are refused. "
+            "Stop this loop: the run continues (or was finished) in the other worker.",
             run_id=record.run_id,
             seq=record.next_seq,
             epoch=epoch,
@@ -674,12 +674,19 @@ def lease_taken(record: RunRecord, owner: str, ttl: float, now: float) -> RunRec
     )
 
 
+def _by_holder(record: RunRecord) -> str:
+    """Who holds the lease now, for a message ("by 'w2' (epoch 3)"; a released one says so)."""
+    if record.lease_owner is None:
+        return f"(epoch {record.lease_epoch}, since released by the worker that took it over)"
+    return f"by {record.lease_owner!r} (epoch {record.lease_epoch})"
+
+
 def lease_renewed(record: RunRecord, owner: str, epoch: int, ttl: float, now: float) -> RunRecord:
     """Return ``record`` with the lease extended, or raise ``LeaseLostError``."""
     if record.lease_owner != owner or record.lease_epoch != epoch:
         raise LeaseLostError(
-            f"run {record.run_id!r}: lease epoch {epoch} of {owner!r} was taken over by "
-            f"{record.lease_owner!r} (epoch {record.lease_epoch}); stop this worker's loop.",
+            f"run {record.run_id!r}: lease epoch {epoch} of {owner!r} was taken over "
+            f"{_by_holder(record)}; stop this worker's loop.",
             run_id=record.run_id,
             seq=record.next_seq,
             epoch=epoch,

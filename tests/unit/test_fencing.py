@@ -135,3 +135,19 @@ def test_takeover_waits_past_the_old_lease_plus_grace(drive: Drive) -> None:
     drive.run(journal, "lapsed", loop, lease=2)
     assert ran_at and ran_at[0] >= expired + takeover_grace(2)
     assert journal.get_run("lapsed").lease_epoch == 2  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("holder", [None, "w2"])
+def test_a_lost_lease_names_its_new_holder_or_says_it_was_released(holder: str | None) -> None:
+    """Outside tester: a worker whose lease was taken over by one that already finished and
+    released it was told "taken over by None"; the message says what happened instead."""
+    from redrive.errors import LeaseLostError
+    from redrive.storage import RunRecord
+    from redrive.storage._base import check_fence
+
+    record = RunRecord(run_id="r", lease_owner=holder, lease_epoch=2)
+    with pytest.raises(LeaseLostError) as caught:
+        check_fence(record, 1)
+    message = str(caught.value)
+    assert "None" not in message and "epoch 2" in message
+    assert ("by 'w2'" in message) if holder else ("released" in message)
