@@ -404,22 +404,7 @@ class FrameLog:
     ) -> None:
         """Cut a torn tail at ``offset``, or raise when a later record follows the damage."""
         found = None if resume is None else _later_record(f, resume, size, salt, index)
-        if found is not None:
-            raise JournalCorruptError(
-                f"{self.path}: record {index} at byte {offset} has {reason}, and a valid "
-                f"record follows it at byte {found}; the log is damaged in the middle, not "
-                "torn at its end, so the records after the damage (acknowledged writes) "
-                "cannot be read. The file was not changed. " + ADVICE,
-                source=self.path,
-                offset=offset,
-                record_index=index,
-                next_record_offset=found,
-                reason="checksum" if "checksum" in reason else "length",
-                last_good_seq=None,
-            )
-        if self._fd is not None:
-            os.ftruncate(self._fd, offset)
-            _sync(self._fd)
+        self._cut_or_refuse(offset, index, reason, found)
 
     def _entries_v1(self, f: BinaryIO, size: int) -> Iterator[tuple[int, Any]]:
         """Read a format-1 log (see the module docstring)."""
@@ -452,7 +437,15 @@ class FrameLog:
 
     def _torn(self, f: BinaryIO, offset: int, size: int, index: int, reason: str) -> None:
         """Cut a torn format-1 tail at ``offset``, or raise when valid records follow it."""
-        found = _next_record(f, offset + 1, size)
+        self._cut_or_refuse(offset, index, reason, _next_record(f, offset + 1, size))
+
+    def _cut_or_refuse(self, offset: int, index: int, reason: str, found: int | None) -> None:
+        """Cut the log at a bad record at ``offset``; refuse when a valid record follows it.
+
+        Raises:
+            JournalCorruptError: ``found`` (a later valid record's offset) is not None:
+                the damage is mid-file, and the file is left as it is.
+        """
         if found is not None:
             raise JournalCorruptError(
                 f"{self.path}: record {index} at byte {offset} has {reason}, and a valid "
