@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from .._check import CheckReport, CheckResult, collect_sources, iter_checks, write_junit
 from .._update import update_run
-from ._common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Subparsers
+from ._common import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Subparsers,
+    add_import_path,
+    import_paths,
+)
 from ._output import Out, shown
 
 __all__ = ["register"]
@@ -51,7 +59,7 @@ def _print(report: CheckReport, out: Out, *, fail_fast: bool) -> None:
 
 def _update(sources: list[str], args: argparse.Namespace, out: Out) -> int:
     """``check --update``: re-drive each run with its recorded model responses; maybe rewrite."""
-    paths = (*(os.path.abspath(d) for d in args.import_path), os.getcwd())
+    paths = tuple(import_paths(args))
     results = [update_run(s, write=args.write, import_paths=paths) for s in sources]
     if out.json:
         out.emit(
@@ -96,7 +104,7 @@ def _check(args: argparse.Namespace, out: Out) -> int:
         for result in iter_checks(
             sources,
             fail_fast=args.fail_fast,
-            import_paths=[*(os.path.abspath(d) for d in args.import_path), os.getcwd()],
+            import_paths=import_paths(args),
             jobs=args.jobs,
         ):
             results.append(result)
@@ -128,15 +136,7 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="check in N worker processes (0: one per CPU core; default 1); "
         "results are reported in the order of the files",
     )
-    p.add_argument(
-        "-I",
-        "--import-path",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="also import entrypoints from DIR (repeatable; the current directory "
-        "is always searched)",
-    )
+    add_import_path(p)
     p.add_argument(
         "--update",
         action="store_true",

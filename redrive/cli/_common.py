@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 from typing import TypeAlias
@@ -10,6 +11,8 @@ from typing import TypeAlias
 from ..errors import JournalCorruptError
 
 __all__ = [
+    "add_import_path",
+    "import_paths",
     "EXIT_DATA",
     "EXIT_FAILED",
     "EXIT_JOURNAL",
@@ -104,3 +107,21 @@ def unreadable(url: str, exc: BaseException) -> JournalCorruptError:
         source=url,
         reason="unreadable",
     )
+
+
+def add_import_path(p: argparse.ArgumentParser) -> None:
+    """Add ``-I/--import-path DIR`` (repeatable) to a command that imports entrypoints."""
+    p.add_argument(
+        "-I",
+        "--import-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also import entrypoints from DIR (repeatable; the current directory "
+        "is always searched)",
+    )
+
+
+def import_paths(args: argparse.Namespace) -> list[str]:
+    """The directories to import entrypoints from: each ``-I DIR``, then the current one."""
+    return [*(os.path.abspath(d) for d in args.import_path), os.getcwd()]

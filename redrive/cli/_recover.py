@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from .._recover import RecoverResult, recover_runs, stale_runs
-from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Subparsers,
+    add_import_path,
+    import_paths,
+)
 from ._journals import opened
 from ._output import Out, age, shown
 
@@ -31,7 +38,7 @@ def _recover(args: argparse.Namespace, out: Out) -> int:
                 )
             out.line(f"{len(todo)} run(s) to recover", "bold")
         return EXIT_OK
-    imports = [*(os.path.abspath(d) for d in args.import_path), os.getcwd()]
+    imports = import_paths(args)
     with out.progress("recovering runs", len(todo)) as update:
 
         def progress(result: RecoverResult, done: int, total: int) -> None:
@@ -95,13 +102,6 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lease", type=float, default=30.0, metavar="SECONDS", help="run lease (default 30)"
     )
-    p.add_argument(
-        "-I",
-        "--import-path",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a directory to import entrypoints from (repeatable)",
-    )
+    add_import_path(p)
     p.add_argument("--dry-run", action="store_true", help="list the runs, re-drive nothing")
     p.set_defaults(func=_recover)

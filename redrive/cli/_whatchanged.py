@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from .._check import _import_paths
 from .._whatchanged import what_changed
-from ._common import EXIT_FAILED, EXIT_OK, Subparsers
+from ._common import EXIT_FAILED, EXIT_OK, Subparsers, add_import_path, import_paths
 from ._journals import source
 from ._output import Out
 
@@ -16,7 +15,7 @@ __all__ = ["register"]
 
 def _what_changed(args: argparse.Namespace, out: Out) -> int:
     journal, run_id = source(args.run, args.journal)
-    imports = [*(os.path.abspath(d) for d in args.import_path), os.getcwd()]
+    imports = import_paths(args)
     with _import_paths(imports):
         found = what_changed(journal, run_id, replay=not args.no_replay)
     if out.json:
@@ -40,13 +39,6 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "when something did, 3 when there is no such run.",
     )
     p.add_argument("run", help="run id in --journal, or an .rdj file")
-    p.add_argument(
-        "-I",
-        "--import-path",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a directory to import the entrypoint from (repeatable)",
-    )
+    add_import_path(p)
     p.add_argument("--no-replay", action="store_true", help="compare fingerprints only")
     p.set_defaults(func=_what_changed)
