@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
 import signal
-import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,6 +31,7 @@ from typing import Any
 import pytest
 
 import redrive
+from tests.crash.workerproc import Worker as Process
 
 pytestmark = [pytest.mark.crash, pytest.mark.postgres]
 
@@ -115,44 +113,14 @@ def worker(run_id: str, lease: float, freeze: bool, jitter: float) -> None:
 # -- the parent side -------------------------------------------------------------------------
 
 
-class _Proc:
+class _Proc(Process):
+    """A worker process of this module."""
+
     def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.crash.test_fencing", *args],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put("")
-
-    def read(self, timeout: float = 60.0) -> dict[str, Any]:
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"worker {self.proc.pid} said nothing for {timeout} s") from None
-        if not line:
-            raise AssertionError(f"worker {self.proc.pid} exited ({self.proc.wait()})")
-        data: dict[str, Any] = json.loads(line)
-        return data
+        super().__init__("tests.crash.test_fencing", env, *args)
 
     def end(self) -> None:
-        self.proc.send_signal(signal.SIGCONT)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        self.thaw_and_stop()
 
 
 def _wait_until(predicate: Any, timeout: float = 30.0) -> None:

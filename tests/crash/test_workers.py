@@ -15,22 +15,20 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
 import signal
-import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
 import redrive
 from redrive.storage import RunRecord
+from tests.crash.workerproc import Worker as _Process
 
 pytestmark = pytest.mark.crash
 
@@ -176,63 +174,6 @@ def open_duckdb(path: str) -> None:
 # -- the parent side -------------------------------------------------------------------
 
 
-class Worker:
-    """A worker process driven through its stdin and stdout."""
-
-    def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.crash.test_workers", *args],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-
-        self._lines: queue.Queue[str] = queue.Queue()
-        self._reader = threading.Thread(target=self._pump, daemon=True)
-        self._reader.start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put("")
-
-    @property
-    def stdin(self) -> IO[str]:
-        assert self.proc.stdin is not None
-        return self.proc.stdin
-
-    def read(self, timeout: float = 60.0) -> dict[str, Any]:
-        """Return the next JSON line (fails the test after ``timeout`` s of silence)."""
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"worker {self.proc.pid} said nothing for {timeout} s") from None
-        if not line:
-            raise AssertionError(f"worker {self.proc.pid} exited ({self.proc.wait()})")
-        data: dict[str, Any] = json.loads(line)
-        return data
-
-    def send(self, line: str) -> None:
-        self.stdin.write(line + "\n")
-        self.stdin.flush()
-
-    def stop(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._reader.join(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
 @pytest.fixture
 def env(pg_url: str, pg_schema: str, tmp_path: Path) -> Iterator[dict[str, str]]:
     """Environment of worker processes: the journal and the side-effect log."""
@@ -272,6 +213,13 @@ def _expected_output(run_id: str) -> dict[str, Any]:
         "ticket": 4417,
         "sent": "queued #4417",
     }
+
+
+class Worker(_Process):
+    """A worker process of this module (`serve` or `leased`, by its first argument)."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        super().__init__("tests.crash.test_workers", env, *args)
 
 
 def _start(workers: list[Worker]) -> None:
