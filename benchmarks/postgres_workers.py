@@ -134,7 +134,8 @@ def claim_vs_bare(url: str, schema: str, rounds: int = 300) -> dict[str, float]:
     claim: list[float] = []
     table = f"bench_frames_{uuid.uuid4().hex[:8]}"
     two = f"bench_claim_{uuid.uuid4().hex[:8]}"
-    insert_frame = f"INSERT INTO {table} ({', '.join(FRAME_COLUMNS)}) VALUES ({', '.join(['%s'] * len(FRAME_COLUMNS))})"
+    marks = ", ".join(["%s"] * len(FRAME_COLUMNS))
+    insert_frame = f"INSERT INTO {table} ({', '.join(FRAME_COLUMNS)}) VALUES ({marks})"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
         conn.execute(f"CREATE TABLE {table} (LIKE redrive_frames INCLUDING ALL)")
