@@ -40,8 +40,10 @@ from ..frames import FORMAT_VERSION, Frame
 from ._base import (
     Decision,
     RunRecord,
+    RunStatus,
 )
 from ._framelog import ADVICE as _ADVICE
+from ._framelog import START as _LOG_START
 from ._framelog import FrameLog
 from ._logrecord import (
     BadRecord,
@@ -177,6 +179,42 @@ class _Store(SqlJournal):
         """See :meth:`redrive.storage.Journal.close`."""
         with self._lock:
             self._con.close()
+
+
+class _Opening:
+    """A :class:`_Store` being opened on a background thread (``duckdb.connect`` + meta check)."""
+
+    def __init__(self, path: str) -> None:
+        self._store: _Store | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(path,), name="redrive-duckdb-open", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, path: str) -> None:
+        try:
+            self._store = _Store(path, read_only=False)
+        except BaseException as exc:  # handed to the thread that needs the tables
+            self._error = exc
+
+    def wait(self) -> tuple[_Store | None, BaseException | None]:
+        """Wait for the open to end; return ``(store, None)`` or ``(None, error)``."""
+        self._thread.join()
+        return self._store, self._error
+
+
+def _row_at(row: RunRecord, last: Frame) -> RunRecord:
+    """``row`` as it was right after frame ``last`` was appended (for a rewritten log)."""
+    return attrs.evolve(row, next_seq=last.seq + 1, last_chain=last.chain)
+
+
+def _log_holds_records(path: str) -> bool:
+    """True when the log file at ``path`` is longer than a header (it may hold records)."""
+    try:
+        return os.path.getsize(path) > _LOG_START
+    except OSError:
+        return False
 
 
 def _locked_elsewhere(path: str, read_only: bool, said: str) -> JournalLockedError:
@@ -319,12 +357,23 @@ class DuckDBJournal(LocalJournal):
         self._retry_at = 0
         self._keys: list[str | tuple[int, int]] = []
         self._lock_fd: int | None = None
+        self._opened: _Store | None = None
+        self._opening: _Opening | None = None
+        #: True once this object made a write durable in the log
+        self._wrote = False
         try:
             if path != ":memory:" and not read_only:
                 self._keys.append(os.path.realpath(path))
                 _claim(self._keys[0], path, self)
                 self._take_file()
-            self._store = _Store(path, read_only=read_only)
+            if self._lock_fd is not None and _log_holds_records(path + ".rdlog"):
+                # Our flock excludes every other redrive process and object, so the
+                # tables can be opened while the log is read: an operation that needs
+                # them waits (see _store); one on a run wholly held in the log does not.
+                self._opening = _Opening(path)
+            else:
+                # new file, read-only, ":memory:", empty log: laziness buys nothing
+                self._opened = _Store(path, read_only=read_only)
         except BaseException:
             self._release()
             raise
@@ -340,9 +389,63 @@ class DuckDBJournal(LocalJournal):
         except BaseException:
             if self._log is not None:
                 self._log.close()
-            self._store.close()
+            self._close_store()
             self._release()
             raise
+
+    @property
+    def _store(self) -> _Store:
+        """The DuckDB tables; waits for the background open and raises its error.
+
+        Raises:
+            JournalLockedError, JournalFormatError, duckdb.Error: opening the
+                file failed (the same error as a synchronous open gives, plus,
+                when this object already acknowledged writes, where they are).
+        """
+        store = self._opened
+        if store is not None:
+            return store
+        opening = self._opening
+        assert opening is not None
+        store, error = opening.wait()
+        if error is not None:
+            raise self._open_failed(error)
+        assert store is not None
+        self._opened = store
+        return store
+
+    def _open_failed(self, error: BaseException) -> BaseException:
+        """The error to raise for a failed background open (same class and message)."""
+        if not self._wrote or not isinstance(error, ReplayError):
+            return error
+        note = (
+            f" The writes this journal object acknowledged are durable in {self.path}.rdlog "
+            "(fsynced) and were not lost; reopening the journal once the file can be opened "
+            "reads them from there. Keep the .rdlog next to the database file until then."
+        )
+        fields = error.to_fields()
+        run_id, seq = fields.pop("run_id"), fields.pop("seq")
+        return type(error)(error.message + note, run_id=run_id, seq=seq, **fields)
+
+    def _close_store(self) -> None:
+        """Close the DuckDB connection if it was (or is being) opened; raise duckdb.Error."""
+        store = self._opened
+        if store is None and self._opening is not None:
+            store, _error = self._opening.wait()
+        self._opened = None
+        self._opening = None
+        if store is not None:
+            store.close()
+
+    def _wholly_held(self, run_id: str) -> bool:
+        """True when the overlay holds the run from seq 0 on (the tables hold none of it).
+
+        Then its row, frames and decisions are all in the overlay (a checkpoint
+        keeps or moves a run's records together, and a run is in the tables
+        from its seq 0 once any of it moved).
+        """
+        held = self._overlay.frames.get(run_id)
+        return bool(held) and held[0].seq == 0  # type: ignore[index]
 
     @property
     def closed(self) -> bool:
@@ -415,10 +518,11 @@ class DuckDBJournal(LocalJournal):
         """Make one mutation durable (log + fsync; ``sync=False``: log only), then visible."""
         if self._log is not None:
             self._log.append(record, sync=sync)
+            self._wrote = True
             self._apply(record)
             if self._overlay.held >= max(self.checkpoint_frames, self._retry_at):
                 try:
-                    self.checkpoint()
+                    self._checkpoint(keep_live=True)
                 except Exception:
                     # The record is durable in the log and visible: the write succeeded.
                     # The bulk move failed (disk full, I/O error): the log keeps holding
@@ -430,22 +534,89 @@ class DuckDBJournal(LocalJournal):
         self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Move the records held in the log into DuckDB's tables, then empty the log."""
+        """Move every record held in the log into DuckDB's tables, then empty the log.
+
+        The automatic checkpoints (every ``checkpoint_frames`` frames, and on
+        close) keep the records of unfinished runs in the log instead, so
+        resuming one reads the log, not the tables.
+        """
+        self._checkpoint(keep_live=False)
+
+    def _checkpoint(self, *, keep_live: bool) -> None:
+        """Move held records into the tables; with ``keep_live``, keep unfinished runs' records.
+
+        A run is kept (its row, frames and decisions stay in the log) when its
+        status is not terminal, as long as the kept frames stay under half of
+        ``checkpoint_frames`` (smallest runs first), so one huge unfinished run
+        cannot make every write a checkpoint: it moves, and resumes from the
+        tables. The tables are written first (idempotently), then the log is
+        rewritten atomically with only the kept records (see
+        :meth:`FrameLog.rewrite`): a crash at any point leaves every
+        acknowledged record in the tables or the log, or both.
+        """
         with self._lock:
             held = self._overlay
             if held.empty:
                 return
-            frames = [f for run in held.frames.values() for f in run]
-            self._store.ingest(list(held.runs.values()), frames, list(held.decisions.values()))
+            keep = self._kept_runs() if keep_live and self._log is not None else set()
+            runs = [r for r in held.runs.values() if r.run_id not in keep]
+            frames = [f for rid, run in held.frames.items() if rid not in keep for f in run]
+            decisions = [d for d in held.decisions.values() if d.run_id not in keep]
+            if runs or frames or decisions:
+                self._store.ingest(runs, frames, decisions)
             if self._log is not None:
-                self._log.reset()
-            held.clear()
+                if keep:
+                    self._log.rewrite(self._kept_records(keep))
+                else:
+                    self._log.reset()
+            for run_id in list(held.runs) + list(held.frames):
+                if run_id not in keep:
+                    held.forget(run_id)
+            for key in [k for k in held.decisions if k[0] not in keep]:
+                del held.decisions[key]
             self._retry_at = 0
+
+    def _kept_runs(self) -> set[str]:
+        """The unfinished runs whose records a threshold or closing checkpoint keeps in the log."""
+        held = self._overlay
+        live = [
+            (len(held.frames.get(r.run_id, ())), r.run_id)
+            for r in held.runs.values()
+            if not RunStatus(r.status).terminal
+        ]
+        budget = self.checkpoint_frames // 2
+        keep: set[str] = set()
+        for count, run_id in sorted(live):
+            if count > budget:
+                break
+            budget -= count
+            keep.add(run_id)
+        return keep
+
+    def _kept_records(self, keep: set[str]) -> list[list[Any]]:
+        """Log records that restore exactly the overlay's records of the runs in ``keep``."""
+        held = self._overlay
+        records: list[list[Any]] = []
+        for run_id in sorted(keep):
+            row = held.runs[run_id]
+            frames = held.frames.get(run_id, [])
+            for start in range(0, len(frames), _CHUNK):
+                chunk = frames[start : start + _CHUNK]
+                # an earlier chunk's row only has to match its frames (_apply checks
+                # it); the last record sets the run's current row
+                last = chunk[-1]
+                step = row if start + _CHUNK >= len(frames) else _row_at(row, last)
+                records.append(frames_record(step, chunk))
+            if not frames:
+                records.append(run_record(row))
+        records.extend(decision_record(d) for d in held.decisions.values() if d.run_id in keep)
+        return records
 
     def _final_checkpoint(self) -> None:
         """Checkpoint on close; a failure is a JournalWriteError telling what is durable."""
         try:
-            self.checkpoint()
+            self._store  # noqa: B018 - waits for a background open and raises its error
+            self._checkpoint(keep_live=True)
         except Exception as exc:
             if isinstance(exc, ReplayError):
                 raise
@@ -495,7 +666,9 @@ class DuckDBJournal(LocalJournal):
 
     def _held_decision(self, run_id: str, name: str) -> Decision | None:
         found = self._overlay.decision(run_id, name)
-        return found if found is not None else self._store.decision(run_id, name)
+        if found is not None or self._wholly_held(run_id):
+            return found
+        return self._store.decision(run_id, name)
 
     def _put_decision(self, decision: Decision) -> None:
         self._write(decision_record(decision))
@@ -505,7 +678,7 @@ class DuckDBJournal(LocalJournal):
         seq = start
         while True:
             with self._lock:
-                page = self._store.page(run_id, seq, _PAGE)
+                page = [] if self._wholly_held(run_id) else self._store.page(run_id, seq, _PAGE)
                 if not page:
                     page = self._overlay.page(run_id, seq, _PAGE)
             if not page:
@@ -555,7 +728,7 @@ class DuckDBJournal(LocalJournal):
                 if self._log is not None:
                     self._log.close()
                 try:
-                    self._store.close()
+                    self._close_store()
                 except duckdb.Error as exc:
                     closing: duckdb.Error | None = exc
                 else:
