@@ -272,6 +272,7 @@ class FrameLog:
         salt = os.urandom(_SALT)
         tmp = self.path + suffix
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        _crash_point("rewrite-opened")
         try:
             blob = [MAGIC + salt]
             blob.extend(

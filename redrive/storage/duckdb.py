@@ -37,6 +37,7 @@ import duckdb
 
 from ..errors import JournalCorruptError, JournalLockedError, JournalWriteError, ReplayError
 from ..frames import FORMAT_VERSION, Frame
+from . import _framelog
 from ._base import (
     Decision,
     RunRecord,
@@ -564,6 +565,7 @@ class DuckDBJournal(LocalJournal):
             decisions = [d for d in held.decisions.values() if d.run_id not in keep]
             if runs or frames or decisions:
                 self._store.ingest(runs, frames, decisions)
+                _framelog._crash_point("checkpoint-ingested")
             if self._log is not None:
                 if keep:
                     self._log.rewrite(self._kept_records(keep))
