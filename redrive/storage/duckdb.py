@@ -230,6 +230,15 @@ class _Opening:
         finally:
             self._done.set()
 
+    def abandon(self) -> _Store | None:
+        """Cancel the open if it did not start; else wait for it and return the store (or None)."""
+        if self._claim():
+            self._timer.cancel()
+            self._done.set()
+            return None
+        self._done.wait()
+        return self._store
+
     def wait(self) -> tuple[_Store | None, BaseException | None]:
         """Open now or wait for the background open; return ``(store, None)``/``(None, error)``."""
         if self._claim():
@@ -238,6 +247,14 @@ class _Opening:
         else:
             self._done.wait()
         return self._store, self._error
+
+
+def _abandon(opening: _Opening) -> None:
+    """Cancel or close a background open whose journal was dropped without close()."""
+    with contextlib.suppress(Exception):
+        store = opening.abandon()
+        if store is not None:
+            store.close()
 
 
 def _row_at(row: RunRecord, last: Frame) -> RunRecord:
@@ -407,6 +424,8 @@ class DuckDBJournal(LocalJournal):
                 # tables can be opened while the log is read: an operation that needs
                 # them waits (see _store); one on a run wholly held in the log does not.
                 self._opening = _Opening(path, OPEN_DELAY)
+                # a journal dropped without close() must not open (or keep) the file later
+                weakref.finalize(self, _abandon, self._opening)
             else:
                 # new file, read-only, ":memory:", empty log: laziness buys nothing
                 self._opened = _Store(path, read_only=read_only)
@@ -467,7 +486,7 @@ class DuckDBJournal(LocalJournal):
         """Close the DuckDB connection if it was (or is being) opened; raise duckdb.Error."""
         store = self._opened
         if store is None and self._opening is not None:
-            store, _error = self._opening.wait()
+            store = self._opening.abandon()  # no DuckDB open just to close it
         self._opened = None
         self._opening = None
         if store is not None:

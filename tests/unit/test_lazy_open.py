@@ -293,3 +293,23 @@ def _schema() -> int:
     from redrive.storage._sql import SCHEMA_VERSION
 
     return SCHEMA_VERSION
+
+
+def test_a_journal_dropped_without_close_does_not_keep_the_file_open(tmp_path: Path) -> None:
+    """Dropping a lazily opened journal cancels (or closes) its background open."""
+    import gc
+
+    path = str(tmp_path / "runs.duckdb")
+    _unfinished(path)
+    journal = DuckDBJournal(path)
+    opening = journal._opening
+    assert opening is not None
+    del journal
+    gc.collect()
+    assert opening._claimed and opening._done.is_set()
+    if opening._store is not None:  # the timer fired first: the connection was closed
+        with pytest.raises(duckdb.Error):
+            opening._store._con.execute("SELECT 1")
+    again = DuckDBJournal(path)
+    assert len(list(again.frames("live"))) == 3
+    again.close()
