@@ -3,7 +3,8 @@
 A DuckDB commit costs several fsyncs' worth of time; one append to a log file
 plus one ``fdatasync`` is the floor for a durable write. The DuckDB journal
 appends each mutation here (one record, one fsync) and moves records into
-DuckDB in bulk at checkpoints, then empties the log.
+DuckDB in bulk at checkpoints, then empties the log or rewrites it (atomically,
+:meth:`FrameLog.rewrite`) with the records it keeps.
 
 File layout (format 2): the 8-byte magic ``RDLOG\\x00\\x02\\n`` and an 8-byte
 random *salt* drawn when the log is created or emptied, then records of a

@@ -2,12 +2,27 @@
 
 Writes take the fast durable path: each append is one record in an
 append-only log next to the database (``<file>.rdlog``) and one fsync. The
-records are moved into DuckDB's tables in bulk at checkpoints (every
-:data:`CHECKPOINT_FRAMES` frames, and on close; opening only reads the log,
-so resuming after a crash does not wait for a bulk insert), so the tables serve
-queries (``redrive sql``), the run index and reads, while the per-step
-commit cost stays close to the fsync floor. Reads merge the tables with the
-records not yet checkpointed, so they always see every acknowledged write.
+log holds the live set and the tables hold history: at checkpoints (every
+:data:`CHECKPOINT_FRAMES` frames, and on close) the records of runs that have
+ended are moved into DuckDB's tables in bulk, and the log is rewritten
+atomically with only the records of unfinished runs (unless those grow past
+half the threshold: then they move too). The tables serve queries
+(``redrive sql``), the run index and reads, while the per-step commit cost
+stays close to the fsync floor. Reads merge the tables with the records held
+in the log, so they always see every acknowledged write.
+
+Opening is cheap when the log holds records: the log is read on the calling
+thread and the DuckDB file is opened later (on a background thread
+:data:`OPEN_DELAY` seconds after opening, or by the first operation that
+needs the tables). Resuming a run held in the log (reading it, claiming its
+lease, appending to it) does not need the tables. An error opening the file
+(:class:`~redrive.errors.JournalLockedError`,
+:class:`~redrive.errors.JournalFormatError`) is then raised by the first
+operation that needs the tables (``runs()``, reading a run the log does not
+hold wholly, a checkpoint, ``close()``), with the same message; when the
+journal object had already acknowledged writes, the message adds that they
+are durable in the log. A new file, a read-only open, ``":memory:"`` and an
+empty log open the file at once, as before.
 
 DuckDB lets one process at a time open a database file for writing, and while
 it does, no other process can open the file at all (not even read-only). A
@@ -76,6 +91,9 @@ CHECKPOINT_FRAMES: Final = 2000
 OPEN_DELAY: Final = 0.05
 _PAGE: Final = 1000
 _CHUNK: Final = 200
+
+#: Run statuses whose records a checkpoint moves into the tables (the run has ended).
+_ENDED: Final = frozenset(s.value for s in RunStatus if s.terminal)
 
 #: Writable DuckDB journals open in this process, by the file's real path and identity.
 _OPEN: dict[str | tuple[int, int], weakref.ref[DuckDBJournal]] = {}
@@ -277,7 +295,7 @@ def _locked_elsewhere(path: str, read_only: bool, said: str) -> JournalLockedErr
         advice = (
             f"DuckDB journal {where} cannot be opened, not even read-only, while another "
             "process has it open for writing (DuckDB locks the whole file for its writer). "
-            "Stop that worker first (it checkpoints on close), or copy the file together "
+            "Stop that worker first, or copy the file together "
             f"with its {os.path.basename(path)}.rdlog and .wal neighbours and read the copy "
             "(it may miss writes made during the copy), or export runs from inside the "
             "worker; to read while workers write, use a Postgres journal "
@@ -387,6 +405,9 @@ class DuckDBJournal(LocalJournal):
         JournalLockedError: another process has the file open for writing, or
             (when writable) another journal object in this process has it.
         JournalFormatError: the file holds a journal of another format version.
+            These two come from opening the DuckDB file: when the log holds
+            records, that happens later (see the module docstring) and the
+            first operation that needs the tables raises them instead.
         JournalCorruptError: the log next to the file is damaged mid-file, or
             holds a record that is not a well-formed journal record; the error
             names the file, the byte offset, the record index and (when known)
@@ -638,7 +659,7 @@ class DuckDBJournal(LocalJournal):
         live = [
             (len(held.frames.get(r.run_id, ())), r.run_id)
             for r in held.runs.values()
-            if not RunStatus(r.status).terminal
+            if r.status not in _ENDED
         ]
         budget = self.checkpoint_frames // 2
         keep: set[str] = set()
