@@ -313,3 +313,71 @@ def test_a_journal_dropped_without_close_does_not_keep_the_file_open(tmp_path: P
     again = DuckDBJournal(path)
     assert len(list(again.frames("live"))) == 3
     again.close()
+
+
+class _Stop(Exception):
+    """A retryable stop: the run stays resumable (like a dropped connection)."""
+
+    retryable = True
+
+
+def _loop(calls: list[int], stop_at: int | None) -> Any:
+    import redrive
+
+    @redrive.tool(read_only=True)
+    def step(n: int) -> int:
+        if n == stop_at:
+            raise _Stop(f"stop at {n}")
+        calls.append(n)
+        return n
+
+    def loop() -> list[int]:
+        return [step(n) for n in range(4)]
+
+    return loop
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_run_resumes_from_the_log_without_the_tables(tmp_path: Path, face: str) -> None:
+    """Interrupted, closed, reopened: the run replays from the log; the tables open only later."""
+    import asyncio
+
+    import redrive
+
+    path = str(tmp_path / "runs.duckdb")
+    calls: list[int] = []
+    journal = DuckDBJournal(path)
+    with pytest.raises(_Stop), redrive.run(journal, "r", input=1):
+        _loop(calls, stop_at=2)()
+    journal.close()
+    assert calls == [0, 1]
+    assert os.path.getsize(path + ".rdlog") > START  # the unfinished run stayed in the log
+
+    reopened = DuckDBJournal(path)
+    try:
+        seen: list[bool] = []
+        loop = _loop(calls, stop_at=None)
+
+        def body() -> list[int]:
+            seen.append(reopened._opened is None)
+            return loop()
+
+        if face == "sync":
+            with redrive.run(reopened, "r", input=1) as run:
+                out = run.finish(body())
+        else:
+
+            async def main() -> list[int]:
+                async with redrive.run(reopened, "r", input=1) as run:
+                    return run.finish(await asyncio.to_thread(body))
+
+            out = asyncio.run(main())
+        assert out == [0, 1, 2, 3]
+        assert calls == [0, 1, 2, 3]  # 0 and 1 replayed, not run again
+        assert seen == [True]  # opening and claiming the run needed no tables
+    finally:
+        reopened.close()
+    final = DuckDBJournal(path)
+    row = final.get_run("r")
+    assert row is not None and row.status == "succeeded"
+    final.close()
