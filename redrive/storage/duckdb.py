@@ -174,33 +174,80 @@ class _Store(SqlJournal):
     ) -> None:
         """Write checkpointed records in one transaction (idempotent: safe to redo)."""
         with self._transaction() as cur:
-            for start in range(0, len(frames), _CHUNK):
-                chunk = frames[start : start + _CHUNK]
-                marks = ", ".join("(" + ", ".join("?" for _ in FRAME_COLUMNS) + ")" for _ in chunk)
-                cur.execute(
-                    f"INSERT OR IGNORE INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) "
-                    f"VALUES {marks}",
-                    [getattr(f, a) for f in chunk for a in FRAME_ATTRS],
-                )
-            for record in runs:
-                values = attrs.asdict(record)
-                cur.execute(
-                    f"INSERT OR REPLACE INTO redrive_runs ({', '.join(RUN_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' for _ in RUN_COLUMNS)})",
-                    [values[c] for c in RUN_COLUMNS],
-                )
-            for d in decisions:
-                cur.execute(
-                    "INSERT OR IGNORE INTO redrive_decisions "
-                    "(run_id, name, approved, decided_by, decided_at, note) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [d.run_id, d.name, d.approved, d.by, d.at, d.note],
-                )
+            _insert(cur, runs, frames, decisions)
+
+    def ingest_apart(
+        self,
+        runs: Sequence[RunRecord],
+        frames: Sequence[Frame],
+        decisions: Sequence[Decision],
+    ) -> None:
+        """:meth:`ingest` on a DuckDB cursor of its own, without holding the store's lock.
+
+        For a background checkpoint: reads on the journal's connection go on
+        meanwhile and see the tables before or after this transaction, never
+        part of it.
+        """
+        with self._lock:
+            cur = self._con.cursor()
+        try:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                _insert(cur, runs, frames, decisions)
+                cur.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(duckdb.Error):
+                    cur.execute("ROLLBACK")
+                raise
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                cur.close()
 
     def close(self) -> None:
         """See :meth:`redrive.storage.Journal.close`."""
         with self._lock:
             self._con.close()
+
+
+def _insert(
+    cur: Any,
+    runs: Sequence[RunRecord],
+    frames: Sequence[Frame],
+    decisions: Sequence[Decision],
+) -> None:
+    """Insert checkpointed records (idempotently) through ``cur``, inside its transaction."""
+    for start in range(0, len(frames), _CHUNK):
+        chunk = frames[start : start + _CHUNK]
+        marks = ", ".join("(" + ", ".join("?" for _ in FRAME_COLUMNS) + ")" for _ in chunk)
+        cur.execute(
+            f"INSERT OR IGNORE INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) VALUES {marks}",
+            [getattr(f, a) for f in chunk for a in FRAME_ATTRS],
+        )
+    for record in runs:
+        values = attrs.asdict(record)
+        cur.execute(
+            f"INSERT OR REPLACE INTO redrive_runs ({', '.join(RUN_COLUMNS)}) "
+            f"VALUES ({', '.join('?' for _ in RUN_COLUMNS)})",
+            [values[c] for c in RUN_COLUMNS],
+        )
+    for d in decisions:
+        cur.execute(
+            "INSERT OR IGNORE INTO redrive_decisions "
+            "(run_id, name, approved, decided_by, decided_at, note) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [d.run_id, d.name, d.approved, d.by, d.at, d.note],
+        )
+
+
+@attrs.frozen
+class _Move:
+    """What a background checkpoint moves: the held records of some runs, as they were."""
+
+    rows: dict[str, RunRecord]
+    #: frames held per run at the snapshot (the overlay may add more meanwhile)
+    counts: dict[str, int]
+    frames: list[Frame]
+    decisions: dict[tuple[str, str], Decision]
 
 
 class _Opening:
@@ -429,6 +476,9 @@ class DuckDBJournal(LocalJournal):
         self._overlay = MemoryState()
         #: after a failed bulk move, the held frame count at which to try again
         self._retry_at = 0
+        #: the background checkpoint in flight, and its end (notified under _lock)
+        self._mover: threading.Thread | None = None
+        self._moved = threading.Condition(self._lock)
         self._keys: list[str | tuple[int, int]] = []
         self._lock_fd: int | None = None
         self._opened: _Store | None = None
@@ -596,18 +646,100 @@ class DuckDBJournal(LocalJournal):
             self._log.append(record, sync=sync)
             self._wrote = True
             self._apply(record)
-            if self._overlay.held >= max(self.checkpoint_frames, self._retry_at):
-                try:
-                    self._checkpoint(keep_live=True)
-                except Exception:
-                    # The record is durable in the log and visible: the write succeeded.
-                    # The bulk move failed (disk full, I/O error): the log keeps holding
-                    # the records; try again after another checkpoint_frames frames or on
-                    # close (which reports it); a reopened journal reads them from the log.
-                    self._retry_at = self._overlay.held + self.checkpoint_frames
+            if self._mover is None and self._overlay.held >= max(
+                self.checkpoint_frames, self._retry_at
+            ):
+                self._start_move()
             return
         self._apply(record)  # ":memory:": straight into the tables
         self.checkpoint()
+
+    def _start_move(self) -> None:
+        """Start a threshold checkpoint on a background thread (caller holds ``_lock``).
+
+        The write that crossed the threshold returns at once: the bulk insert
+        runs on a DuckDB cursor of its own while writes and reads go on (the
+        moved records stay in the log and the overlay until it commits, and
+        reads merge tables and overlay either way); then, under the lock, the
+        moved records leave the overlay and the log is rewritten atomically
+        with what the overlay still holds. A failure (disk full, I/O error)
+        leaves everything in the log; the next try comes after another
+        ``checkpoint_frames`` frames, or on close (which reports it).
+        """
+        keep = self._kept_runs()
+        held = self._overlay
+        move = _Move(
+            rows={rid: r for rid, r in held.runs.items() if rid not in keep},
+            counts={rid: len(fs) for rid, fs in held.frames.items() if rid not in keep},
+            frames=[f for rid, fs in held.frames.items() if rid not in keep for f in fs],
+            decisions={k: d for k, d in held.decisions.items() if k[0] not in keep},
+        )
+        if not (move.rows or move.frames or move.decisions):
+            return
+        self._mover = threading.Thread(
+            target=self._move, args=(move,), name="redrive-duckdb-checkpoint", daemon=True
+        )
+        self._mover.start()
+
+    def _move(self, move: _Move) -> None:
+        """The background checkpoint's body (see :meth:`_start_move`)."""
+        try:
+            try:
+                self._store.ingest_apart(
+                    list(move.rows.values()), move.frames, list(move.decisions.values())
+                )
+                _framelog._crash_point("checkpoint-ingested")
+                with self._lock:
+                    if self._closed or self._log is None:
+                        return
+                    self._drop_moved(move)
+                    self._log.rewrite(self._held_records())
+                    self._retry_at = 0
+            except Exception:
+                with self._lock:
+                    self._retry_at = self._overlay.held + self.checkpoint_frames
+        finally:
+            with self._lock:
+                self._mover = None
+                self._moved.notify_all()
+
+    def _drop_moved(self, move: _Move) -> None:
+        """Forget the overlay's records that ``move`` put into the tables (caller holds the lock).
+
+        A run written to since the snapshot keeps what came after (its newer
+        row, its later frames): it is then in the tables up to some seq and in
+        the overlay after it, which reads merge.
+        """
+        held = self._overlay
+        for run_id in set(move.rows) | set(move.counts):
+            frames = held.frames.get(run_id, [])
+            count = move.counts.get(run_id, 0)
+            rest = frames[count:]
+            held.held -= len(frames) - len(rest)
+            if rest:
+                held.frames[run_id] = rest
+            else:
+                held.frames.pop(run_id, None)
+            if held.runs.get(run_id) is move.rows.get(run_id) and not rest:
+                held.runs.pop(run_id, None)
+        for key, decision in move.decisions.items():
+            if held.decisions.get(key) is decision:
+                del held.decisions[key]
+
+    def _held_records(self) -> list[list[Any]]:
+        """Log records that restore exactly what the overlay holds."""
+        held = self._overlay
+        records = self._kept_records(set(held.runs))
+        records.extend(
+            decision_record(d) for d in held.decisions.values() if d.run_id not in held.runs
+        )
+        return records
+
+    def _settle(self) -> None:
+        """Wait (releasing ``_lock``) until no background checkpoint is in flight."""
+        with self._lock:
+            while self._mover is not None and self._mover is not threading.current_thread():
+                self._moved.wait()
 
     def checkpoint(self) -> None:
         """Move every record held in the log into DuckDB's tables, then empty the log.
@@ -631,6 +763,7 @@ class DuckDBJournal(LocalJournal):
         acknowledged record in the tables or the log, or both.
         """
         with self._lock:
+            self._settle()
             held = self._overlay
             if held.empty:
                 return

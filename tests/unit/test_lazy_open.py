@@ -35,7 +35,12 @@ def _frame(run_id: str, seq: int, prev: str) -> Frame:
 
 
 def crash(journal: DuckDBJournal) -> None:
-    """Drop a journal as a killed process would: no checkpoint, the file released."""
+    """Drop a journal as a killed process would: no checkpoint, the file released.
+
+    A background checkpoint in flight ends first (a kill during one is
+    tests/crash/test_log_rewrite_crash.py's).
+    """
+    journal._settle()
     assert journal._log is not None
     journal._log.close()
     with contextlib.suppress(Exception):
@@ -192,6 +197,7 @@ def test_a_huge_unfinished_run_moves_into_the_tables(tmp_path: Path) -> None:
         frames.append(_frame("big", seq, prev))
         prev = frames[-1].chain
     journal.append("big", frames, expected_seq=1)
+    journal._settle()  # the threshold checkpoint runs in the background
     assert journal._overlay.held == 0  # moved, not kept
     assert len(list(journal.frames("big"))) == 30
     journal.close()
@@ -381,3 +387,59 @@ def test_a_run_resumes_from_the_log_without_the_tables(tmp_path: Path, face: str
     row = final.get_run("r")
     assert row is not None and row.status == "succeeded"
     final.close()
+
+
+def test_the_write_crossing_the_threshold_does_not_wait_for_the_bulk_move(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bulk move runs in the background; writes and reads go on; nothing is lost."""
+    import threading
+
+    path = str(tmp_path / "runs.duckdb")
+    journal = DuckDBJournal(path, checkpoint_frames=6)
+    store = journal._store
+    started, release = threading.Event(), threading.Event()
+    ingest = store.ingest_apart
+
+    def blocked(*args: Any) -> None:
+        started.set()
+        assert release.wait(30)
+        ingest(*args)
+
+    monkeypatch.setattr(store, "ingest_apart", blocked)
+    first = _frame("big", 0, GENESIS)
+    now = time.time()
+    journal.create_run(
+        RunRecord(run_id="big", input_fp="f" * 32, created_at=now, updated_at=now), first
+    )
+    chains = [first.chain]
+
+    def grow(count: int) -> None:
+        frames = []
+        for seq in range(len(chains), len(chains) + count):
+            frames.append(_frame("big", seq, frames[-1].chain if frames else chains[-1]))
+        journal.append("big", frames, expected_seq=len(chains))
+        chains.extend(f.chain for f in frames)
+
+    grow(8)  # 9 frames held, over the threshold, over the budget of kept frames: moved
+    assert started.wait(30)  # the move started, and this write returned before it ended
+    assert journal._mover is not None and not release.is_set()
+    grow(2)  # written while the move is in flight
+    assert [f.chain for f in journal.frames("big")] == chains
+    assert [r.run_id for r in journal.runs()] == ["big"]
+    release.set()
+    journal._settle()
+    assert [f.seq for f in store.page("big", 0, 100)] == list(range(9))
+    assert [f.seq for f in journal._overlay.frames["big"]] == [9, 10]  # kept the later ones
+    assert [f.chain for f in journal.frames("big")] == chains
+    crash(journal)
+    reopened = DuckDBJournal(path, checkpoint_frames=6)
+    try:
+        assert [f.chain for f in reopened.frames("big")] == chains
+        row = reopened.get_run("big")
+        assert row is not None and row.next_seq == 11
+    finally:
+        reopened.close()
+    again = DuckDBJournal(path)
+    assert [f.chain for f in again.frames("big")] == chains
+    again.close()
