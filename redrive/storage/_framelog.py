@@ -3,7 +3,8 @@
 A DuckDB commit costs several fsyncs' worth of time; one append to a log file
 plus one ``fdatasync`` is the floor for a durable write. The DuckDB journal
 appends each mutation here (one record, one fsync) and moves records into
-DuckDB in bulk at checkpoints, then empties the log.
+DuckDB in bulk at checkpoints, then empties the log or rewrites it (atomically,
+:meth:`FrameLog.rewrite`) with the records it keeps.
 
 File layout (format 2): the 8-byte magic ``RDLOG\\x00\\x02\\n`` and an 8-byte
 random *salt* drawn when the log is created or emptied, then records of a
@@ -34,7 +35,7 @@ import contextlib
 import os
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO, Final
 
 import msgpack
@@ -74,6 +75,10 @@ ADVICE: Final = (
     "was already checkpointed, copy the database file alone (without its .rdlog) and run "
     "`redrive --journal COPY verify` or `redrive --journal COPY sql ...` on the copy."
 )
+
+
+def _crash_point(stage: str) -> None:
+    """Nothing; crash tests replace it to kill the process at ``stage`` of a log rewrite."""
 
 
 def _marker(salt: bytes) -> bytes:
@@ -242,23 +247,47 @@ class FrameLog:
     def _upgrade(self) -> None:
         """Rewrite a format-1 log in format 2 (same records, in order), atomically.
 
-        The records are read (a torn tail cut, damage raised as usual), written
-        to a temporary file with a new salt, fsynced, and renamed over the log;
-        a crash before the rename leaves the format-1 log as it was.
+        The records are read (a torn tail cut, damage raised as usual), then
+        written as by :meth:`rewrite`; a crash before the rename leaves the
+        format-1 log as it was.
         """
         assert self._fd is not None
-        records = [record for _offset, record in self.entries()]
+        self.rewrite([record for _offset, record in self.entries()], suffix=".upgrade.tmp")
+
+    def rewrite(self, records: Sequence[Any], *, suffix: str = ".rewrite.tmp") -> None:
+        """Replace the log's content with ``records`` (in order), atomically, with a new salt.
+
+        The new log is written beside the old one (``<log><suffix>``), fsynced,
+        renamed over it, and the folder is fsynced: a crash at any point leaves
+        either the old log or the new one, whole. Writable logs only.
+
+        Args:
+            records: the records the log must hold (each as :meth:`append` takes).
+            suffix: the temporary file's name suffix.
+
+        Raises:
+            OSError: a write, fsync or rename failed; the old log is left in
+                place (and stays this object's log).
+        """
+        assert self._fd is not None
         salt = os.urandom(_SALT)
-        tmp = self.path + ".upgrade.tmp"
+        tmp = self.path + suffix
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        _crash_point("rewrite-opened")
         try:
-            os.write(fd, MAGIC + salt)
-            for number, record in enumerate(records):
-                os.write(fd, record_bytes(salt, number, encode(record)))
+            blob = [MAGIC + salt]
+            blob.extend(
+                record_bytes(salt, number, encode(record)) for number, record in enumerate(records)
+            )
+            data = b"".join(blob)
+            if os.write(fd, data) != len(data):
+                raise OSError(f"{tmp}: short write")
             os.fsync(fd)
         finally:
             os.close(fd)
+        _crash_point("rewrite-written")
         os.replace(tmp, self.path)
+        _crash_point("rewrite-renamed")
         folder = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
         try:
             os.fsync(folder)

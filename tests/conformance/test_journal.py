@@ -455,7 +455,8 @@ def test_schema_too_new_or_too_old_is_reported(sql_backend: Callable[..., Any]) 
     j.close()
     _set_schema(sql_backend, "99")
     with pytest.raises(JournalFormatError, match="schema version 99") as newer:
-        sql_backend()
+        # a DuckDB journal whose log holds records raises at the first use of its tables
+        _first_use(sql_backend)
     assert newer.value.fields["too"] == "new"
     # put it back to version 1 (before the numbered index) and reopen
     _set_schema(sql_backend, "1")
@@ -483,7 +484,7 @@ def test_older_frame_format_reads_and_is_marked_current(
     reopened.close()
     _set_schema(sql_backend, str(FORMAT_VERSION + 1), key="format")
     with pytest.raises(JournalFormatError, match="Upgrade redrive"):
-        sql_backend()
+        _first_use(sql_backend)
 
 
 def _set_schema(factory: Callable[..., Any], value: str, *, key: str = "schema") -> None:
@@ -496,11 +497,24 @@ def _set_schema(factory: Callable[..., Any], value: str, *, key: str = "schema")
     SqlJournal._migrate = lambda self: None  # type: ignore[method-assign]
     try:
         j = factory()
+        getattr(j, "_store", None)  # the DuckDB journal may open its tables in the background
     finally:
         SqlJournal._migrate = opener  # type: ignore[method-assign]
     sql = getattr(j, "_store", j)  # the DuckDB journal keeps its tables in a store
     with contextlib.closing(j), sql._transaction() as cur:
         cur.execute(sql._sql("UPDATE redrive_meta SET value = ? WHERE key = ?"), [value, key])
+
+
+def _first_use(factory: Callable[..., Any]) -> None:
+    """Open and use the tables (a DuckDB journal whose log holds records opens them lazily)."""
+    import contextlib
+
+    j = factory()
+    try:
+        j.runs()
+    finally:
+        with contextlib.suppress(Exception):
+            j.close()
 
 
 def _checked(factory: Callable[..., Any]) -> None:
@@ -511,6 +525,7 @@ def _checked(factory: Callable[..., Any]) -> None:
     SqlJournal._migrate = lambda self: None  # type: ignore[method-assign]
     try:
         j = factory()
+        getattr(j, "_store", None)  # the DuckDB journal may open its tables in the background
     finally:
         SqlJournal._migrate = opener  # type: ignore[method-assign]
     j.check_schema()

@@ -33,6 +33,7 @@ def full_disk(journal: DuckDBJournal, monkeypatch: pytest.MonkeyPatch, how: str)
         raise duckdb.IOException("IO Error: could not write file: No space left on device")
 
     monkeypatch.setattr(journal._store, "ingest", ingest)
+    monkeypatch.setattr(journal._store, "ingest_apart", ingest)  # the background checkpoint
     return attempts
 
 
@@ -53,6 +54,7 @@ def test_a_failed_bulk_move_loses_nothing_and_runs_each_body_once(
 
     with redrive.run(journal, "r") as run:  # no JournalWriteError: every write is durable
         run.finish([refund(n) for n in range(6)])
+    journal._settle()  # the threshold checkpoint runs in the background
     assert calls == list(range(6)) and attempts
     assert journal.get_run("r").status == "succeeded"  # type: ignore[union-attr]
     with pytest.raises(JournalWriteError, match="Nothing is lost") as caught:
@@ -90,6 +92,7 @@ def test_an_interrupted_run_resumes_after_space_is_freed(
     thread = threading.Thread(target=worker)
     thread.start()
     thread.join()
+    journal._settle()
     journal._log.close()  # type: ignore[union-attr]  # the process dies: no checkpoint
     journal._store.close()
     journal._release()
