@@ -50,6 +50,7 @@ value that looked secret comes back as ``[REDACTED]``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -184,6 +185,12 @@ def credential_field(name: str) -> bool:
         :data:`CREDENTIAL_FIELDS`, or ends in ``token``, ``secret``,
         ``password`` or ``apikey`` and is not in :data:`NOT_CREDENTIALS`.
     """
+    return _credential_name(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _credential_name(name: str) -> bool:
+    """:func:`credential_field`, cached: the same few field names come in every payload."""
     folded = _fold(name)
     if folded in _FIELDS:
         return True
@@ -310,9 +317,32 @@ def mask_text(text: str, names: frozenset[str] = frozenset()) -> str:
         ``text`` itself when nothing looks secret, else the masked copy (see
         the module docstring, point 3, for what is masked).
     """
-    masker = _Masker(names) if names else _DEFAULT_MASKER
     if len(text) < 8:
         return text
+    if len(text) > _CACHED_TEXT:
+        return _mask(text, names)
+    # A model request re-sends the whole conversation: the same texts are masked
+    # at every step (and twice per step: for the key and for the frame). The
+    # rules are pure, so each text is masked once while it stays in the cache.
+    masked = _mask_cached(text, names)
+    return text if masked is None else masked
+
+
+#: Longest text whose masking is cached (characters), and how many are kept.
+_CACHED_TEXT = 16384
+_CACHE_SIZE = 512
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _mask_cached(text: str, names: frozenset[str]) -> str | None:
+    """:func:`_mask`, or None when it changes nothing (so callers keep their object)."""
+    masked = _mask(text, names)
+    return None if masked is text else masked
+
+
+def _mask(text: str, names: frozenset[str]) -> str:
+    """The rules of :func:`mask_text` (uncached)."""
+    masker = _Masker(names) if names else _DEFAULT_MASKER
     # each rule runs only where its sign is in the text: most text has none
     if ":" in text:
         if '"' in text or "'" in text:
@@ -397,6 +427,8 @@ class Scrubber:
         ``value`` is a canonical tree (dicts, lists, str, bytes, numbers,
         msgpack ext values) that may hold :class:`StoredValue` parts.
         """
+        if not self.patterns:  # no path can match: no path strings to build
+            return self._unrooted(value) if self.defaults else value
         kind = type(value)
         if kind is str:
             return self._text(value, path)
@@ -432,6 +464,41 @@ class Scrubber:
             return value if data is value.data else StoredValue(data)
         if kind is msgpack.ExtType and value.code == _EXT_STORED:  # a stored value, canonical
             data = self._stored(value.data, path)
+            return value if data is value.data else msgpack.ExtType(_EXT_STORED, data)
+        return value
+
+    def _unrooted(self, value: Any) -> Any:
+        """:meth:`value` for a scrubber without ``redact=`` patterns (the default rules only).
+
+        The same result as :meth:`value`, without the path of every part
+        (only the patterns read it).
+        """
+        kind = type(value)
+        if kind is str:
+            return mask_text(value, self.names)
+        if kind is dict:
+            out: dict[Any, Any] = {}
+            changed = False
+            for key, item in value.items():
+                if self._credential(key, item):
+                    new: Any = REDACTED
+                elif isinstance(item, list) and self._headers(key, item):
+                    new = self._header_pairs(item, "$")
+                else:
+                    new = self._unrooted(item)
+                changed = changed or new is not item
+                out[key] = new
+            return out if changed else value
+        if kind is list or kind is tuple:
+            items = [self._unrooted(item) for item in value]
+            if all(a is b for a, b in zip(items, value, strict=True)):
+                return value
+            return items if kind is list else tuple(items)
+        if kind is StoredValue:
+            data = self._stored(value.data, "$")
+            return value if data is value.data else StoredValue(data)
+        if kind is msgpack.ExtType and value.code == _EXT_STORED:  # a stored value, canonical
+            data = self._stored(value.data, "$")
             return value if data is value.data else msgpack.ExtType(_EXT_STORED, data)
         return value
 
@@ -514,7 +581,9 @@ class Scrubber:
                 inner = self._tree(node[2], path)
                 return node if inner is node[2] else (node[0], node[1], inner)
             items = list(node[:start])
-            for i, item in enumerate(node[start:]):
+            if not self.patterns:  # no path to build: none can match
+                items.extend(self._tree(item, path) for item in node[start:])
+            for i, item in enumerate(node[start:] if self.patterns else ()):
                 where = f"{path}[{i}]"
                 items.append(REDACTED if self._hit(where) else self._tree(item, where))
             same = all(a is b for a, b in zip(items, node, strict=True))
@@ -523,9 +592,14 @@ class Scrubber:
             out = {}
             changed = False
             for key, item in node.items():
+                if not self.patterns:
+                    new: Any = self._tree(item, path)
+                    changed = changed or new is not item
+                    out[key] = new
+                    continue
                 where = _child(path, key)
                 if self._hit(where):  # a name alone never changes a handed-back value
-                    new: Any = REDACTED
+                    new = REDACTED
                 else:
                     new = self._tree(item, where)
                 changed = changed or new is not item
