@@ -598,10 +598,8 @@ class Scrubber:
                     out[key] = new
                     continue
                 where = _child(path, key)
-                if self._hit(where):  # a name alone never changes a handed-back value
-                    new = REDACTED
-                else:
-                    new = self._tree(item, where)
+                # a name alone never changes a handed-back value
+                new = REDACTED if self._hit(where) else self._tree(item, where)
                 changed = changed or new is not item
                 out[key] = new
             return out if changed else node
