@@ -565,12 +565,21 @@ def hash_hex(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
-def call_key(name: str, arguments: Any) -> str:
+def call_key(name: str, arguments: Any, *, tree: bool = False) -> str:
     """Return the key of a call: xxh3-128 (32 hex digits) of canonical (name, arguments).
+
+    Args:
+        name: the step's name.
+        arguments: the call's arguments.
+        tree: ``arguments`` is already a canonical tree (what :func:`canonical`
+            returns, or a part-for-part copy of one): it is packed as it is,
+            without walking it again. The key is the same either way.
 
     Raises:
         TypeError: ``arguments`` cannot be encoded canonically.
     """
+    if tree:
+        return hash_hex(pack_tree([name, arguments]))
     return hash_hex(pack_tree([name, canonical(arguments, "args")]))
 
 
