@@ -237,6 +237,8 @@ def _plain(value: Any, depth: int) -> Any:
             t = type(v)
             if (t is str and v.isascii()) or t is bool or v is None:
                 out[k] = v
+            elif (t is int and _INT_MIN <= v <= _UINT_MAX) or (t is float and v == v and v != 0.0):
+                out[k] = v  # a number that is its own canonical form, without a call
             else:
                 out[k] = _plain(v, depth)
         return out
@@ -421,7 +423,15 @@ def encode(value: Any, path: str = "$") -> bytes:
     Raises:
         TypeError: as :func:`canonical`.
     """
-    return pack_tree(canonical(value, path))
+    # canonical() inlined: this runs for every frame and fingerprint
+    try:
+        tree = _plain(value, 0)
+    except (_NotPlain, RecursionError):
+        tree = _canonical(value, path, 0)
+    return _packb(tree, use_bin_type=True, use_single_float=False)  # type: ignore[no-any-return]
+
+
+_packb = msgpack.packb
 
 
 def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
