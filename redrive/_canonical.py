@@ -257,6 +257,12 @@ def _plain(value: Any, depth: int) -> Any:
         return 0.0 if value == 0.0 else value
     if kind is bool or value is None or kind is bytes:
         return value
+    # what the writer puts in frames: a step's handed-back value, a request's prefix
+    if kind is StoredValue:
+        return msgpack.ExtType(_EXT_STORED, value.data)
+    if kind is PrefixRef and type(value.count) is int:
+        tail = _plain(value.tail, depth + 1)
+        return msgpack.ExtType(_EXT_PREFIX, pack_tree([value.count, tail]))
     raise _NotPlain
 
 

@@ -361,6 +361,8 @@ _VALUES = st.recursive(
         | st.dictionaries(st.text(max_size=6), inner, max_size=5)  # the common case: str keys
         | st.builds(Point, inner, inner)
         | st.builds(Box, inner)
+        | st.builds(StoredValue, st.binary(max_size=6))
+        | st.builds(PrefixRef, st.integers(0, 3) | st.booleans(), st.lists(inner, max_size=3))
     ),
     max_leaves=24,
 )
