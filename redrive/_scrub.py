@@ -622,7 +622,10 @@ class Scrubber:
         out: dict[str, Any] = {}
         changed = False
         for key, item in payload.items():
-            new = self.value(item) if key in roots else self.value(item, _child("$", key))
+            if not self.patterns or key in roots:  # no patterns: paths are never read
+                new = self.value(item)
+            else:
+                new = self.value(item, _child("$", key))
             changed = changed or new is not item
             out[key] = new
         return out if changed else payload

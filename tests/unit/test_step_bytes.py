@@ -142,3 +142,15 @@ def test_cached_mask_text_is_the_rules(text: str) -> None:
     assert mask_text(text) == expected  # a cache hit
     if expected is text:
         assert mask_text(text) is text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["model_request", "model_response", "tool_start", "note", "run_end"]),
+    st.dictionaries(st.sampled_from(["args", "result", "token", "data", "x"]), _JSONISH),
+)
+def test_unrooted_payload_scrub_is_the_rooted_walk(kind: str, payload: dict[str, Any]) -> None:
+    """A frame's payload: without patterns, the same result as the rooted walk."""
+    tree = _canonical.canonical(payload)
+    never = Scrubber(compile_paths(["$.no_such_field_anywhere"]))
+    assert Scrubber().payload(kind, tree) == never.payload(kind, tree)
