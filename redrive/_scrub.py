@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -362,6 +363,8 @@ def _mask(text: str, names: frozenset[str]) -> str:
 
 
 _SCALARS = (int, float, bool, type(None))
+#: Types :meth:`Scrubber.value` hands back as they are (bytes are opaque).
+_KEPT = frozenset({int, float, bool, type(None), bytes})
 
 
 def _child(path: str, key: Any) -> str:
@@ -471,7 +474,7 @@ class Scrubber:
         """:meth:`value` for a scrubber without ``redact=`` patterns (the default rules only).
 
         The same result as :meth:`value`, without the path of every part
-        (only the patterns read it).
+        (only the patterns read it), and without a call for a number or a text.
         """
         kind = type(value)
         if kind is str:
@@ -480,8 +483,21 @@ class Scrubber:
             out: dict[Any, Any] = {}
             changed = False
             for key, item in value.items():
-                if self._credential(key, item):
-                    new: Any = REDACTED
+                t = type(item)
+                if (  # the rule of _credential, the cached name test first
+                    isinstance(key, str)
+                    and _credential_name(key)
+                    and not isinstance(item, _SCALARS)
+                    and item != REDACTED
+                ):
+                    out[key] = REDACTED
+                    changed = True
+                    continue
+                if t is str:
+                    new: Any = mask_text(item, self.names)
+                elif t in _KEPT:
+                    out[key] = item
+                    continue
                 elif isinstance(item, list) and self._headers(key, item):
                     new = self._header_pairs(item, "$")
                 else:
@@ -490,8 +506,15 @@ class Scrubber:
                 out[key] = new
             return out if changed else value
         if kind is list or kind is tuple:
-            items = [self._unrooted(item) for item in value]
-            if all(a is b for a, b in zip(items, value, strict=True)):
+            items = [
+                mask_text(item, self.names)
+                if type(item) is str
+                else item
+                if type(item) in _KEPT
+                else self._unrooted(item)
+                for item in value
+            ]
+            if all(map(operator.is_, items, value)):
                 return value
             return items if kind is list else tuple(items)
         if kind is StoredValue:
