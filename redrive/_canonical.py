@@ -246,7 +246,12 @@ def _plain(value: Any, depth: int) -> Any:
         if depth >= MAX_DEPTH:
             raise _NotPlain
         depth += 1
-        return [v if (type(v) is str and v.isascii()) else _plain(v, depth) for v in value]
+        return [
+            v
+            if (type(v) is str and v.isascii()) or (type(v) is int and _INT_MIN <= v <= _UINT_MAX)
+            else _plain(v, depth)
+            for v in value
+        ]
     if kind is int:
         if _INT_MIN <= value <= _UINT_MAX:
             return value
