@@ -446,6 +446,9 @@ _packb = msgpack.packb
 
 
 def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
+    if code == _EXT_STORED:  # first: every response and tool result is one
+        unpack = _STORED_UNPACK[0] if _STORED_UNPACK else _stored_unpack()
+        return unpack(data)
     if code == _EXT_DATETIME_AWARE:
         return _dt.datetime.fromisoformat(data.decode())
     if code == _EXT_DATETIME_NAIVE:
@@ -467,10 +470,6 @@ def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
         if not all(type(part) is int for part in (days, seconds, micros)):
             raise ValueError("timedelta parts are not ints")
         return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
-    if code == _EXT_STORED:
-        from ._stored import unpack_value  # the stored form is built on this module
-
-        return unpack_value(data)
     if code == _EXT_PREFIX:
         if nested:
             raise ValueError("a prefix reference inside a prefix reference")
@@ -481,6 +480,18 @@ def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
             raise ValueError("malformed prefix reference")
         return PrefixRef(count, tail)
     raise ValueError(f"unknown ext type {code}")
+
+
+#: :func:`redrive._stored.unpack_value`, once imported (that module is built on this one).
+_STORED_UNPACK: list[Callable[[bytes], Any]] = []
+
+
+def _stored_unpack() -> Callable[[bytes], Any]:
+    from ._stored import unpack_value
+
+    if not _STORED_UNPACK:
+        _STORED_UNPACK.append(unpack_value)
+    return unpack_value
 
 
 class _ExtError(ValueError):
