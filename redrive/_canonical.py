@@ -237,6 +237,8 @@ def _plain(value: Any, depth: int) -> Any:
             t = type(v)
             if (t is str and v.isascii()) or t is bool or v is None:
                 out[k] = v
+            elif (t is int and _INT_MIN <= v <= _UINT_MAX) or (t is float and v == v and v != 0.0):
+                out[k] = v  # a number that is its own canonical form, without a call
             else:
                 out[k] = _plain(v, depth)
         return out
@@ -244,7 +246,12 @@ def _plain(value: Any, depth: int) -> Any:
         if depth >= MAX_DEPTH:
             raise _NotPlain
         depth += 1
-        return [v if (type(v) is str and v.isascii()) else _plain(v, depth) for v in value]
+        return [
+            v
+            if (type(v) is str and v.isascii()) or (type(v) is int and _INT_MIN <= v <= _UINT_MAX)
+            else _plain(v, depth)
+            for v in value
+        ]
     if kind is int:
         if _INT_MIN <= value <= _UINT_MAX:
             return value
@@ -255,6 +262,12 @@ def _plain(value: Any, depth: int) -> Any:
         return 0.0 if value == 0.0 else value
     if kind is bool or value is None or kind is bytes:
         return value
+    # what the writer puts in frames: a step's handed-back value, a request's prefix
+    if kind is StoredValue:
+        return msgpack.ExtType(_EXT_STORED, value.data)
+    if kind is PrefixRef and type(value.count) is int:
+        tail = _plain(value.tail, depth + 1)
+        return msgpack.ExtType(_EXT_PREFIX, pack_tree([value.count, tail]))
     raise _NotPlain
 
 
@@ -421,10 +434,21 @@ def encode(value: Any, path: str = "$") -> bytes:
     Raises:
         TypeError: as :func:`canonical`.
     """
-    return pack_tree(canonical(value, path))
+    # canonical() inlined: this runs for every frame and fingerprint
+    try:
+        tree = _plain(value, 0)
+    except (_NotPlain, RecursionError):
+        tree = _canonical(value, path, 0)
+    return _packb(tree, use_bin_type=True, use_single_float=False)  # type: ignore[no-any-return]
+
+
+_packb = msgpack.packb
 
 
 def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
+    if code == _EXT_STORED:  # first: every response and tool result is one
+        unpack = _STORED_UNPACK[0] if _STORED_UNPACK else _stored_unpack()
+        return unpack(data)
     if code == _EXT_DATETIME_AWARE:
         return _dt.datetime.fromisoformat(data.decode())
     if code == _EXT_DATETIME_NAIVE:
@@ -446,10 +470,6 @@ def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
         if not all(type(part) is int for part in (days, seconds, micros)):
             raise ValueError("timedelta parts are not ints")
         return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
-    if code == _EXT_STORED:
-        from ._stored import unpack_value  # the stored form is built on this module
-
-        return unpack_value(data)
     if code == _EXT_PREFIX:
         if nested:
             raise ValueError("a prefix reference inside a prefix reference")
@@ -460,6 +480,18 @@ def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
             raise ValueError("malformed prefix reference")
         return PrefixRef(count, tail)
     raise ValueError(f"unknown ext type {code}")
+
+
+#: :func:`redrive._stored.unpack_value`, once imported (that module is built on this one).
+_STORED_UNPACK: list[Callable[[bytes], Any]] = []
+
+
+def _stored_unpack() -> Callable[[bytes], Any]:
+    from ._stored import unpack_value
+
+    if not _STORED_UNPACK:
+        _STORED_UNPACK.append(unpack_value)
+    return unpack_value
 
 
 class _ExtError(ValueError):
@@ -565,12 +597,21 @@ def hash_hex(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
-def call_key(name: str, arguments: Any) -> str:
+def call_key(name: str, arguments: Any, *, tree: bool = False) -> str:
     """Return the key of a call: xxh3-128 (32 hex digits) of canonical (name, arguments).
+
+    Args:
+        name: the step's name.
+        arguments: the call's arguments.
+        tree: ``arguments`` is already a canonical tree (what :func:`canonical`
+            returns, or a part-for-part copy of one): it is packed as it is,
+            without walking it again. The key is the same either way.
 
     Raises:
         TypeError: ``arguments`` cannot be encoded canonically.
     """
+    if tree:
+        return hash_hex(pack_tree([name, arguments]))
     return hash_hex(pack_tree([name, canonical(arguments, "args")]))
 
 

@@ -50,7 +50,9 @@ value that looked secret comes back as ``[REDACTED]``.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -184,6 +186,12 @@ def credential_field(name: str) -> bool:
         :data:`CREDENTIAL_FIELDS`, or ends in ``token``, ``secret``,
         ``password`` or ``apikey`` and is not in :data:`NOT_CREDENTIALS`.
     """
+    return _credential_name(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _credential_name(name: str) -> bool:
+    """:func:`credential_field`, cached: the same few field names come in every payload."""
     folded = _fold(name)
     if folded in _FIELDS:
         return True
@@ -310,9 +318,32 @@ def mask_text(text: str, names: frozenset[str] = frozenset()) -> str:
         ``text`` itself when nothing looks secret, else the masked copy (see
         the module docstring, point 3, for what is masked).
     """
-    masker = _Masker(names) if names else _DEFAULT_MASKER
     if len(text) < 8:
         return text
+    if len(text) > _CACHED_TEXT:
+        return _mask(text, names)
+    # A model request re-sends the whole conversation: the same texts are masked
+    # at every step (and twice per step: for the key and for the frame). The
+    # rules are pure, so each text is masked once while it stays in the cache.
+    masked = _mask_cached(text, names)
+    return text if masked is None else masked
+
+
+#: Longest text whose masking is cached (characters), and how many are kept.
+_CACHED_TEXT = 16384
+_CACHE_SIZE = 512
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _mask_cached(text: str, names: frozenset[str]) -> str | None:
+    """:func:`_mask`, or None when it changes nothing (so callers keep their object)."""
+    masked = _mask(text, names)
+    return None if masked is text else masked
+
+
+def _mask(text: str, names: frozenset[str]) -> str:
+    """The rules of :func:`mask_text` (uncached)."""
+    masker = _Masker(names) if names else _DEFAULT_MASKER
     # each rule runs only where its sign is in the text: most text has none
     if ":" in text:
         if '"' in text or "'" in text:
@@ -332,6 +363,8 @@ def mask_text(text: str, names: frozenset[str] = frozenset()) -> str:
 
 
 _SCALARS = (int, float, bool, type(None))
+#: Types :meth:`Scrubber.value` hands back as they are (bytes are opaque).
+_KEPT = frozenset({int, float, bool, type(None), bytes})
 
 
 def _child(path: str, key: Any) -> str:
@@ -397,6 +430,8 @@ class Scrubber:
         ``value`` is a canonical tree (dicts, lists, str, bytes, numbers,
         msgpack ext values) that may hold :class:`StoredValue` parts.
         """
+        if not self.patterns:  # no path can match: no path strings to build
+            return self._unrooted(value) if self.defaults else value
         kind = type(value)
         if kind is str:
             return self._text(value, path)
@@ -432,6 +467,61 @@ class Scrubber:
             return value if data is value.data else StoredValue(data)
         if kind is msgpack.ExtType and value.code == _EXT_STORED:  # a stored value, canonical
             data = self._stored(value.data, path)
+            return value if data is value.data else msgpack.ExtType(_EXT_STORED, data)
+        return value
+
+    def _unrooted(self, value: Any) -> Any:
+        """:meth:`value` for a scrubber without ``redact=`` patterns (the default rules only).
+
+        The same result as :meth:`value`, without the path of every part
+        (only the patterns read it), and without a call for a number or a text.
+        """
+        kind = type(value)
+        if kind is str:
+            return mask_text(value, self.names)
+        if kind is dict:
+            out: dict[Any, Any] = {}
+            changed = False
+            for key, item in value.items():
+                t = type(item)
+                if (  # the rule of _credential, the cached name test first
+                    isinstance(key, str)
+                    and _credential_name(key)
+                    and not isinstance(item, _SCALARS)
+                    and item != REDACTED
+                ):
+                    out[key] = REDACTED
+                    changed = True
+                    continue
+                if t is str:
+                    new: Any = mask_text(item, self.names)
+                elif t in _KEPT:
+                    out[key] = item
+                    continue
+                elif isinstance(item, list) and self._headers(key, item):
+                    new = self._header_pairs(item, "$")
+                else:
+                    new = self._unrooted(item)
+                changed = changed or new is not item
+                out[key] = new
+            return out if changed else value
+        if kind is list or kind is tuple:
+            items = [
+                mask_text(item, self.names)
+                if type(item) is str
+                else item
+                if type(item) in _KEPT
+                else self._unrooted(item)
+                for item in value
+            ]
+            if all(map(operator.is_, items, value)):
+                return value
+            return items if kind is list else tuple(items)
+        if kind is StoredValue:
+            data = self._stored(value.data, "$")
+            return value if data is value.data else StoredValue(data)
+        if kind is msgpack.ExtType and value.code == _EXT_STORED:  # a stored value, canonical
+            data = self._stored(value.data, "$")
             return value if data is value.data else msgpack.ExtType(_EXT_STORED, data)
         return value
 
@@ -514,7 +604,9 @@ class Scrubber:
                 inner = self._tree(node[2], path)
                 return node if inner is node[2] else (node[0], node[1], inner)
             items = list(node[:start])
-            for i, item in enumerate(node[start:]):
+            if not self.patterns:  # no path to build: none can match
+                items.extend(self._tree(item, path) for item in node[start:])
+            for i, item in enumerate(node[start:] if self.patterns else ()):
                 where = f"{path}[{i}]"
                 items.append(REDACTED if self._hit(where) else self._tree(item, where))
             same = all(a is b for a, b in zip(items, node, strict=True))
@@ -523,11 +615,14 @@ class Scrubber:
             out = {}
             changed = False
             for key, item in node.items():
+                if not self.patterns:
+                    new: Any = self._tree(item, path)
+                    changed = changed or new is not item
+                    out[key] = new
+                    continue
                 where = _child(path, key)
-                if self._hit(where):  # a name alone never changes a handed-back value
-                    new: Any = REDACTED
-                else:
-                    new = self._tree(item, where)
+                # a name alone never changes a handed-back value
+                new = REDACTED if self._hit(where) else self._tree(item, where)
                 changed = changed or new is not item
                 out[key] = new
             return out if changed else node
@@ -550,7 +645,10 @@ class Scrubber:
         out: dict[str, Any] = {}
         changed = False
         for key, item in payload.items():
-            new = self.value(item) if key in roots else self.value(item, _child("$", key))
+            if not self.patterns or key in roots:  # no patterns: paths are never read
+                new = self.value(item)
+            else:
+                new = self.value(item, _child("$", key))
             changed = changed or new is not item
             out[key] = new
         return out if changed else payload

@@ -156,14 +156,29 @@ def make_frame(
     key: str = "",
     at: float | None = None,
     epoch: int = 0,
+    tree: bool = False,
 ) -> Frame:
     """Build a frame, encoding ``payload`` canonically and computing its chain.
+
+    Args:
+        run_id: the run the frame belongs to.
+        seq: its position in the run.
+        kind: a :class:`Kind` (stored as its string).
+        name: the step name.
+        payload: the value to encode canonically (see ``tree``).
+        prev_chain: the chain of the frame before it (:data:`GENESIS` for seq 0).
+        key: the call's key (32 hex digits), or ``""``.
+        at: wall time in seconds since the Unix epoch (default: now).
+        epoch: the writer's lease epoch.
+        tree: ``payload`` is already a canonical tree (what :func:`canonical`
+            returns, or a part-for-part copy of one): it is packed as it is,
+            without walking it again. The bytes are the same either way.
 
     Raises:
         TypeError: ``payload`` cannot be encoded canonically.
     """
     kind = str(kind)
-    body = encode(payload, "payload")
+    body = pack_tree(payload) if tree else encode(payload, "payload")
     when = time.time() if at is None else float(at)
     chain = chain_of(
         prev_chain, run_id=run_id, seq=seq, kind=kind, name=name, key=key, payload=body, at=when

@@ -65,7 +65,8 @@ class RecorderSteps(ToolSteps):
     ) -> ModelStep:
         """:meth:`begin_model`'s work, for a step issued at ``issue`` (may run off the loop)."""
         stored = self._prepare(request, "request")
-        key = call_key(name, match_view(stored, compile_paths(ignore)))
+        # stored is canonical (and scrubbed); its match view too: no second walk
+        key = call_key(name, match_view(stored, compile_paths(ignore)), tree=True)
         with self._lock:
             turn = issue.turn
             step = self._match("model", name, stored, key, issue)

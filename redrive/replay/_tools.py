@@ -250,7 +250,7 @@ class ToolSteps(Claims):
 
     def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> _Plan:
         stored = self._prepare(arguments, "args")
-        key = call_key(spec.name, match_view(stored, kind="tool"))
+        key = call_key(spec.name, match_view(stored, kind="tool"), tree=True)  # stored: canonical
         with self._lock:
             turn = issue.turn
             step = self._match("tool", spec.name, stored, key, issue)

@@ -86,6 +86,7 @@ class JournalWriter:
             payload=payload,
             prev_chain=self.last_chain,
             epoch=self.lease.epoch or 0,
+            tree=True,  # canonical above; the scrubber keeps it so (one walk, not two)
         )
         self.pending.append(frame)
         self.next_seq += 1
