@@ -50,14 +50,17 @@ value that looked secret comes back as ``[REDACTED]``.
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import operator
 import re
+import threading
 from collections.abc import Iterable
 from typing import Any
 
 import msgpack
+import xxhash
 
 from ._canonical import _EXT_STORED, StoredValue, pack_tree
 from .frames import Kind
@@ -325,20 +328,31 @@ def mask_text(text: str, names: frozenset[str] = frozenset()) -> str:
     # A model request re-sends the whole conversation: the same texts are masked
     # at every step (and twice per step: for the key and for the frame). The
     # rules are pure, so each text is masked once while it stays in the cache.
-    masked = _mask_cached(text, names)
-    return text if masked is None else masked
+    # The cache is keyed by a 128-bit digest of the text, not the text: it must
+    # not keep the secrets it masks alive in the process after the caller let go.
+    key = (xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass")), names)
+    with _CACHE_LOCK:
+        if key in _MASKED:
+            _MASKED.move_to_end(key)
+            masked = _MASKED[key]
+            return text if masked is None else masked
+    masked = _mask(text, names)
+    with _CACHE_LOCK:
+        _MASKED[key] = None if masked is text else masked
+        if len(_MASKED) > _CACHE_SIZE:
+            _MASKED.popitem(last=False)
+    return masked
 
 
 #: Longest text whose masking is cached (characters), and how many are kept.
 _CACHED_TEXT = 16384
 _CACHE_SIZE = 512
-
-
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _mask_cached(text: str, names: frozenset[str]) -> str | None:
-    """:func:`_mask`, or None when it changes nothing (so callers keep their object)."""
-    masked = _mask(text, names)
-    return None if masked is text else masked
+#: digest of a text (and the extra field names) -> its masked copy, or None when
+#: masking changes nothing; least recently used first.
+_MASKED: collections.OrderedDict[tuple[bytes, frozenset[str]], str | None] = (
+    collections.OrderedDict()
+)
+_CACHE_LOCK = threading.Lock()
 
 
 def _mask(text: str, names: frozenset[str]) -> str:

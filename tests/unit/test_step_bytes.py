@@ -144,6 +144,23 @@ def test_cached_mask_text_is_the_rules(text: str) -> None:
         assert mask_text(text) is text
 
 
+def test_the_mask_cache_keeps_no_secret_it_masked() -> None:
+    """The cache of mask_text holds digests and masked copies, never a masked secret."""
+    from redrive import _scrub
+
+    secret = "sk-proj-" + "Zq9" * 16
+    text = f"calling the API failed: Authorization: Bearer {secret} (status 401)"
+    masked = mask_text(text)
+    assert secret not in masked
+    assert mask_text(text) == masked  # a cache hit gives the same masked copy
+    with _scrub._CACHE_LOCK:
+        entries = list(_scrub._MASKED.items())
+    assert entries, "the text was not cached"
+    for (digest, _names), value in entries:
+        assert isinstance(digest, bytes) and len(digest) == 16
+        assert value is None or secret not in value
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.sampled_from(["model_request", "model_response", "tool_start", "note", "run_end"]),
