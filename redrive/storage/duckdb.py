@@ -39,6 +39,7 @@ object, e.g. with :func:`redrive.storage.shared_journal`.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import fcntl
 import os
@@ -271,10 +272,13 @@ class _Opening:
         self._claim_lock = threading.Lock()
         self._claimed = False
         self._done = threading.Event()
-        self._timer = threading.Timer(delay, self._background)
-        self._timer.daemon = True
-        self._timer.name = "redrive-duckdb-open"
-        self._timer.start()
+        self._cancelled = threading.Event()
+        # A low-level thread: threading.Thread.start() waits until the new thread
+        # has been scheduled and has run its bootstrap, which on a loaded machine
+        # cost milliseconds on the resume path (3 ms of a 6 ms resume, profiled);
+        # this one is started without waiting. It is a daemon (not joined at exit)
+        # and catches everything it raises (see _open).
+        _thread.start_new_thread(self._background, (delay,))
 
     def _claim(self) -> bool:
         with self._claim_lock:
@@ -283,8 +287,8 @@ class _Opening:
             self._claimed = True
             return True
 
-    def _background(self) -> None:
-        if self._claim():
+    def _background(self, delay: float) -> None:
+        if not self._cancelled.wait(delay) and self._claim():
             self._open()
 
     def _open(self) -> None:
@@ -298,7 +302,7 @@ class _Opening:
     def abandon(self) -> _Store | None:
         """Cancel the open if it did not start; else wait for it and return the store (or None)."""
         if self._claim():
-            self._timer.cancel()
+            self._cancelled.set()
             self._done.set()
             return None
         self._done.wait()
@@ -307,7 +311,7 @@ class _Opening:
     def wait(self) -> tuple[_Store | None, BaseException | None]:
         """Open now or wait for the background open; return ``(store, None)``/``(None, error)``."""
         if self._claim():
-            self._timer.cancel()
+            self._cancelled.set()
             self._open()
         else:
             self._done.wait()
