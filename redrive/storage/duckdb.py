@@ -178,9 +178,11 @@ class _Store(SqlJournal):
 
         DuckDB has no statement to empty its block cache, but lowering the
         memory limit evicts unpinned blocks down to it; the limit is then put
-        back to what it was. Only for a file-backed database (an in-memory one
-        has nowhere to evict to). Nothing else runs on the connection meanwhile
-        (its lock is held). Best effort: if DuckDB cannot get down to
+        back to what it was (exactly when it was DuckDB's default, else to the
+        setting as DuckDB shows it, rounded to 0.1 of its unit). Only for a
+        file-backed database (an in-memory one has nowhere to evict to).
+        Nothing else runs on the connection meanwhile (its lock is held).
+        Best effort: if DuckDB cannot get down to
         :data:`_EVICT_TO`, what it did evict stays evicted and no error is raised.
         """
         with self._lock:
@@ -195,7 +197,12 @@ class _Store(SqlJournal):
             except duckdb.OutOfMemoryException:
                 pass  # blocks in use; those it could evict are gone
             finally:
-                con.execute(f"SET memory_limit = '{self._memory_limit}'")
+                # the setting reads back rounded ("18.8 GiB"), so setting that text would
+                # lower the limit a little: the default (80% of RAM) is put back exactly
+                con.execute("RESET memory_limit")
+                row = con.execute("SELECT current_setting('memory_limit')").fetchone()
+                if row is None or str(row[0]) != self._memory_limit:
+                    con.execute(f"SET memory_limit = '{self._memory_limit}'")
             self._read_since_evict = 0
 
     def ingest(
