@@ -194,8 +194,8 @@ class _Store(SqlJournal):
                 return
             try:
                 con.execute(f"SET memory_limit = '{_EVICT_TO}'")
-            except duckdb.OutOfMemoryException:
-                pass  # blocks in use; those it could evict are gone
+            except duckdb.Error:
+                pass  # blocks in use, or nowhere to spill; those it could evict are gone
             finally:
                 # the setting reads back rounded ("18.8 GiB"), so setting that text would
                 # lower the limit a little: the default (80% of RAM) is put back exactly
