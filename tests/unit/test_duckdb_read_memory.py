@@ -122,3 +122,20 @@ def test_replaying_a_long_run_keeps_few_decoded_frames_alive(tmp_path: Path) -> 
     assert len(alive) >= 2 * steps
     # one page of frames (the reader's current page) and a few steps' worth, not the run
     assert most <= duckdb_storage._PAGE + 50, most
+
+
+def test_a_long_run_keeps_issue_counts_only_for_parents_a_flow_stands_at() -> None:
+    # each completed step is a parent steps can be issued from; once no flow stands at
+    # it, its counts go, so recording or replaying N steps does not keep N entries
+    from redrive.storage import MemoryJournal
+
+    journal = MemoryJournal()
+    steps = 2000
+    for _ in range(2):  # record, then replay
+        with redrive.run(journal, "issued") as run:
+            most = 0
+            for n in range(steps):
+                _item(n)
+                most = max(most, len(run._issued))
+        assert most <= 3, most
+    assert run.replayed_steps == steps
