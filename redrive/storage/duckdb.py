@@ -71,8 +71,9 @@ CHECKPOINT_FRAMES: Final = 2000
 _PAGE: Final = 1000
 _CHUNK: Final = 200
 #: Payload bytes a file-backed journal may read (paging frames in) before it makes
-#: DuckDB drop the table blocks it cached for them (see :meth:`_Store.page`).
-_READ_CACHE_BYTES: Final = 4 << 20
+#: DuckDB drop the table blocks it cached for them (see :meth:`_Store.page`): about
+#: one page of 1 KB frames; a short read (resuming a small run) never evicts.
+_READ_CACHE_BYTES: Final = 1 << 20
 #: The memory limit DuckDB is briefly set to so that it evicts its cached blocks.
 _EVICT_TO: Final = "1MB"
 #: DuckDB worker threads of a file-backed journal's database (see :class:`_Store`).
