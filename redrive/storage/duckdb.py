@@ -72,8 +72,9 @@ _PAGE: Final = 1000
 _CHUNK: Final = 200
 #: Payload bytes a file-backed journal may read (paging frames in) before it makes
 #: DuckDB drop the table blocks it cached for them (see :meth:`_Store.page`): about
-#: one page of 1 KB frames; a short read (resuming a small run) never evicts.
-_READ_CACHE_BYTES: Final = 1 << 20
+#: one page of 2 KB frames (an eviction costs ~1 ms); a short read (resuming a small
+#: run) never evicts.
+_READ_CACHE_BYTES: Final = 2 << 20
 #: The memory limit DuckDB is briefly set to so that it evicts its cached blocks.
 _EVICT_TO: Final = "1MB"
 #: DuckDB worker threads of a file-backed journal's database (see :class:`_Store`).
@@ -113,6 +114,7 @@ class _Store(SqlJournal):
         #: payload bytes paged in since DuckDB last dropped its cached table blocks
         self._read_since_evict = 0
         self._memory_limit: str | None = None
+        self._limit_is_default = False
         if self._meta_is_current():
             return  # the common case: nothing to migrate or refuse
         if not read_only:
@@ -191,6 +193,13 @@ class _Store(SqlJournal):
             if self._memory_limit is None:
                 row = con.execute("SELECT current_setting('memory_limit')").fetchone()
                 self._memory_limit = str(row[0]) if row else ""
+                con.execute("RESET memory_limit")
+                row = con.execute("SELECT current_setting('memory_limit')").fetchone()
+                # the setting reads back rounded ("18.8 GiB"), so setting that text would
+                # lower the limit a little: DuckDB's default (80% of RAM) is put back exactly
+                self._limit_is_default = row is not None and str(row[0]) == self._memory_limit
+                if not self._limit_is_default and self._memory_limit:
+                    con.execute(f"SET memory_limit = '{self._memory_limit}'")
             if not self._memory_limit:
                 return
             try:
@@ -198,11 +207,9 @@ class _Store(SqlJournal):
             except duckdb.Error:
                 pass  # blocks in use, or nowhere to spill; those it could evict are gone
             finally:
-                # the setting reads back rounded ("18.8 GiB"), so setting that text would
-                # lower the limit a little: the default (80% of RAM) is put back exactly
-                con.execute("RESET memory_limit")
-                row = con.execute("SELECT current_setting('memory_limit')").fetchone()
-                if row is None or str(row[0]) != self._memory_limit:
+                if self._limit_is_default:
+                    con.execute("RESET memory_limit")
+                else:
                     con.execute(f"SET memory_limit = '{self._memory_limit}'")
             self._read_since_evict = 0
 
