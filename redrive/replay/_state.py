@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import difflib
 import importlib.metadata
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal, TypedDict
 
@@ -283,7 +285,14 @@ class RunState:
         self._lock = threading.RLock()
         self._sibling_wait = threading.Condition(self._lock)
         self._flow_id = object()
-        self._issued: dict[tuple[int, str], int] = {}
+        #: steps issued so far from each parent, by name (see :meth:`_issue`)
+        self._issued: dict[int, dict[str, int]] = {}
+        #: live :class:`Flow` objects positioned at each parent seq (>= 0), and parents
+        #: whose Flow objects were collected since (drained by :meth:`_issue`): a parent
+        #: no flow stands at can issue nothing more, so its counts are dropped and a long
+        #: run's memory does not grow by one entry per step
+        self._flows_at: dict[int, int] = {}
+        self._flows_gone: collections.deque[int] = collections.deque()
         self._cursor: Cursor | None = None
         self._requests = Expander()
         self._token: contextvars.Token[Any] | None = None
@@ -498,8 +507,18 @@ class RunState:
         """
         here = self._flow()
         with self._lock:
-            occ = self._issued.get((here.parent, name), 0)
-            self._issued[(here.parent, name)] = occ + 1
+            gone = self._flows_gone
+            while gone:
+                parent = gone.popleft()
+                left = self._flows_at.get(parent, 0) - 1
+                if left > 0:
+                    self._flows_at[parent] = left
+                else:
+                    self._flows_at.pop(parent, None)
+                    self._issued.pop(parent, None)
+            counts = self._issued.setdefault(here.parent, {})
+            occ = counts.get(name, 0)
+            counts[name] = occ + 1
         return Issue(turn=here.turn, parent=here.parent, occ=occ, after=here.after)
 
     def _completed(self, seq: int | None, *, model: bool, turn: int) -> None:
@@ -512,10 +531,22 @@ class RunState:
         here = self._flow()
         parent = here.parent if seq is None else seq
         if model:
-            _flow_var.set(Flow(self._flow_id, max(here.turn, turn + 1), parent))
+            _flow_var.set(self._track(Flow(self._flow_id, max(here.turn, turn + 1), parent)))
         elif seq is not None:
             after = (*here.after, seq)[-_AFTER_LIMIT:]
-            _flow_var.set(Flow(self._flow_id, here.turn, parent, after))
+            _flow_var.set(self._track(Flow(self._flow_id, here.turn, parent, after)))
+
+    def _track(self, flow: Flow) -> Flow:
+        """Count ``flow`` as standing at its parent until it is collected; return it.
+
+        Flows at parent -1 (a flow the run never saw) are made afresh by
+        :meth:`_flow` and not counted: that parent's counts are kept.
+        """
+        if flow.parent >= 0:
+            with self._lock:
+                self._flows_at[flow.parent] = self._flows_at.get(flow.parent, 0) + 1
+            weakref.finalize(flow, self._flows_gone.append, flow.parent)
+        return flow
 
     def _match(
         self, kind: str, name: str, args: Any, key: str, issue: Issue | None = None

@@ -92,6 +92,20 @@ CHECKPOINT_FRAMES: Final = 2000
 OPEN_DELAY: Final = 0.05
 _PAGE: Final = 1000
 _CHUNK: Final = 200
+#: Payload bytes a file-backed journal may read (paging frames in) before it makes
+#: DuckDB drop the table blocks it cached for them (see :meth:`_Store.page`): about
+#: one page of 2 KB frames (an eviction costs ~1 ms); a short read (resuming a small
+#: run) never evicts.
+_READ_CACHE_BYTES: Final = 2 << 20
+#: The memory limit DuckDB is briefly set to so that it evicts its cached blocks.
+_EVICT_TO: Final = "1MB"
+#: DuckDB worker threads of a file-backed journal's database (see :class:`_Store`).
+_THREADS: Final = 1
+#: The page read: ``run_id``, first seq, end seq (exclusive); in seq order.
+_PAGE_SQL: Final = (
+    f"SELECT {', '.join(FRAME_COLUMNS)} FROM redrive_frames "
+    "WHERE run_id = ? AND seq >= ? AND seq < ? ORDER BY seq"
+)
 
 #: Run statuses whose records a checkpoint moves into the tables (the run has ended).
 _ENDED: Final = frozenset(s.value for s in RunStatus if s.terminal)
@@ -117,6 +131,15 @@ class _Store(SqlJournal):
             if "lock" in text.lower():
                 raise _locked_elsewhere(path, read_only, text) from None
             raise
+        if self.durable:
+            # one DuckDB worker thread: a journal's queries are small (a page, a row, a
+            # bulk insert of a checkpoint), and each extra worker keeps its own allocator
+            # cache, which made a long replay's peak memory creep up by several MB
+            self._con.execute(f"SET threads = {_THREADS}")
+        #: payload bytes paged in since DuckDB last dropped its cached table blocks
+        self._read_since_evict = 0
+        self._memory_limit: str | None = None
+        self._limit_is_default = False
         if self._meta_is_current():
             return  # the common case: nothing to migrate or refuse
         if not read_only:
@@ -158,14 +181,62 @@ class _Store(SqlJournal):
                 raise
 
     def page(self, run_id: str, start: int, limit: int) -> list[Frame]:
-        """Return up to ``limit`` frames of a run from seq ``start``."""
+        """Return up to ``limit`` frames of a run from seq ``start``.
+
+        Each page is one query that row-group pruning confines to the row
+        groups holding the seq range (DuckDB's ART index serves no range
+        scans). DuckDB keeps every table block a query reads cached in its
+        buffer pool until its memory limit (80% of RAM) forces it out, so a
+        reader walking a long run would grow the process by the run's size on
+        disk; after every :data:`_READ_CACHE_BYTES` of payload read, a
+        file-backed journal makes DuckDB drop them (:meth:`_drop_cached_blocks`),
+        which keeps replay memory flat however long the run.
+        """
         with self._transaction() as cur:
-            cur.execute(
-                f"SELECT {', '.join(FRAME_COLUMNS)} FROM redrive_frames "
-                "WHERE run_id = ? AND seq >= ? AND seq < ? ORDER BY seq",
-                [run_id, start, start + limit],
-            )
-            return [_frame(row) for row in cur.fetchall()]
+            cur.execute(_PAGE_SQL, [run_id, start, start + limit])
+            frames = [_frame(row) for row in cur.fetchall()]
+        if self.durable and frames:
+            self._read_since_evict += sum(len(f.payload) for f in frames)
+            if self._read_since_evict >= _READ_CACHE_BYTES:
+                self._drop_cached_blocks()
+        return frames
+
+    def _drop_cached_blocks(self) -> None:
+        """Make DuckDB evict the table blocks it holds cached (none is lost: they are on disk).
+
+        DuckDB has no statement to empty its block cache, but lowering the
+        memory limit evicts unpinned blocks down to it; the limit is then put
+        back to what it was (exactly when it was DuckDB's default, else to the
+        setting as DuckDB shows it, rounded to 0.1 of its unit). Only for a
+        file-backed database (an in-memory one has nowhere to evict to).
+        Nothing else runs on the connection meanwhile (its lock is held).
+        Best effort: if DuckDB cannot get down to
+        :data:`_EVICT_TO`, what it did evict stays evicted and no error is raised.
+        """
+        with self._lock:
+            con = self._con
+            if self._memory_limit is None:
+                row = con.execute("SELECT current_setting('memory_limit')").fetchone()
+                self._memory_limit = str(row[0]) if row else ""
+                con.execute("RESET memory_limit")
+                row = con.execute("SELECT current_setting('memory_limit')").fetchone()
+                # the setting reads back rounded ("18.8 GiB"), so setting that text would
+                # lower the limit a little: DuckDB's default (80% of RAM) is put back exactly
+                self._limit_is_default = row is not None and str(row[0]) == self._memory_limit
+                if not self._limit_is_default and self._memory_limit:
+                    con.execute(f"SET memory_limit = '{self._memory_limit}'")
+            if not self._memory_limit:
+                return
+            try:
+                con.execute(f"SET memory_limit = '{_EVICT_TO}'")
+            except duckdb.Error:
+                pass  # blocks in use, or nowhere to spill; those it could evict are gone
+            finally:
+                if self._limit_is_default:
+                    con.execute("RESET memory_limit")
+                else:
+                    con.execute(f"SET memory_limit = '{self._memory_limit}'")
+            self._read_since_evict = 0
 
     def ingest(
         self,

@@ -1,0 +1,141 @@
+"""Reading a long run from a DuckDB journal keeps memory bounded (issue 14, item 5).
+
+No timings here: the figures live in ``benchmarks/replay_scale.py``. These
+tests check the mechanisms: DuckDB's block cache is emptied as a reader pages
+a run in (it otherwise keeps every block read until 80% of RAM), each page
+query reads only the row groups holding its seq range, and a replay holds a
+bounded number of decoded frames however long the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+
+import redrive
+from redrive.frames import Frame
+from redrive.storage import duckdb as duckdb_storage
+from redrive.storage.duckdb import DuckDBJournal
+
+
+def _fill(path: Path, run_id: str, frames: int, payload_sql: str) -> None:
+    """Put ``frames`` rows of one run straight into the journal's table (fast, no log)."""
+    DuckDBJournal(str(path)).close()  # the schema
+    con = duckdb.connect(str(path))
+    try:
+        con.execute(
+            "INSERT INTO redrive_frames "
+            "(run_id, seq, kind, name, key, payload, chain, written_at, epoch) "
+            f"SELECT ?, i, 'note', 'n', 'k', {payload_sql}, 'c', 0.0, 0 FROM range(?) t(i)",
+            [run_id, frames],
+        )
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def _cached_table_bytes(journal: DuckDBJournal) -> int:
+    row = journal._store._con.execute(
+        "SELECT memory_usage_bytes FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_paging_a_long_run_in_keeps_duckdb_block_cache_bounded(tmp_path: Path) -> None:
+    # 12,000 frames of 1.5 KB that compress poorly: some 10 MB of table blocks on disk
+    path = tmp_path / "long.duckdb"
+    payload = "(" + " || ".join(f"md5(i::VARCHAR || '{n}')" for n in range(48)) + ")::BLOB"
+    _fill(path, "long", 12_000, payload)
+    assert os.path.getsize(path) > 8 << 20
+    journal = DuckDBJournal(str(path))
+    try:
+        limit = journal._store._con.execute("SELECT current_setting('memory_limit')").fetchone()
+        count = sum(1 for _ in journal.frames("long"))
+        assert count == 12_000
+        # before the fix, DuckDB held every block read: the whole table (~10 MB)
+        assert _cached_table_bytes(journal) < 4 << 20
+        # the memory limit the eviction lowered briefly is back to what it was
+        after = journal._store._con.execute("SELECT current_setting('memory_limit')").fetchone()
+        assert after == limit
+        assert journal._store._con.execute("SELECT current_setting('threads')").fetchone() == (1,)
+    finally:
+        journal.close()
+
+
+def test_page_query_scans_only_the_row_groups_of_its_seq_range(tmp_path: Path) -> None:
+    # 400,000 small frames: four of DuckDB's row groups (122,880 rows each)
+    path = tmp_path / "wide.duckdb"
+    total = 400_000
+    _fill(path, "wide", total, "'x'::BLOB")
+    profile = tmp_path / "profile.json"
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        con.execute("PRAGMA enable_profiling = 'json'")
+        con.execute(f"PRAGMA profiling_output = '{profile}'")
+        rows = con.execute(duckdb_storage._PAGE_SQL, ["wide", 300_000, 301_000]).fetchall()
+    finally:
+        con.close()
+    assert [r[1] for r in rows] == list(range(300_000, 301_000))
+    scanned = json.loads(profile.read_text())["query"]["total_rows_scanned"]
+    # a page reads the row group(s) its seq range falls in, not the whole run
+    assert 1000 <= scanned <= 2 * 122_880 < total
+
+
+@redrive.tool(read_only=True)
+def _item(n: int) -> str:
+    return "r" * 500
+
+
+def test_replaying_a_long_run_keeps_few_decoded_frames_alive(tmp_path: Path) -> None:
+    steps = 3000
+    path = str(tmp_path / "replay.duckdb")
+    journal = DuckDBJournal(path)
+    with redrive.run(journal, "long"):
+        for n in range(steps):
+            _item(n)
+    journal.close()
+
+    alive: list[weakref.ref[Frame]] = []
+
+    class Watching(DuckDBJournal):
+        def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
+            for frame in super().frames(run_id, start=start):
+                alive.append(weakref.ref(frame))
+                yield frame
+
+    most = 0
+    watching = Watching(path)
+    try:
+        with redrive.run(watching, "long") as run:
+            for n in range(steps):
+                _item(n)
+                if n % 100 == 99:
+                    most = max(most, sum(1 for r in alive if r() is not None))
+        assert run.live_steps == 0
+    finally:
+        watching.close()
+    assert len(alive) >= 2 * steps
+    # one page of frames (the reader's current page) and a few steps' worth, not the run
+    assert most <= duckdb_storage._PAGE + 50, most
+
+
+def test_a_long_run_keeps_issue_counts_only_for_parents_a_flow_stands_at() -> None:
+    # each completed step is a parent steps can be issued from; once no flow stands at
+    # it, its counts go, so recording or replaying N steps does not keep N entries
+    from redrive.storage import MemoryJournal
+
+    journal = MemoryJournal()
+    steps = 2000
+    for _ in range(2):  # record, then replay
+        with redrive.run(journal, "issued") as run:
+            most = 0
+            for n in range(steps):
+                _item(n)
+                most = max(most, len(run._issued))
+        assert most <= 3, most
+    assert run.replayed_steps == steps
