@@ -139,6 +139,8 @@ class _Store(SqlJournal):
         #: payload bytes paged in since DuckDB last dropped its cached table blocks
         self._read_since_evict = 0
         self._memory_limit: str | None = None
+        #: background checkpoints inserting on their own cursor now (see ingest_apart)
+        self._ingesting = 0
         self._limit_is_default = False
         if self._meta_is_current():
             return  # the common case: nothing to migrate or refuse
@@ -214,6 +216,10 @@ class _Store(SqlJournal):
         :data:`_EVICT_TO`, what it did evict stays evicted and no error is raised.
         """
         with self._lock:
+            if self._ingesting:
+                # a background checkpoint is inserting on its own cursor: a memory limit
+                # lowered under it could fail it with an out-of-memory error; evict later
+                return
             con = self._con
             if self._memory_limit is None:
                 row = con.execute("SELECT current_setting('memory_limit')").fetchone()
@@ -262,6 +268,7 @@ class _Store(SqlJournal):
         """
         with self._lock:
             cur = self._con.cursor()
+            self._ingesting += 1  # no eviction lowers the memory limit under this insert
         try:
             cur.execute("BEGIN TRANSACTION")
             try:
@@ -274,6 +281,8 @@ class _Store(SqlJournal):
         finally:
             with contextlib.suppress(duckdb.Error):
                 cur.close()
+            with self._lock:
+                self._ingesting -= 1
 
     def close(self) -> None:
         """See :meth:`redrive.storage.Journal.close`."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import pytest
 
 import redrive
 from redrive.frames import Frame
@@ -139,3 +141,51 @@ def test_a_long_run_keeps_issue_counts_only_for_parents_a_flow_stands_at() -> No
                 most = max(most, len(run._issued))
         assert most <= 3, most
     assert run.replayed_steps == steps
+
+
+class _Spy:
+    """A DuckDB connection that records the statements run through it."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, *args: object) -> duckdb.DuckDBPyConnection:
+        self.statements.append(sql)
+        return self.con.execute(sql, *args)
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self.con.cursor()
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def test_no_eviction_lowers_the_memory_limit_under_a_background_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a background checkpoint inserts, a reader's eviction waits (it could fail it)."""
+    store = duckdb_storage._Store(str(tmp_path / "j.duckdb"), read_only=False)
+    inserting, release = threading.Event(), threading.Event()
+    real_insert = duckdb_storage._insert
+
+    def held_insert(cur: object, *rest: object) -> None:
+        inserting.set()
+        assert release.wait(10)
+        real_insert(cur, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(duckdb_storage, "_insert", held_insert)
+    mover = threading.Thread(target=store.ingest_apart, args=([], [], []))
+    mover.start()
+    try:
+        assert inserting.wait(10)
+        spy = _Spy(store._con)
+        store._con = spy  # type: ignore[assignment]
+        store._drop_cached_blocks()
+        assert not [s for s in spy.statements if "memory_limit" in s]
+    finally:
+        release.set()
+        mover.join(10)
+    store._drop_cached_blocks()  # the move is over: evicting works again
+    assert [s for s in spy.statements if s.startswith("SET memory_limit")]
+    store.close()
