@@ -14,15 +14,16 @@ in the log, so they always see every acknowledged write.
 Opening is cheap when the log holds records: the log is read on the calling
 thread and the DuckDB file is opened later (on a background thread
 :data:`OPEN_DELAY` seconds after opening, or by the first operation that
-needs the tables). Resuming a run held in the log (reading it, claiming its
-lease, appending to it) does not need the tables. An error opening the file
+needs the tables). Reading a run held in the log and re-driving its recorded
+steps does not need the tables; the first write waits for the open, so nothing
+is acknowledged (no claim, so no side effect) before the file is known to be a
+journal this redrive may write. An error opening the file
 (:class:`~redrive.errors.JournalLockedError`,
 :class:`~redrive.errors.JournalFormatError`) is then raised by the first
 operation that needs the tables (``runs()``, reading a run the log does not
-hold wholly, a checkpoint, ``close()``), with the same message; when the
-journal object had already acknowledged writes, the message adds that they
-are durable in the log. A new file, a read-only open, ``":memory:"`` and an
-empty log open the file at once, as before.
+hold wholly, a write, a checkpoint, ``close()``), with the same message. A
+new file, a read-only open, ``":memory:"`` and an empty log open the file at
+once, as before.
 
 DuckDB lets one process at a time open a database file for writing, and while
 it does, no other process can open the file at all (not even read-only). A
@@ -567,8 +568,6 @@ class DuckDBJournal(LocalJournal):
         self._lock_fd: int | None = None
         self._opened: _Store | None = None
         self._opening: _Opening | None = None
-        #: True once this object made a write durable in the log
-        self._wrote = False
         try:
             if path != ":memory:" and not read_only:
                 self._keys.append(os.path.realpath(path))
@@ -609,8 +608,8 @@ class DuckDBJournal(LocalJournal):
 
         Raises:
             JournalLockedError, JournalFormatError, duckdb.Error: opening the
-                file failed (the same error as a synchronous open gives, plus,
-                when this object already acknowledged writes, where they are).
+                file failed (the same error a synchronous open gives; nothing
+                was acknowledged before it, since a write waits for the open).
         """
         store = self._opened
         if store is not None:
@@ -619,23 +618,10 @@ class DuckDBJournal(LocalJournal):
         assert opening is not None
         store, error = opening.wait()
         if error is not None:
-            raise self._open_failed(error)
+            raise error
         assert store is not None
         self._opened = store
         return store
-
-    def _open_failed(self, error: BaseException) -> BaseException:
-        """The error to raise for a failed background open (same class and message)."""
-        if not self._wrote or not isinstance(error, ReplayError):
-            return error
-        note = (
-            f" The writes this journal object acknowledged are durable in {self.path}.rdlog "
-            "(fsynced) and were not lost; reopening the journal once the file can be opened "
-            "reads them from there. Keep the .rdlog next to the database file until then."
-        )
-        fields = error.to_fields()
-        run_id, seq = fields.pop("run_id"), fields.pop("seq")
-        return type(error)(error.message + note, run_id=run_id, seq=seq, **fields)
 
     def _close_store(self) -> None:
         """Close the DuckDB connection if it was (or is being) opened; raise duckdb.Error."""
@@ -746,8 +732,14 @@ class DuckDBJournal(LocalJournal):
         process has just built from them.
         """
         if self._log is not None:
+            if self._opened is None:
+                # Nothing is acknowledged before the file is known to be a journal
+                # this redrive may write (its format, and no other process holding
+                # it): a write waits for the background open and raises its error,
+                # so a newer journal never gets a claim, and so a side effect, from
+                # older code. Reads of a run held in the log never wait.
+                self._store  # noqa: B018
             self._log.append(record, sync=sync)
-            self._wrote = True
             if decision is not None:
                 self._overlay.put_decision(decision)
             else:
@@ -931,8 +923,10 @@ class DuckDBJournal(LocalJournal):
 
     def _final_checkpoint(self) -> None:
         """Checkpoint on close; a failure is a JournalWriteError telling what is durable."""
+        # an error opening the file (locked, another format, not a DuckDB file) is
+        # raised as it is: the disk-space advice below is about moving the records
+        self._store  # noqa: B018 - waits for a background open and raises its error
         try:
-            self._store  # noqa: B018 - waits for a background open and raises its error
             self._checkpoint(keep_live=True)
         except Exception as exc:
             if isinstance(exc, ReplayError):
