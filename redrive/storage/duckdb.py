@@ -52,7 +52,13 @@ from typing import Any, Final
 import attrs
 import duckdb
 
-from ..errors import JournalCorruptError, JournalLockedError, JournalWriteError, ReplayError
+from ..errors import (
+    JournalCorruptError,
+    JournalFormatError,
+    JournalLockedError,
+    JournalWriteError,
+    ReplayError,
+)
 from ..frames import FORMAT_VERSION, Frame
 from . import _framelog
 from ._base import (
@@ -131,6 +137,13 @@ class _Store(SqlJournal):
             text = str(exc)
             if "lock" in text.lower():
                 raise _locked_elsewhere(path, read_only, text) from None
+            if "not a valid duckdb database file" in text.lower():
+                raise JournalFormatError(
+                    f"{os.path.abspath(path)} is not a DuckDB database file, so not a DuckDB "
+                    f"journal ({text}). Check the path: an export opens by a path ending in .rdj, "
+                    "a Postgres journal by a postgresql:// URL. Nothing was written to it.",
+                    path=os.path.abspath(path),
+                ) from None
             raise
         if self.durable:
             # one DuckDB worker thread: a journal's queries are small (a page, a row, a

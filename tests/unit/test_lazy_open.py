@@ -453,3 +453,27 @@ def test_the_write_crossing_the_threshold_does_not_wait_for_the_bulk_move(
     again = DuckDBJournal(path)
     assert [f.chain for f in again.frames("big")] == chains
     again.close()
+
+
+@pytest.mark.parametrize("log_holds_records", [False, True])
+def test_a_file_that_is_not_duckdb_is_a_format_error_before_any_write(
+    tmp_path: Path, log_holds_records: bool
+) -> None:
+    """Not a DuckDB file: JournalFormatError naming the path, at open or at the first write."""
+    path = str(tmp_path / "runs.duckdb")
+    if log_holds_records:
+        chains = _unfinished(path)
+        os.unlink(path)
+    with open(path, "wb") as fh:
+        fh.write(b"this is not a database\n" * 400)
+    if not log_holds_records:
+        with pytest.raises(JournalFormatError, match="not a DuckDB database file"):
+            DuckDBJournal(path)
+        return
+    journal = DuckDBJournal(path)
+    assert [f.chain for f in journal.frames("live")] == chains
+    with pytest.raises(JournalFormatError, match="not a DuckDB database file") as raised:
+        journal.append("live", [_frame("live", 3, chains[-1])], expected_seq=3)
+    assert raised.value.fields["path"] == os.path.abspath(path)
+    with pytest.raises(JournalFormatError):
+        journal.close()
