@@ -267,6 +267,8 @@ class _Store(SqlJournal):
         """Write checkpointed records in one transaction (idempotent: safe to redo)."""
         with self._transaction() as cur:
             _insert(cur, runs, frames, decisions)
+        if self.durable and frames:
+            self._drop_cached_blocks()  # the blocks just written are on disk
 
     def ingest_apart(
         self,
@@ -297,6 +299,8 @@ class _Store(SqlJournal):
                 cur.close()
             with self._lock:
                 self._ingesting -= 1
+        if self.durable and frames:
+            self._drop_cached_blocks()  # the blocks just written are on disk
 
     def close(self) -> None:
         """See :meth:`redrive.storage.Journal.close`."""
