@@ -54,7 +54,6 @@ import duckdb
 
 from ..errors import (
     JournalCorruptError,
-    JournalFormatError,
     JournalLockedError,
     JournalWriteError,
     ReplayError,
@@ -138,11 +137,12 @@ class _Store(SqlJournal):
             if "lock" in text.lower():
                 raise _locked_elsewhere(path, read_only, text) from None
             if "not a valid duckdb database file" in text.lower():
-                raise JournalFormatError(
-                    f"{os.path.abspath(path)} is not a DuckDB database file, so not a DuckDB "
-                    f"journal ({text}). Check the path: an export opens by a path ending in .rdj, "
+                raise JournalCorruptError(
+                    f"cannot open journal {os.path.abspath(path)}: it is not a DuckDB database "
+                    f"file ({text}). Check the path: an export opens by a path ending in .rdj, "
                     "a Postgres journal by a postgresql:// URL. Nothing was written to it.",
-                    path=os.path.abspath(path),
+                    source=os.path.abspath(path),
+                    reason="unreadable",
                 ) from None
             raise
         if self.durable:

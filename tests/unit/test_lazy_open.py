@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from redrive.errors import JournalFormatError, JournalLockedError
+from redrive.errors import JournalCorruptError, JournalFormatError, JournalLockedError
 from redrive.frames import GENESIS, Frame, Kind, make_frame
 from redrive.storage import RunRecord, RunUpdate
 from redrive.storage._framelog import START
@@ -456,10 +456,10 @@ def test_the_write_crossing_the_threshold_does_not_wait_for_the_bulk_move(
 
 
 @pytest.mark.parametrize("log_holds_records", [False, True])
-def test_a_file_that_is_not_duckdb_is_a_format_error_before_any_write(
+def test_a_file_that_is_not_duckdb_is_unreadable_before_any_write(
     tmp_path: Path, log_holds_records: bool
 ) -> None:
-    """Not a DuckDB file: JournalFormatError naming the path, at open or at the first write."""
+    """Not a DuckDB file: JournalCorruptError (unreadable) naming it, at open or first write."""
     path = str(tmp_path / "runs.duckdb")
     if log_holds_records:
         chains = _unfinished(path)
@@ -467,13 +467,14 @@ def test_a_file_that_is_not_duckdb_is_a_format_error_before_any_write(
     with open(path, "wb") as fh:
         fh.write(b"this is not a database\n" * 400)
     if not log_holds_records:
-        with pytest.raises(JournalFormatError, match="not a DuckDB database file"):
+        with pytest.raises(JournalCorruptError, match="is not a DuckDB database file"):
             DuckDBJournal(path)
         return
     journal = DuckDBJournal(path)
     assert [f.chain for f in journal.frames("live")] == chains
-    with pytest.raises(JournalFormatError, match="not a DuckDB database file") as raised:
+    with pytest.raises(JournalCorruptError, match="is not a DuckDB database file") as raised:
         journal.append("live", [_frame("live", 3, chains[-1])], expected_seq=3)
-    assert raised.value.fields["path"] == os.path.abspath(path)
-    with pytest.raises(JournalFormatError):
+    assert raised.value.fields["source"] == os.path.abspath(path)
+    assert raised.value.fields["reason"] == "unreadable"
+    with pytest.raises(JournalCorruptError):
         journal.close()
