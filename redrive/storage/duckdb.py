@@ -592,8 +592,9 @@ class DuckDBJournal(LocalJournal):
                 self._take_file()
             if self._lock_fd is not None and _log_holds_records(path + ".rdlog"):
                 # Our flock excludes every other redrive process and object, so the
-                # tables can be opened while the log is read: an operation that needs
-                # them waits (see _store); one on a run wholly held in the log does not.
+                # tables can be opened while the log is read: a write or an operation
+                # that needs them waits (see _store); a read of a run wholly held in the
+                # log does not.
                 self._opening = _Opening(path, OPEN_DELAY)
                 # a journal dropped without close() must not open (or keep) the file later
                 weakref.finalize(self, _abandon, self._opening)
@@ -757,18 +758,17 @@ class DuckDBJournal(LocalJournal):
                 # older code. Reads of a run held in the log never wait.
                 self._store  # noqa: B018
             self._log.append(record, sync=sync)
-            if decision is not None:
-                self._overlay.put_decision(decision)
-            else:
-                assert row is not None
-                self._apply_run(row, frames)
-            if self._mover is None and self._overlay.held >= max(
-                self.checkpoint_frames, self._retry_at
-            ):
-                self._start_move()
-            return
-        self._apply(record)  # ":memory:": straight into the tables
-        self.checkpoint()
+        if decision is not None:
+            self._overlay.put_decision(decision)
+        else:
+            assert row is not None
+            self._apply_run(row, frames)
+        if self._log is None:
+            self.checkpoint()  # ":memory:": straight into the tables
+        elif self._mover is None and self._overlay.held >= max(
+            self.checkpoint_frames, self._retry_at
+        ):
+            self._start_move()
 
     def _start_move(self) -> None:
         """Start a threshold checkpoint on a background thread (caller holds ``_lock``).
