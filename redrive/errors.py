@@ -37,8 +37,10 @@ mypy and at run time.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import inspect
+from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 __all__ = [
@@ -50,6 +52,8 @@ __all__ = [
     "JournalLockedError",
     "JournalWriteError",
     "LeaseLostError",
+    "NextStep",
+    "NextStepAction",
     "RecordedToolError",
     "ReplayError",
     "ReplayMissError",
@@ -100,6 +104,51 @@ def _fields(cls: _E) -> _E:
     return cls
 
 
+class NextStepAction(enum.StrEnum):
+    """What kind of next step an error proposes (a ``str``; DESIGN invariant 17).
+
+    Every step an error proposes keeps the resume contract's invariants when
+    followed; where no automatic step does, the error proposes ``PERSON``: a
+    person must decide, with the command named in the step's text.
+    """
+
+    RESOLVE = "resolve"
+    """A person checks the outside system, then ``redrive resolve RUN SEQ --done ... |
+    --not-done`` (params: ``seq``, ``outcomes``: the choices that are safe)."""
+    DECIDE = "decide"
+    """A person decides an approval: ``redrive decide RUN NAME --approve | --reject``
+    (params: ``name``)."""
+    RESUME = "resume"
+    """Run the run again with the same run_id, as it is (later, or once a named cause is
+    fixed: params may say ``after``)."""
+    POLICY = "policy"
+    """Resume with another replay policy or run option (params: ``options``, the keyword
+    options of ``redrive.run`` to pass, e.g. ``{"on_in_flight": "tell_model"}``)."""
+    FORK = "fork"
+    """Copy the run up to (not including) seq ``before`` into a new run and continue that
+    one: ``redrive.fork(journal, run_id, new_run_id, before=SEQ)`` (params: ``before``)."""
+    RERECORD = "rerecord"
+    """Record a new run (a new run_id, or ``redrive check --update`` for a test fixture)."""
+    PERSON = "person"
+    """No automatic step keeps the invariants: a person must decide (params:
+    ``commands``, the commands that show what they need and record their decision)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NextStep:
+    """One next step an error proposes, as data a program (or a test) can take.
+
+    Attributes:
+        action: what kind of step (:class:`NextStepAction`).
+        text: the step in words, with the command or code to type.
+        params: the step's parameters (see each action); plain data.
+    """
+
+    action: NextStepAction
+    text: str
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
 @_fields
 class ReplayError(Exception):
     """Root of every redrive error.
@@ -122,6 +171,9 @@ class ReplayError(Exception):
     message: str = _field(kw_only=False)
     run_id: str | None = None
     seq: int | None = None
+    #: the next steps this error proposes, safest first (DESIGN invariant 17); () when
+    #: the message's advice has not been given as data
+    next_steps: tuple[NextStep, ...] = _field(default=())
 
     def __init__(
         self, message: str, *, run_id: str | None = None, seq: int | None = None, **fields: Any

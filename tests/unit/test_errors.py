@@ -75,7 +75,9 @@ def test_fields_default_to_none(cls: type[errors.ReplayError]) -> None:
     assert err.run_id is None and err.seq is None
     for name in _keywords(cls)[2:]:
         assert name in err.fields and err.fields[name] == getattr(err, name), name
-        if name not in ("reason", "timed_out"):
+        if name == "next_steps":  # no advice given as data: none
+            assert err.next_steps == (), name
+        elif name not in ("reason", "timed_out"):
             assert getattr(err, name) is None, name
 
 
@@ -99,9 +101,13 @@ def test_subclass_defined_elsewhere_keeps_free_fields() -> None:
 
     err = CheckFailedError("2 runs failed", run_id="r", seq=1, report="the report")
     back = pickle.loads(pickle.dumps(err))
-    assert (back.run_id, back.seq, back.fields) == ("r", 1, {"report": "the report"})
+    assert (back.run_id, back.seq, back.fields) == (
+        "r",
+        1,
+        {"next_steps": (), "report": "the report"},
+    )
     root = pickle.loads(pickle.dumps(redrive.ReplayError("x", run_id="r", detail=1)))
-    assert (root.run_id, root.fields) == ("r", {"detail": 1})
+    assert (root.run_id, root.fields) == ("r", {"next_steps": (), "detail": 1})
 
 
 def test_reasons_are_strings() -> None:
