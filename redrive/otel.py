@@ -502,7 +502,7 @@ class _Live:
 
     def __call__(self, event: str, info: dict[str, Any]) -> None:
         if event == "opened":
-            self._opened(info["run"])
+            self._opened(info["run"], info.get("known_seq", 0))
         elif event == "closed":
             self._closed(info["run"], info.get("error"))
         elif event == "frames":
@@ -510,7 +510,7 @@ class _Live:
         elif event == "replayed":
             self._replayed(info["run_id"], info["step"])
 
-    def _opened(self, run: Any) -> None:
+    def _opened(self, run: Any, known_seq: int) -> None:
         from opentelemetry.trace import SpanKind
 
         agent = run.entrypoint or run.run_id
@@ -528,7 +528,7 @@ class _Live:
         )
         reader = StepReader(run.run_id, verify=False)
         if run.resumed:
-            _read_before(reader, run)
+            _read_before(reader, run, known_seq)
         with self.lock:
             self.roots[run.run_id] = span
             self.readers[run.run_id] = reader
@@ -589,8 +589,10 @@ class _Live:
             ids.take(step.name, step.args)
 
 
-def _read_before(reader: StepReader, run: Any) -> None:
+def _read_before(reader: StepReader, run: Any, known_seq: int) -> None:
     """Feed ``reader`` the frames a resumed run holds from before this execution.
+
+    ``known_seq`` is the first seq this execution may write.
 
     A step in flight at the crash (opened then, finished now) then gets its
     live span when its outcome is written; the observer runs where the run's
@@ -599,7 +601,7 @@ def _read_before(reader: StepReader, run: Any) -> None:
     """
     try:
         for frame in run.journal.frames(run.run_id):
-            if frame.seq >= run._known_seq:
+            if frame.seq >= known_seq:
                 break
             reader.feed(frame)
     except Exception:  # pragma: no cover - a damaged journal: the run itself reports it

@@ -561,7 +561,7 @@ def redrive_run(request: pytest.FixtureRequest) -> Iterator[Run]:
     pattern = "*.rdj.jsonl" if _text(path) else "*.rdj"
     others = sorted(folder.glob(pattern)) if folder.is_dir() and exists else []
     run_id = _run_id_of(path) if exists else f"test:{item.nodeid}"
-    replay = kwargs.get("replay") or "strict"
+    replay: Any = kwargs.get("replay") or "strict"  # checked by Run (a policy or its name)
     live_tools = _live_tools(request, kwargs)
     forced: dict[str, Any] = {"live_tools": live_tools} if live_tools else {}
     save = False

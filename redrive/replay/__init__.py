@@ -1,7 +1,15 @@
 """Replay: runs, the cursor over recorded steps, matching, divergence, resume policy."""
 
 from ._approval import await_approval, pending_approvals
-from ._context import LostRunContextError, active_runs, join_run, outside_run, set_step_observer
+from ._config import RunOptions, unknown_live_tools
+from ._context import (
+    LostRunContextError,
+    fencing_token,
+    idempotency_key,
+    outside_run,
+    set_boundary_hook,
+    set_step_observer,
+)
 from ._cursor import Cursor, ReplayDriftWarning
 from ._delta import expand_frames
 from ._diff import ABSENT, diff_values, format_diff, short
@@ -20,20 +28,9 @@ from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._policy import ReplayPolicy, match_view, set_default_on_drift
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
 from ._resolve import resolve_step
-from ._run import (
-    Recovery,
-    Run,
-    RunOptions,
-    ToolSpec,
-    current_run,
-    fencing_token,
-    idempotency_key,
-    rebuild_error,
-    run,
-    set_boundary_hook,
-)
-from ._state import unknown_live_tools
+from ._run import Run, active_runs, current_run, join_run, run
 from ._steps import RecordedStep, StepReader, iter_steps
+from ._toolspec import Recovery, ToolSpec, rebuild_error
 
 __all__ = [
     "ABSENT",

@@ -18,7 +18,7 @@ from ..errors import DivergenceError
 from ..frames import Kind
 from ..storage import Decision, Journal
 from ._diff import diff_values, format_diff
-from ._run import _Suspended, current_run
+from ._run import Suspended, current_run
 
 __all__ = ["APPROVAL_STEP", "await_approval", "pending_approvals"]
 
@@ -87,7 +87,7 @@ def await_approval(name: str, payload: Any = None) -> Decision:
         if found is None:
             if not asked:
                 run.note(_REQUESTED, {"name": name, "payload": payload})
-            raise _Suspended(
+            raise Suspended(
                 f"run {run.run_id!r} waits for approval {name!r}; record it with "
                 f"journal.decide({run.run_id!r}, {name!r}, approved, by=...) and resume the run"
             )

@@ -15,12 +15,9 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import LostRunContextError
-
-if TYPE_CHECKING:
-    from ._run import Run
 
 __all__ = [
     "LostRunContextError",
@@ -33,6 +30,10 @@ __all__ = [
     "set_boundary_hook",
     "set_step_observer",
 ]
+
+#: The run active in this context: a :class:`~redrive.replay.Run` (typed by the
+#: functions of :mod:`._active`, which sit above the Run; this module sits below it).
+Run = Any
 
 _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("redrive_run", default=None)
 _current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(

@@ -11,7 +11,7 @@ import collections
 import shlex
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -21,11 +21,9 @@ from ..storage import parse_journal_url
 from ._delta import Expander
 from ._diff import caller_location, diff_values, format_diff, short
 from ._fingerprint import REASKED
+from ._flows import Issue
 from ._policy import ReplayPolicy, match_view
 from ._steps import STEP_KINDS, RecordedStep, StepReader
-
-if TYPE_CHECKING:
-    from ._state import Issue
 
 __all__ = [
     "CAUSAL_TURNS",

@@ -9,22 +9,19 @@ journal writer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._log import log_event
 from ..errors import DivergenceError
 from ..frames import Kind
 from ._cursor import Cursor, RecordedStep
 from ._engine import decide_drift
 from ._fingerprint import REASKED
-
-if TYPE_CHECKING:
-    from ._state import RunState
+from ._state import RunState
+from ._writer import JournalWriter
 
 __all__ = ["continue_live", "supersede_leftovers"]
 
 
-def supersede_leftovers(self: RunState, left: list[RecordedStep]) -> bool:
+def supersede_leftovers(state: RunState, writer: JournalWriter, left: list[RecordedStep]) -> bool:
     """After a re-ask, drop recorded steps the new path never asked for, when harmless.
 
     Under ``on_drift="continue_live"``, once a model step was re-asked the
@@ -37,7 +34,7 @@ def supersede_leftovers(self: RunState, left: list[RecordedStep]) -> bool:
     Returns:
         True when every leftover was superseded.
     """
-    if self.policy.on_drift != "continue_live" or not self._can_write:
+    if state.config.policy.on_drift != "continue_live" or not state.can_write:
         return False
     harmless = all(
         s.kind in ("model", "value")
@@ -46,7 +43,7 @@ def supersede_leftovers(self: RunState, left: list[RecordedStep]) -> bool:
     )
     if not harmless:
         return False
-    with self._lock:
+    with state.lock:
         for step in left:
             note = {
                 "step": step.seq,
@@ -60,25 +57,33 @@ def supersede_leftovers(self: RunState, left: list[RecordedStep]) -> bool:
                 "reason": "not asked after the code changed (the loop took a shorter path); "
                 "superseded under on_drift='continue_live'",
             }
-            self._writer.queue(Kind.NOTE, REASKED, note)
-            self.reasked.append(note)
+            writer.queue(Kind.NOTE, REASKED, note)
+            state.reasked.append(note)
     return True
 
 
 def continue_live(
-    self: RunState, cursor: Cursor, kind: str, name: str, turn: int, key: str, exc: DivergenceError
+    state: RunState,
+    writer: JournalWriter,
+    cursor: Cursor,
+    kind: str,
+    name: str,
+    turn: int,
+    key: str,
+    exc: DivergenceError,
 ) -> bool:
     """Under ``on_drift="continue_live"``, re-ask a drifted model step live (True), or not.
 
     Journals a ``reasked`` note (the superseded step, the paths that
     changed, why) before the new request; see :func:`~._engine.decide_drift`.
     """
-    if self.policy.on_drift != "continue_live" or kind != "model":
+    on_drift = state.config.policy.on_drift
+    if on_drift != "continue_live" or kind != "model":
         return False
     expected, others = cursor.drift_window(turn)
     decision = decide_drift(
-        on_drift=self.policy.on_drift,
-        can_write=self._can_write,
+        on_drift=on_drift,
+        can_write=state.can_write,
         kind=kind,
         expected=expected,
         others_pending=others,
@@ -104,12 +109,12 @@ def continue_live(
         "reason": "the model request drifted from its record (the code changed); "
         "re-asked live under on_drift='continue_live'",
     }
-    self._writer.queue(Kind.NOTE, REASKED, note)
-    self.reasked.append(note)
+    writer.queue(Kind.NOTE, REASKED, note)
+    state.reasked.append(note)
     log_event(
         "reasked",
-        self.run_id,
-        f"run {self.run_id!r}: model step {name!r} re-asked live (its request drifted "
+        state.run_id,
+        f"run {state.run_id!r}: model step {name!r} re-asked live (its request drifted "
         f"from seq {note['step']}; on_drift='continue_live')",
         seq=note["step"],
         step=name,

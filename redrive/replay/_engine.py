@@ -10,9 +10,8 @@ a worker that holds it, or settle an in-flight step (:func:`decide_in_flight`:
 re-run it, ask its ``recover()``, block it, or stop at the attempt limit).
 The Run carries the decision out (journal writes, waits, the user's hooks).
 
-:class:`OpenOperations` decides which idempotency key a tool call gets: a call
-that retries a logical operation whose last attempt failed retryably reuses
-that operation's key; any other call starts a new operation.
+:class:`~._operations.OperationLedger` (not here: it keeps state) decides which
+idempotency key a tool call gets.
 
 :func:`decide_drift` decides what a live run does when a model step's request
 drifted from its record under ``ReplayPolicy(on_drift="continue_live")``:
@@ -24,11 +23,10 @@ from __future__ import annotations
 import attrs
 
 from ..frames import Kind
-from ._cursor import RecordedStep, decode_outcome
+from ._steps import RecordedStep
 
 __all__ = [
     "AskRecover",
-    "OpenOperations",
     "Block",
     "Claim",
     "ContinueLive",
@@ -240,7 +238,7 @@ def ended_run(ask: ToolAsk) -> bool:
         return False
     if not ask.can_write:
         return False
-    error = decode_outcome(step).get("error") or {}
+    error = step.decode_outcome().get("error") or {}
     return bool(error.get("retryable")) and ask.exhausted
 
 
@@ -302,69 +300,8 @@ def decide_in_flight(ask: ToolAsk) -> InFlightDecision:
 def _ended_cause(step: RecordedStep) -> str:
     if step.end is None:
         return ""
-    error = decode_outcome(step).get("error") or {}
+    error = step.decode_outcome().get("error") or {}
     return (
         f"it failed with the retryable {error.get('type')}: {error.get('message')} and "
         "the run stopped there, so whether its side effect happened is unknown"
     )
-
-
-class OpenOperations:
-    """The logical operations of a run that a retry would continue, per tool and arguments.
-
-    A logical operation is one intended tool call across its attempts; it keeps
-    one idempotency key. The rule: a call of a tool with the same canonical
-    arguments (the same match key) as an operation whose last attempt failed
-    with a retryable error is a retry of that operation and reuses its key;
-    any other call (the first, or one after a success or a permanent error)
-    starts a new operation with a new key. Parallel identical calls each
-    take their own open operation (oldest first).
-
-    The run feeds it every attempt it replays or makes, so after a resume it
-    holds what the interrupted execution held: the keys are read from the
-    journal (each ``tool_start`` records the key its body received).
-    """
-
-    def __init__(self) -> None:
-        self._open: dict[tuple[str, str], list[str]] = {}
-        self._failed: dict[tuple[str, str], str] = {}
-
-    def take(self, name: str, match_key: str) -> str | None:
-        """Begin a new attempt of ``name`` with arguments ``match_key``.
-
-        Returns:
-            The key of the open operation this call retries (now no longer
-            open: its attempt is under way), or None for a new operation.
-        """
-        keys = self._open.get((name, match_key))
-        if not keys:
-            return None
-        key = keys.pop(0)
-        if not keys:
-            del self._open[(name, match_key)]
-        return key
-
-    def began(self, name: str, match_key: str, key: str) -> None:
-        """An attempt of the operation ``key`` began (replayed or re-run): it is no longer open."""
-        keys = self._open.get((name, match_key))
-        if keys and key in keys:
-            keys.remove(key)
-            if not keys:
-                del self._open[(name, match_key)]
-
-    def failed(self, name: str, match_key: str, key: str, *, retryable: bool) -> None:
-        """An attempt of the operation ``key`` raised: a retryable error leaves it open."""
-        self._failed[(name, match_key)] = key
-        if retryable:
-            keys = self._open.setdefault((name, match_key), [])
-            if key not in keys:
-                keys.append(key)
-
-    def peek(self, name: str, match_key: str) -> str | None:
-        """The key a retry of ``name`` with ``match_key`` would name (None: a new operation).
-
-        The open operation's key, else the key of the last failed attempt (what
-        a blocked retry of a non-restart-safe tool names).
-        """
-        keys = self._open.get((name, match_key))
-        return keys[0] if keys else self._failed.get((name, match_key))

@@ -3,25 +3,50 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from .._log import log_event
 from ..errors import DivergenceError, LeaseLostError, SideEffectRetryBlockedError
 from ._context import _observe
 
-if TYPE_CHECKING:
-    from ._state import RunState
-
 __all__ = ["log_closed", "log_opened"]
 
 
-def _counts(run: RunState) -> dict[str, int]:
+class _RunView(Protocol):
+    """What the lifecycle log reads of a run (a :class:`~redrive.replay.Run`)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def live(self) -> bool: ...
+    @property
+    def entrypoint(self) -> str | None: ...
+    @property
+    def resumed(self) -> bool: ...
+    @property
+    def replayed_steps(self) -> int: ...
+    @property
+    def live_steps(self) -> int: ...
+    @property
+    def reasked(self) -> list[dict[str, Any]]: ...
+
+
+def _counts(run: _RunView) -> dict[str, int]:
     return {"replayed": run.replayed_steps, "live": run.live_steps}
 
 
-def log_opened(run: RunState) -> None:
-    """Log ``start`` (a new run) or ``resume`` (an existing one, with where it resumed)."""
-    _observe("opened", run=run)
+def log_opened(run: _RunView, *, resumed_at: int, known_seq: int) -> None:
+    """Log ``start`` (a new run) or ``resume`` (an existing one, with where it resumed).
+
+    Args:
+        run: the run.
+        resumed_at: the seq it resumed at.
+        known_seq: the first seq written while this execution is alive (the
+            step observer's ``opened`` event carries it).
+    """
+    _observe("opened", run=run, known_seq=known_seq)
     event = "resume" if run.resumed else "start"
     log_event(
         event,
@@ -31,12 +56,15 @@ def log_opened(run: RunState) -> None:
         status=run.status,
         entrypoint=run.entrypoint,
         live_run=run.live,
-        seq=run._resumed_at if run.resumed else 0,
+        seq=resumed_at if run.resumed else 0,
     )
 
 
-def log_closed(run: RunState, exc: BaseException | None) -> None:
-    """Log how this execution of a run ended: finish, blocked, divergence, lease lost..."""
+def log_closed(run: _RunView, exc: BaseException | None, *, lease_lost: bool) -> None:
+    """Log how this execution of a run ended: finish, blocked, divergence, lease lost...
+
+    ``lease_lost``: this worker lost the run's lease during the execution.
+    """
     _observe("closed", run=run, error=exc)
     counts = _counts(run)
     tail = f"{counts['replayed']} step(s) replayed, {counts['live']} live"
@@ -63,7 +91,7 @@ def log_closed(run: RunState, exc: BaseException | None) -> None:
             seq=exc.seq,
             **counts,
         )
-    elif isinstance(exc, LeaseLostError) or run._lease.lost is not None:
+    elif isinstance(exc, LeaseLostError) or lease_lost:
         log_event(
             "lease_lost",
             rid,

@@ -16,17 +16,15 @@ raised). Each handle has an async form of its writing methods (``arecord``,
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import attrs
 
 from ..frames import rebuild, store
-from ._cursor import RecordedStep, decode_outcome
 from ._faces import off_loop
-
-if TYPE_CHECKING:
-    from ._state import Issue
-    from ._tools import ToolSpec, _Plan
+from ._flows import Issue
+from ._steps import RecordedStep
+from ._toolspec import ToolPlan, ToolSpec
 
 __all__ = ["ModelStep", "StepSource", "ToolStep", "ValueStep"]
 
@@ -35,17 +33,17 @@ class _ModelWriter(Protocol):
     @property
     def run_id(self) -> str: ...
 
-    def _record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int: ...
+    def record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int: ...
 
 
 class _ToolWriter(Protocol):
-    def _tool_done(self, spec: ToolSpec, plan: _Plan, value: Any) -> Any: ...
+    def tool_done(self, spec: ToolSpec, plan: ToolPlan, value: Any) -> Any: ...
 
-    def _tool_failed(self, spec: ToolSpec, plan: _Plan, exc: BaseException) -> None: ...
+    def tool_failed(self, spec: ToolSpec, plan: ToolPlan, exc: BaseException) -> None: ...
 
 
 class _ValueWriter(Protocol):
-    def _record_value(self, step: ValueStep, value: Any) -> Any: ...
+    def record_value(self, step: ValueStep, value: Any) -> Any: ...
 
 
 def _once(kind: str, name: str, recorded: bool, done: bool) -> None:
@@ -111,7 +109,7 @@ class ModelStep:
     def _outcome(self) -> tuple[Any, bool]:
         if not self.recorded or self._step is None:
             raise RuntimeError(f"model step {self.name!r} is not recorded: it has no response")
-        data = decode_outcome(self._step)
+        data = self._step.decode_outcome()
         where = f"seq {self._step.seq}: model {self.name!r} response"
         return rebuild(data.get("response"), where=where), bool(data.get("partial", False))
 
@@ -141,7 +139,7 @@ class ModelStep:
                 f"response cannot be journaled: {exc}. Return plain data, or give the recorder "
                 "an encode/decode pair or a codec (redrive.frames.register_codec)."
             ) from None
-        self.seq = self._writer._record_model(self, packed, view, partial)
+        self.seq = self._writer.record_model(self, packed, view, partial)
         self._done = True
         return data
 
@@ -176,7 +174,7 @@ class ToolStep:
     error: BaseException | None
     _writer: _ToolWriter = attrs.field(repr=False)
     _spec: ToolSpec = attrs.field(repr=False)
-    _plan: _Plan = attrs.field(repr=False)
+    _plan: ToolPlan = attrs.field(repr=False)
     _done: bool = attrs.field(default=False, repr=False)
     fencing_token: int | None = attrs.field(default=None, kw_only=True)
 
@@ -205,7 +203,7 @@ class ToolStep:
         """
         _once("tool", self.name, self.recorded, self._done)
         self._done = True
-        return self._writer._tool_done(self._spec, self._plan, value)
+        return self._writer.tool_done(self._spec, self._plan, value)
 
     def fail(self, exc: BaseException) -> None:
         """Journal that the body raised ``exc`` (a cancellation leaves the step in flight).
@@ -216,7 +214,7 @@ class ToolStep:
         """
         _once("tool", self.name, self.recorded, self._done)
         self._done = True
-        self._writer._tool_failed(self._spec, self._plan, exc)
+        self._writer.tool_failed(self._spec, self._plan, exc)
 
     async def arecord(self, value: Any) -> Any:
         """The async form of :meth:`record`: the journal write runs off the event loop."""
@@ -258,7 +256,7 @@ class ValueStep:
         """
         _once("value", self.name, self.recorded, self._done)
         self._done = True
-        return self._writer._record_value(self, value)
+        return self._writer.record_value(self, value)
 
 
 class StepSource(Protocol):

@@ -13,48 +13,65 @@ from typing import Any
 from ..errors import AppendConflictError, RunInputMismatchError, TerminalRunError
 from ..frames import FORMAT_VERSION, Kind, fingerprint, make_frame
 from ..storage import RunRecord, RunStatus, RunUpdate
+from ._config import UNSET, redrive_version
 from ._cursor import CAUSAL_TURNS, Cursor
 from ._faces import Wait
 from ._fingerprint import start_fingerprint
-from ._state import _UNSET, RunState, _take_until, _version
+from ._lease import LeaseKeeper
+from ._state import RunState
+from ._steps import take_until
+from ._writer import JournalWriter
 
-__all__ = ["Opening"]
+__all__ = ["Opener"]
 
 
-class Opening(RunState):
-    """The start, resume and catch-up part of a Run."""
+class Opener:
+    """A Run's start, resume and catch-up (after waiting for a lease or another worker).
 
-    def _stored_input(self) -> Any:
+    Args:
+        state: the run's state (its cursor, status and resume point are set here).
+        writer: the run's journal writer (positioned after the journal's last frame).
+        lease: the run's lease keeper.
+    """
+
+    def __init__(self, state: RunState, writer: JournalWriter, lease: LeaseKeeper) -> None:
+        self._state = state
+        self._writer = writer
+        self._lease = lease
+
+    def stored_input(self) -> Any:
         """The run's input as journaled: canonical, with ``redact`` paths replaced."""
-        if self._input is _UNSET:
+        if self._state.config.input is UNSET:
             return None
         try:
-            return self._prepare(self._input, "input")
+            return self._writer.prepare(self._state.config.input, "input")
         except TypeError as exc:
             raise TypeError(
-                f"run {self.run_id!r}: the run's input cannot be journaled: {exc}"
+                f"run {self._state.run_id!r}: the run's input cannot be journaled: {exc}"
             ) from None
 
-    def _start_new(self) -> RunRecord | None:
-        inp = self._stored_input()
+    def start_new(self) -> RunRecord | None:
+        inp = self.stored_input()
         input_fp = fingerprint(inp)
         payload: dict[str, Any] = {
             "input": inp,
             "input_fp": input_fp,
-            "entrypoint": self.entrypoint,
+            "entrypoint": self._state.config.entrypoint,
             # what shaped the run (redrive.run_fingerprint reads it with the steps' models)
-            "fingerprint": start_fingerprint(self.entrypoint, self.app_version, _version()),
+            "fingerprint": start_fingerprint(
+                self._state.config.entrypoint, self._state.config.app_version, redrive_version()
+            ),
             "flags": {
                 "format": FORMAT_VERSION,
-                "redrive": _version(),
-                "model_commit": self.model_commit,
+                "redrive": redrive_version(),
+                "model_commit": self._state.config.model_commit,
                 # model and tool steps record where they were issued (Cursor.frontier)
                 "turns": CAUSAL_TURNS,
             },
         }
         try:
             first = make_frame(
-                run_id=self.run_id,
+                run_id=self._state.run_id,
                 seq=0,
                 kind=Kind.RUN_START,
                 name="run",
@@ -63,79 +80,87 @@ class Opening(RunState):
             )
         except TypeError as exc:
             raise TypeError(
-                f"run {self.run_id!r}: the run's input cannot be journaled: {exc}"
+                f"run {self._state.run_id!r}: the run's input cannot be journaled: {exc}"
             ) from None
         now = time.time()
         record = RunRecord(
-            run_id=self.run_id,
+            run_id=self._state.run_id,
             input_fp=input_fp,
-            entrypoint=self.entrypoint,
+            entrypoint=self._state.config.entrypoint,
             created_at=now,
             updated_at=now,
         )
-        if self.journal.create_run(record, first):
+        if self._state.config.journal.create_run(record, first):
             self._writer.restart_at(1, first.chain)
-            self._cursor = None
+            self._state.cursor = None
             return None
-        return self.journal.get_run(self.run_id)  # lost a creation race: resume it
+        return self._state.config.journal.get_run(
+            self._state.run_id
+        )  # lost a creation race: resume it
 
-    def _resume(self, record: RunRecord) -> None:
-        self.resumed = True
-        if self._input is not _UNSET and fingerprint(self._stored_input()) != record.input_fp:
-            start = next(iter(self.journal.frames(self.run_id)), None)
+    def resume(self, record: RunRecord) -> None:
+        self._state.resumed = True
+        if (
+            self._state.config.input is not UNSET
+            and fingerprint(self.stored_input()) != record.input_fp
+        ):
+            start = next(iter(self._state.config.journal.frames(self._state.run_id)), None)
             recorded = start.data().get("input") if start is not None else None
             from ._diff import diff_values, format_diff
 
-            diff = diff_values(recorded, self._stored_input())
+            diff = diff_values(recorded, self.stored_input())
             raise RunInputMismatchError(
-                f"run {self.run_id!r} was started with another input; resuming it with this "
+                f"run {self._state.run_id!r} was started with another input; resuming it with this "
                 "one would replay answers to a different question.\n"
                 f"  differences (recorded -> given):\n{format_diff(diff)}\n"
                 "What to do: pass the original input, or use a new run_id for the new input.",
-                run_id=self.run_id,
+                run_id=self._state.run_id,
                 expected=recorded,
-                found=self._input,
+                found=self._state.config.input,
                 diff=diff,
             )
-        self.status = record.status
+        self._state.status = record.status
         status = RunStatus(record.status)
         if status is RunStatus.SUCCEEDED:
-            self._finished_record = record
-        elif status.terminal and self.live:
+            self._state.finished_record = record
+        elif status.terminal and self._state.config.live:
             raise TerminalRunError(
-                f"run {self.run_id!r} already ended with status {record.status}"
+                f"run {self._state.run_id!r} already ended with status {record.status}"
                 + (f" ({record.error})" if record.error else "")
                 + "; it cannot execute again. Replay it read-only with live=False, fork it with "
                 "redrive.fork(), or start a new run_id.",
-                run_id=self.run_id,
+                run_id=self._state.run_id,
                 status=record.status,
             )
         limit = record.next_seq
-        frames = (f for f in self.journal.frames(self.run_id) if f.seq < limit)
-        self._cursor = Cursor(
-            self.run_id, _take_until(frames, limit), self.policy, source=self.journal.url
+        frames = (f for f in self._state.config.journal.frames(self._state.run_id) if f.seq < limit)
+        self._state.cursor = Cursor(
+            self._state.run_id,
+            take_until(frames, limit),
+            self._state.config.policy,
+            source=self._state.config.journal.url,
         )
         self._writer.restart_at(record.next_seq, record.last_chain)
-        self._resumed_at = record.next_seq
-        if record.status == RunStatus.SUSPENDED.value and self.live:
-            self.status = RunStatus.RUNNING.value
+        self._state.resumed_at = record.next_seq
+        if record.status == RunStatus.SUSPENDED.value and self._state.config.live:
+            self._state.status = RunStatus.RUNNING.value
             # running again: a crash from here on leaves it among interrupted_runs()
             with contextlib.suppress(AppendConflictError):
-                self.journal.append(
-                    self.run_id,
+                self._state.config.journal.append(
+                    self._state.run_id,
                     [],
                     expected_seq=record.next_seq,
                     update=RunUpdate(status=RunStatus.RUNNING.value),
                 )
 
-    def _catch_up(self, record: RunRecord) -> None:
+    def catch_up(self, record: RunRecord) -> None:
         """Re-read the run when another worker appended while this one waited to enter."""
         if record.next_seq != self._writer.next_seq:
-            self._cursor = None
-            self._finished_record = None
-            self._resume(record)
+            self._state.cursor = None
+            self._state.finished_record = None
+            self.resume(record)
 
-    def _wait_for_lease_holder(self) -> Wait[None]:
+    def wait_for_lease_holder(self) -> Wait[None]:
         """A worker without a lease: wait while another holds it, then re-read the run.
 
         A procedure with waits (:mod:`._faces`).
@@ -145,9 +170,9 @@ class Opening(RunState):
         """
         record = yield from self._lease.wait_for_holder()
         if record is not None:
-            self._catch_up(record)
+            self.catch_up(record)
 
-    def _take_lease(self) -> Wait[None]:
+    def take_lease(self) -> Wait[None]:
         """Take the run's lease, re-read the run, and keep the lease renewed.
 
         A procedure with waits (:mod:`._faces`).
@@ -157,7 +182,7 @@ class Opening(RunState):
         """
         record = yield from self._lease.take()
         try:
-            self._catch_up(record)
+            self.catch_up(record)
         except BaseException:
             # entering fails (ended elsewhere, input mismatch...): do not sit on the lease
             self._lease.release()

@@ -1,75 +1,80 @@
 """The Run: starts or resumes a run, replays recorded steps, records live ones.
 
-One implementation serves the sync and the async face: the async face runs
-the same blocking sections off the event loop (:mod:`._faces`). A Run is a
-chain of parts, each built on the one before:
+A Run is a thin facade over the parts it holds (each one thing; imports go one
+way, from the top of this list down; a test fails on a circle):
 
-- :mod:`._state` (RunState): options, counters, matching against the cursor;
-  it owns a :class:`~._lease.LeaseKeeper` and a :class:`~._writer.JournalWriter`;
-- :mod:`._opening` (Opening): start, resume, catch up after a wait;
-- :mod:`._claims` (Claims): the durable write, adopting a lost append race;
-- :mod:`._tools` (ToolSteps): the tool-step decisions and resume policy;
-- :mod:`._recorder_steps` (RecorderSteps): the recorder-facing handles of :mod:`._handle`;
-- this module (Run): the lifecycle and the user's part (``finish``, ``output``...).
+- :class:`~._block.RunBlock`: the run's block: open (start or resume, lease, one
+  live block per process), notes, end (succeeded, failed, suspended, cancelled);
+- :class:`~._tools.ToolSteps`, :class:`~._models.ModelSteps`,
+  :class:`~._models.ValueSteps`: the steps recorders open (:mod:`._handle`);
+- :class:`~._matcher.Matcher`: a step against the record, over the
+  :class:`~._cursor.Cursor`; the step engine (:mod:`._engine`, pure) decides;
+- :class:`~._appender.Appender` (group commit, a lost append race), the
+  :class:`~._writer.JournalWriter` and the :class:`~._lease.LeaseKeeper`;
+- :class:`~._operations.OperationLedger` (logical operations and their keys)
+  and :class:`~._flows.FlowTracker` (who asked: concurrent callers);
+- :class:`~._state.RunState`: what this execution knows, shared by the parts,
+  over the checked options (:class:`~._config.RunConfig`).
+
+One implementation serves the sync and the async face: the async face runs
+the same blocking sections off the event loop (:mod:`._faces`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import threading
-import time
-from collections.abc import Iterator
-from typing import Any, TypeVar, Unpack
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar, Unpack, cast
 
-from ..errors import (
-    ReplayError,
-    RunBusyError,
-    RunBusyReason,
-    TerminalRunError,
-    UnknownRunError,
-)
-from ..frames import Frame, Kind, canonical
-from ..storage import Journal, RunStatus, RunUpdate, cancel_text
-from ._context import (
-    _current,
-    _enter,
-    _leave,
-    close_here,
-    current_run,
-    fencing_token,
-    idempotency_key,
-    open_here,
-    opener,
-    set_boundary_hook,
-)
-from ._events import log_closed, log_opened
-from ._faces import Wait, adrive, drive, off_loop
-from ._handle import StepSource
-from ._recorder_steps import RecorderSteps
+from ..frames import Frame, canonical
+from ..storage import Journal
+from . import _context
+from ._appender import Appender
+from ._block import INTERRUPTIONS, RunBlock, Suspended
+from ._config import RunConfig, RunOptions
+from ._context import close_here, opener
+from ._faces import adrive, drive, off_loop
+from ._flows import FlowTracker
+from ._handle import ModelStep, StepSource, ToolStep, ValueStep
+from ._lease import LeaseKeeper
+from ._matcher import Matcher
+from ._models import ModelSteps, ValueSteps
+from ._operations import OperationLedger
+from ._policy import scrubber
 from ._redirect import redirected
-from ._state import RunOptions, _take_until
-from ._tools import Recovery, ToolSpec, rebuild_error, tool_error_retryable
-from ._writer import _Adopted
+from ._state import RunState
+from ._tools import ToolSteps
+from ._toolspec import ToolSpec
+from ._writer import JournalWriter
 
 __all__ = [
-    "Recovery",
+    "INTERRUPTIONS",
     "Run",
     "RunOptions",
-    "ToolSpec",
+    "Suspended",
+    "active_runs",
     "current_run",
-    "fencing_token",
-    "idempotency_key",
-    "rebuild_error",
+    "join_run",
     "run",
-    "set_boundary_hook",
 ]
 
 T = TypeVar("T")
 
 
-class Run(RecorderSteps):
+def _plain(value: Any) -> Any:
+    """A response as it is (the default encode and decode of a model step)."""
+    return value
+
+
+class Run:
     """One execution (first or resumed) of a run; use through :func:`run`.
+
+    Args:
+        journal: where its frames live.
+        run_id: the run's id.
+        **options: the options of :func:`run` (checked here: ``TypeError`` or
+            ``ValueError`` before anything is written).
 
     Attributes:
         run_id: the run's id.
@@ -81,6 +86,89 @@ class Run(RecorderSteps):
         output: the recorded output of a finished run, or what :meth:`finish` set.
     """
 
+    def __init__(self, journal: Journal, run_id: str, **options: Unpack[RunOptions]) -> None:
+        config = RunConfig.of(journal, run_id, options)
+        self._state = state = RunState(config)
+        lease = LeaseKeeper(journal, run_id, config.lease, config.on_busy, config.busy_timeout)
+        writer = JournalWriter(journal, run_id, lease, scrubber(config.redact))
+        self._flows = flows = FlowTracker(state.lock)
+        matcher = Matcher(state, writer, lease)
+        appender = Appender(state, writer, lease)
+        self._block = RunBlock(self, state, writer, lease, flows, matcher, appender)
+        self._models = ModelSteps(state, writer, flows, matcher, appender)
+        self._values = ValueSteps(state, writer, flows, matcher)
+        ledger = OperationLedger()
+        self._tools = ToolSteps(state, writer, lease, flows, ledger, matcher, appender)
+
+    def __repr__(self) -> str:
+        state = self._state
+        return (
+            f"<redrive.Run {self.run_id!r} status={state.status} "
+            f"replayed={state.replayed_steps} live={state.live_steps}>"
+        )
+
+    # -- what the run is ---------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._state.config.run_id
+
+    @property
+    def journal(self) -> Journal:
+        """The journal the run's frames live in."""
+        return self._state.config.journal
+
+    @property
+    def live(self) -> bool:
+        """False for a replay-only run (``live=False``): any step not recorded raises."""
+        return self._state.config.live
+
+    @property
+    def entrypoint(self) -> str | None:
+        """``"module:qualname"`` of the function driving the run, when known."""
+        return self._state.config.entrypoint
+
+    @property
+    def status(self) -> str:
+        """The run's status (a :class:`~redrive.storage.RunStatus` value string)."""
+        return self._state.status
+
+    @property
+    def resumed(self) -> bool:
+        """True when the run already existed in the journal."""
+        return self._state.resumed
+
+    @property
+    def finished(self) -> bool:
+        """True when the run had already succeeded before this execution."""
+        return self._state.finished_record is not None
+
+    @property
+    def replayed_steps(self) -> int:
+        """Steps answered from the journal so far."""
+        return self._state.replayed_steps
+
+    @property
+    def live_steps(self) -> int:
+        """Steps executed live (and recorded) so far."""
+        return self._state.live_steps
+
+    @property
+    def reasked(self) -> list[dict[str, Any]]:
+        """The ``reasked`` notes this execution journaled (model steps re-asked live)."""
+        return self._state.reasked
+
+    @property
+    def output(self) -> Any:
+        """The run's output: recorded (finished run) or set by :meth:`finish`."""
+        state = self._state
+        if state.finished_record is not None and not state.output_set:
+            return state.finished_record.output_value()
+        return state.output
+
+    # -- the user's part -----------------------------------------------------------
+
     def finish(self, output: Any) -> Any:
         """Set the run's output, recorded in ``run_end`` when the block exits cleanly.
 
@@ -90,122 +178,12 @@ class Run(RecorderSteps):
             TypeError: ``output`` cannot be encoded canonically.
         """
         canonical(output, "output")
-        if self._finished_record is not None:
-            return self._finished_record.output_value()
-        self._output = output
-        self._output_set = True
+        state = self._state
+        if state.finished_record is not None:
+            return state.finished_record.output_value()
+        state.output = output
+        state.output_set = True
         return output
-
-    def _opening(self) -> Wait[None]:
-        """Start or resume the run, taking or waiting for its lease (a procedure with waits).
-
-        Blocking journal work only: the context is bound by :meth:`_bind`, on the
-        caller's side (for the async face, on the event loop).
-        """
-        if self.entered:
-            raise RuntimeError(f"run {self.run_id!r}: this Run object was already entered")
-        self.entered = True
-        record = self.journal.get_run(self.run_id)
-        if record is None:
-            if not self.create or not self.live:
-                raise UnknownRunError(
-                    f"no run {self.run_id!r} in journal {self.journal.url}; "
-                    + (
-                        "a replay-only run needs a recorded run: check the run id and journal"
-                        if not self.live
-                        else "pass create=True to start it"
-                    ),
-                    run_id=self.run_id,
-                )
-            record = self._start_new()
-        if record is not None:
-            self._resume(record)
-        if self.lease is not None and self.live and not self.finished:
-            yield from self._take_lease()
-        elif record is not None and self.live and not self.finished:
-            yield from self._wait_for_lease_holder()
-        # frames from here on were written while this Run was alive (a step in flight
-        # there belongs to a live worker, not to a crash)
-        self._known_seq = self._writer.next_seq
-        log_opened(self)
-
-    def _open_in_process(
-        self, thread: threading.Thread, task: asyncio.Task[Any] | None, where: str
-    ) -> Wait[None]:
-        """Make this the one live block of its run in this process (a procedure with waits).
-
-        A second live block on the same run (same journal object) would take
-        the first one's running steps for interrupted ones: it is refused
-        (``on_busy="raise"``), or waits until the first block ends
-        (``on_busy="wait"``, up to ``busy_timeout``). Replay-only runs
-        (``live=False``) write nothing and are not counted.
-
-        Raises:
-            RunBusyError: (reason ``open_here``) another live block of this run is
-                open in this process: ``on_busy="raise"``, or it did not end within
-                ``busy_timeout``, or it is open in this very thread or task (a
-                nested block, which waiting would deadlock).
-        """
-        if not self.live:
-            return
-        deadline = time.monotonic() + self.busy_timeout
-        while True:
-            found = open_here(self, thread, task, where)
-            if found is None:
-                return
-            there, same_flow = found
-            timed_out = time.monotonic() > deadline
-            if self.on_busy == "raise" or same_flow or timed_out:
-                if same_flow:
-                    advice = (
-                        "It is open in this same thread or task (a nested block): use the "
-                        "run object you already have (redrive.current_run())."
-                    )
-                elif timed_out:
-                    advice = (
-                        f"It did not end within busy_timeout={self.busy_timeout} s: resume the "
-                        "run once that block has ended."
-                    )
-                else:
-                    advice = (
-                        "Run the extra work inside that block (threads from redrive.executor(), "
-                        "asyncio tasks created in it), or pass on_busy='wait' to open this block "
-                        "once that one ends."
-                    )
-                raise RunBusyError(
-                    f"run {self.run_id!r} is already open in this process ({there}) on "
-                    f"journal {self.journal.url}: a second live block on the same run would "
-                    "take the first one's running steps for interrupted ones and settle them "
-                    f"twice, so this one ({where}) was not opened and nothing was written. "
-                    + advice,
-                    run_id=self.run_id,
-                    where=there,
-                    timed_out=timed_out,
-                    reason=RunBusyReason.OPEN_HERE,
-                )
-            yield 0.05
-
-    async def _aopen_in_process(self) -> None:
-        """The async face of :meth:`_open_in_process`: its checks are cheap, on the loop."""
-        procedure = self._open_in_process(*opener())
-        while True:
-            try:
-                delay = next(procedure)
-            except StopIteration:
-                return
-            await asyncio.sleep(delay)
-
-    def _bind(self) -> None:
-        """Make this run the current one in the caller's context (after :meth:`_opening`)."""
-        self._token = _current.set(self)
-        _enter(self)
-
-    def _unbind(self) -> None:
-        """Undo :meth:`_bind` (after :meth:`_closing`, whatever it raised)."""
-        if self._token is not None:
-            _current.reset(self._token)
-            self._token = None
-        _leave(self)
 
     def recorded_output(self) -> Any:
         """Return a finished run's recorded output without re-driving its loop.
@@ -216,230 +194,34 @@ class Run(RecorderSteps):
         Raises:
             RuntimeError: the run has not finished (there is no recorded output).
         """
-        if self._finished_record is None:
+        state = self._state
+        if state.finished_record is None:
             raise RuntimeError(
-                f"run {self.run_id!r} has not succeeded yet (status {self.status}): there is "
+                f"run {self.run_id!r} has not succeeded yet (status {state.status}): there is "
                 "no recorded output; run the loop"
             )
-        self._short_circuited = True
-        return self._finished_record.output_value()
-
-    def _closing(self, exc: BaseException | None) -> None:
-        """End this execution of the run (blocking journal work; see :meth:`_unbind`).
-
-        Logs how it ended (:mod:`._events`), including an error raised while ending it.
-        """
-        try:
-            self._close_run(exc)
-        except BaseException as raised:
-            log_closed(self, raised)
-            raise
-        log_closed(self, exc)
-
-    def _close_run(self, exc: BaseException | None) -> None:
-        try:
-            if self._finished_record is not None:
-                if not self._short_circuited:
-                    self._check_fully_replayed(exc)
-                return
-            if self._lease.lost is not None:
-                return
-            if self.status == RunStatus.CANCELLED.value:
-                return  # cancel() ended it: nothing more to write
-            if _cancelled_elsewhere(exc, self.run_id):
-                self.status = RunStatus.CANCELLED.value  # journal.cancel() ended it meanwhile
-                return
-            if not self.live:  # a replay-only run never writes
-                if exc is None:
-                    self._check_fully_replayed(None)
-                return
-            if exc is None:
-                self._settle(everyone=True)
-                self._check_fully_replayed(None)
-                try:
-                    with self._adopting():
-                        self._end(RunStatus.SUCCEEDED, output=self._output, close=True)
-                except _Adopted:
-                    self._ended_elsewhere()
-            elif isinstance(exc, INTERRUPTIONS):
-                # nobody asked for it (a timeout, a job runner's cancel, SIGINT, a deploy's
-                # SIGTERM, a closed generator): like a crash, the run stays resumable
-                self._flush_interrupted(exc)
-            elif isinstance(exc, _Suspended):
-                self._flush(update=RunUpdate(status=RunStatus.SUSPENDED.value))
-                self.status = RunStatus.SUSPENDED.value
-            elif self._resumable(exc):
-                self._flush()
-            else:
-                self._end(RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", close=True)
-        finally:
-            self._close_writes()  # after the last write: a thread that outlives the block raises
-            self._release()
-
-    def _flush_interrupted(self, exc: BaseException) -> None:
-        """Journal the frames made before an interruption; the interruption still propagates.
-
-        A write that fails here is noted on ``exc`` (as after a crash, the run
-        resumes from its last journaled step) rather than raised over it.
-        """
-        try:
-            self._flush()
-        except Exception as failed:
-            if _cancelled_elsewhere(failed, self.run_id):
-                self.status = RunStatus.CANCELLED.value
-            exc.add_note(
-                f"redrive: run {self.run_id!r}: the frames made before this interruption "
-                f"were not journaled ({type(failed).__name__}: {failed})"
-            )
-
-    def _release(self) -> None:
-        """Stop renewing the run's lease and release it (it lapses by itself if this fails)."""
-        self._lease.release()
-
-    def _resumable(self, exc: BaseException) -> bool:
-        """Whether the run stays resumable after ``exc`` ended its block.
-
-        The engine knows no SDK: it honours the exception's ``retryable`` (or
-        ``is_retryable``) attribute, which the recorders set from provider
-        knowledge (see ``redrive.recorders._provider``), a tool's recorded
-        mark, and the run's ``retryable`` exception types. A redrive error
-        re-raised by a framework as its own (``raise FrameworkError(...) from
-        err``, as the OpenAI Agents SDK does for a tool's error) counts as that
-        redrive error: the step it stopped never finished.
-        """
-        if isinstance(exc, ReplayError):
-            return not isinstance(exc, TerminalRunError)
-        cause = exc.__cause__
-        while cause is not None:  # a framework re-raised redrive's error as its own
-            if isinstance(cause, ReplayError):
-                return not isinstance(cause, TerminalRunError)
-            cause = cause.__cause__
-        retryable = tool_error_retryable(exc)
-        if retryable is not None:
-            return retryable
-        flag = getattr(exc, "retryable", None)
-        if flag is True or getattr(exc, "is_retryable", None) is True:
-            return True
-        # False or unmarked: a recorded error replayed gives the same answer again
-        return isinstance(exc, self.retryable)
+        state.short_circuited = True
+        return state.finished_record.output_value()
 
     def cancel(self, reason: str, *, by: str = "run.cancel") -> None:
         """End the run ``cancelled`` at once, on purpose, naming who and why.
 
-        The cancel is committed before this returns (frames already made are
-        written first, then a ``run_end`` naming ``by`` and ``reason``): the
-        run is terminal, and a redelivery of it raises ``TerminalRunError``.
-        Every later step of this block is refused (a model, tool or value
-        step raises ``TerminalRunError`` before its call goes out, whatever
-        ``model_commit``), and exiting the block
-        writes nothing more, whatever it raises. This is the only way a run
-        ends ``cancelled``: a timeout, a task cancelled by a job runner,
-        ``KeyboardInterrupt`` or ``SystemExit`` leave it resumable. From
-        outside the run, use ``journal.cancel(run_id, reason=..., by=...)``.
-
-        In async code use :meth:`acancel` (this one writes on the caller's thread).
-
-        Args:
-            reason: why (free text, non-empty), kept in the run's ``error``.
-            by: who cancels (free text, non-empty).
+        See :meth:`RunBlock.cancel <redrive.replay._block.RunBlock.cancel>`:
+        the cancel is committed before this returns; every later step of this
+        block is refused, and a redelivery raises ``TerminalRunError``. In
+        async code use :meth:`acancel`.
 
         Raises:
             ValueError: ``reason`` or ``by`` is empty.
-            RuntimeError: the run is not executing live (outside its block, or
-                replay-only with ``live=False``).
-            TerminalRunError: the run already ended (succeeded, failed, or
-                cancelled, here or from outside).
+            RuntimeError: the run is not executing live.
+            TerminalRunError: the run already ended.
             LeaseLostError, JournalWriteError: the write was refused.
         """
-        if not reason or not by:
-            raise ValueError("run.cancel() needs a reason and who cancels (by): both non-empty")
-        if not self.live or self._token is None:
-            raise RuntimeError(
-                f"run {self.run_id!r}: cancel() works inside the run's block of a live run; "
-                f"from elsewhere use journal.cancel({self.run_id!r}, reason=..., by=...)"
-            )
-        if self._finished_record is not None or RunStatus(self.status).terminal:
-            raise TerminalRunError(
-                f"run {self.run_id!r} already ended with status {self.status}; there is "
-                "nothing to cancel",
-                run_id=self.run_id,
-                status=self.status,
-            )
-        text = cancel_text(reason, by)
-        self._end(RunStatus.CANCELLED, error=text, extra={"reason": reason, "by": by})
-        self._ended_why = text
+        self._block.cancel(reason, by=by)
 
     async def acancel(self, reason: str, *, by: str = "run.cancel") -> None:
         """The async form of :meth:`cancel`: the journal write runs off the event loop."""
-        await off_loop(functools.partial(self.cancel, reason, by=by))
-
-    def _end(
-        self,
-        status: RunStatus,
-        *,
-        output: Any = None,
-        error: str | None = None,
-        extra: dict[str, Any] | None = None,
-        close: bool = False,
-    ) -> None:
-        """Write ``run_end`` with ``status`` (and the run's record); ``close``: the block ends."""
-        payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
-        payload.update(extra or {})
-        try:
-            # the run record's output passes the run's scrubber, as the run_end frame does
-            scrubbed = self._writer.scrubber.value(canonical(output, "output"))
-            out_bytes = None if status is not RunStatus.SUCCEEDED else _encode(scrubbed, "output")
-        except TypeError as exc:
-            payload = {"status": RunStatus.FAILED.value, "output": None, "error": str(exc)}
-            status, out_bytes, error = RunStatus.FAILED, None, str(exc)
-        with self._lock:
-            self._writer.queue(Kind.RUN_END, "run", payload)
-            self._flush(
-                update=RunUpdate(status=status.value, output=out_bytes, error=error),
-            )
-            self.status = status.value
-            if close:  # atomically with run_end: no thread of this run appends after it
-                self._close_writes()
-
-    def __enter__(self) -> Run:
-        drive(self._open_in_process(*opener()))
-        try:
-            drive(self._opening())
-        except BaseException:
-            close_here(self)
-            raise
-        self._bind()
-        return self
-
-    def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
-        try:
-            self._closing(exc)
-        finally:
-            self._unbind()
-            close_here(self)
-        return isinstance(exc, _Suspended)  # suspended: the block ends, status says why
-
-    async def __aenter__(self) -> Run:
-        await self._aopen_in_process()
-        try:
-            await adrive(self._opening())
-        except asyncio.CancelledError:
-            close_here(self)
-            await off_loop(self._release)  # opened, but the block will never run
-            raise
-        except BaseException:
-            close_here(self)
-            raise
-        self._bind()
-        return self
-
-    async def __aexit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
-        try:
-            await off_loop(self._closing, exc)
-        finally:
-            self._unbind()
-            close_here(self)
-        return isinstance(exc, _Suspended)
+        await off_loop(functools.partial(self._block.cancel, reason, by=by))
 
     def note(self, name: str, data: Any) -> None:
         """Journal a note (not a step; never matched on replay).
@@ -447,11 +229,7 @@ class Run(RecorderSteps):
         Raises:
             RunEndedError: the run's block has ended (nothing is written).
         """
-        with self._lock:
-            self._refuse_after_end(f"note {name!r}")
-            if self._finished_record is not None or not self.live:
-                return
-            self._writer.queue(Kind.NOTE, name, {"data": self.redact(data)})
+        self._block.note(name, data)
 
     def resume_note(self) -> str:
         """Return a plain-text note on the tool calls recorded before this execution resumed.
@@ -461,17 +239,11 @@ class Run(RecorderSteps):
         an unknown outcome (with their idempotency keys). ``""`` for a run that
         is not resumed or had no tool call.
         """
-        if not self.resumed:
-            return ""
-        from ._note import render_resume_note
-
-        frames = _take_until(self.journal.frames(self.run_id), self._resumed_at)
-        return render_resume_note(frames, self.run_id)
+        return self._block.resume_note()
 
     def frames(self) -> Iterator[Frame]:
         """Yield the run's journaled frames (pending ones are flushed first)."""
-        self._flush()
-        return self.journal.frames(self.run_id)
+        return self._block.frames()
 
     def _repr_html_(self) -> str:
         """The run's timeline (as ``redrive view`` draws it), for Jupyter to display.
@@ -482,43 +254,169 @@ class Run(RecorderSteps):
         """
         from .._view import as_iframe
 
-        resumed_at = self._resumed_at if self.resumed else 0
+        resumed_at = self._state.resumed_at if self.resumed else 0
         return as_iframe(list(self.frames()), self.run_id, replayed_before=resumed_at)
 
+    # -- the block -------------------------------------------------------------------
 
-#: What ends a block without anyone asking for the run to end: a timeout or a job
-#: runner's cancel (``asyncio.CancelledError``), SIGINT (``KeyboardInterrupt``), a
-#: SIGTERM handler or ``sys.exit`` (``SystemExit``), a generator closed early
-#: (``GeneratorExit``). The run stays resumable, as after a crash (DESIGN invariant 12).
-INTERRUPTIONS: tuple[type[BaseException], ...] = (
-    asyncio.CancelledError,
-    KeyboardInterrupt,
-    SystemExit,
-    GeneratorExit,
-)
+    def __enter__(self) -> Run:
+        block = self._block
+        drive(block.open_in_process(*opener()))
+        try:
+            drive(block.opening())
+        except BaseException:
+            close_here(self)
+            raise
+        block.bind()
+        return self
+
+    def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            self._block.closing(exc)
+        finally:
+            self._block.unbind()
+            close_here(self)
+        return isinstance(exc, Suspended)  # suspended: the block ends, status says why
+
+    async def __aenter__(self) -> Run:
+        block = self._block
+        await block.aopen_in_process()
+        try:
+            await adrive(block.opening())
+        except asyncio.CancelledError:
+            close_here(self)
+            await off_loop(block.release)  # opened, but the block will never run
+            raise
+        except BaseException:
+            close_here(self)
+            raise
+        block.bind()
+        return self
+
+    async def __aexit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            await off_loop(self._block.closing, exc)
+        finally:
+            self._block.unbind()
+            close_here(self)
+        return isinstance(exc, Suspended)
+
+    # -- the recorders' part (StepSource) ------------------------------------------
+
+    @property
+    def redacting(self) -> bool:
+        """True when the run was given ``redact`` path patterns."""
+        return bool(self._state.config.redact_paths)
+
+    def redact(self, value: Any) -> Any:
+        """Return canonical ``value`` with every ``redact`` path replaced by ``[REDACTED]``.
+
+        Recorders apply it to what they journal besides requests (e.g. a JSON
+        response body, as ``{"body": ...}``, so ``$.body...`` patterns match).
+        """
+        return self._block.redact(value)
+
+    def before_next_step(self, settle: Callable[[], None]) -> None:
+        """Run ``settle()`` before the next step of this thread or task begins, or at a clean end.
+
+        See :meth:`FlowTracker.before_next_step <redrive.replay._flows.FlowTracker.before_next_step>`.
+        """
+        self._flows.before_next_step(settle)
+
+    def begin_model(self, name: str, request: Any, *, ignore: tuple[str, ...] = ()) -> ModelStep:
+        """Open a model step (see :meth:`ModelSteps.begin <redrive.replay._models.ModelSteps.begin>`)."""
+        return self._models.begin(name, request, ignore=ignore)
+
+    async def abegin_model(
+        self, name: str, request: Any, *, ignore: tuple[str, ...] = ()
+    ) -> ModelStep:
+        """The async form of :meth:`begin_model`: the journal work runs off the event loop."""
+        return await self._models.abegin(name, request, ignore=ignore)
+
+    def begin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """Open (and, live, claim) a tool step (see :meth:`ToolSteps.begin <redrive.replay._tools.ToolSteps.begin>`)."""
+        return self._tools.begin(spec, arguments)
+
+    async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """The async form of :meth:`begin_tool`: the journal work runs off the event loop."""
+        return await self._tools.abegin(spec, arguments)
+
+    def begin_value(self, name: str, label: str, *, extra: Any = None) -> ValueStep:
+        """Open a recorded value (see :meth:`ValueSteps.begin <redrive.replay._models.ValueSteps.begin>`)."""
+        return self._values.begin(name, label, extra=extra)
+
+    def model_step(
+        self,
+        name: str,
+        request: Any,
+        call: Callable[[], T],
+        *,
+        encode: Callable[[T], Any] = _plain,
+        decode: Callable[[Any], Any] = _plain,
+    ) -> Any:
+        """Run one model step: replay the recorded response, or call and record.
+
+        Args:
+            name: the step name (``"model:gpt-4o"``...).
+            request: the request's arguments (canonically encodable).
+            call: makes the live call and returns the response.
+            encode: turns a live response into canonical plain data.
+            decode: turns recorded plain data into what the caller gets.
+
+        Returns:
+            ``decode(encode(response))`` (the same shape live and replayed).
+        """
+        return self._models.model_step(name, request, call, encode=encode, decode=decode)
+
+    async def amodel_step(
+        self,
+        name: str,
+        request: Any,
+        call: Callable[[], Awaitable[T]],
+        *,
+        encode: Callable[[T], Any] = _plain,
+        decode: Callable[[Any], Any] = _plain,
+    ) -> Any:
+        """The async form of :meth:`model_step` (journal work off the loop, ``call`` on it)."""
+        return await self._models.amodel_step(name, request, call, encode=encode, decode=decode)
+
+    def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
+        """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``."""
+        return self._tools.tool_step(spec, arguments, body)
+
+    async def atool_step(
+        self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], Awaitable[T]]
+    ) -> Any:
+        """The async form of :meth:`tool_step` (``body`` returns an awaitable)."""
+        return await self._tools.atool_step(spec, arguments, body)
+
+    def value_step(
+        self, name: str, label: str, make: Callable[[], Any], *, extra: Any = None
+    ) -> Any:
+        """Return a recorded value or make and record one (one call of :meth:`begin_value`)."""
+        return self._values.value_step(name, label, make, extra=extra)
 
 
-def _cancelled_elsewhere(exc: BaseException | None, run_id: str) -> bool:
-    """True when ``exc`` is the journal refusing a write because the run was cancelled."""
-    return (
-        isinstance(exc, TerminalRunError)
-        and exc.run_id == run_id
-        and exc.status == RunStatus.CANCELLED.value
-    )
+def current_run() -> Run | None:
+    """Return the run active in this context (thread / asyncio task), or None."""
+    return cast("Run | None", _context.current_run())
 
 
-class _Suspended(BaseException):
-    """Raised to stop a run that waits for an approval (status ``suspended``).
+def active_runs() -> list[Run]:
+    """Return the runs active in this process that a call from here could belong to.
 
-    The run's exit records the status and swallows it, so the ``with`` block
-    simply ends; ``run.status`` is ``"suspended"``.
+    See :func:`redrive.replay._context.active_runs`.
     """
+    return cast("list[Run]", _context.active_runs())
 
 
-def _encode(value: Any, path: str) -> bytes:
-    from ..frames import encode
+def join_run(kind: str, name: str) -> Run | None:
+    """Return the run a step called here belongs to, or None for a plain call.
 
-    return encode(value, path)
+    See :func:`redrive.replay._context.join_run` (it raises
+    ``LostRunContextError`` when the run cannot be told).
+    """
+    return cast("Run | None", _context.join_run(kind, name))
 
 
 def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> Run:

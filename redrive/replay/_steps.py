@@ -30,7 +30,15 @@ from ..errors import JournalCorruptError
 from ..frames import VERIFY_ADVICE, ChainCheck, Frame, Kind, decode, payload_problem
 from ._delta import Expander
 
-__all__ = ["END_KINDS", "STEP_KINDS", "RecordedStep", "StepReader", "StepStatus", "iter_steps"]
+__all__ = [
+    "END_KINDS",
+    "STEP_KINDS",
+    "RecordedStep",
+    "StepReader",
+    "StepStatus",
+    "iter_steps",
+    "take_until",
+]
 
 #: Frame kind that opens a step -> step kind.
 STEP_KINDS = {
@@ -351,3 +359,11 @@ def iter_steps(
         JournalCorruptError: a frame fails its checks (see :meth:`StepReader.feed`).
     """
     return StepReader(run_id, verify=verify).read(frames)
+
+
+def take_until(frames: Iterator[Frame], limit: int) -> Iterator[Frame]:
+    """Yield ``frames`` (in seq order) up to, not including, seq ``limit``."""
+    for frame in frames:
+        if frame.seq >= limit:
+            return
+        yield frame

@@ -1,42 +1,24 @@
-"""Tool steps: replay a recorded outcome, or claim the step and run the body.
+"""The tool-step part of a Run: replay a recorded outcome, or claim the step and run the body.
 
-Also the resume policy for a tool step that was in flight or failed: restart
-safety, ``recover()``, the block and the not-safely-resumable outcome.
-
-Idempotency keys are per logical operation (one intended call across its
-attempts): a call's body gets ``"{run_id}:{seq}:{tool}"`` with the seq of the
-operation's first attempt. A call of the same tool with the same canonical
-arguments after that operation's retryable failure, in the same run or after a
-resume, is a retry and gets the same key; a call after a success or a
-permanent error is a new operation with a new key. A loop that means a new
-operation after a retryable failure passes an argument that tells the two
-apart (e.g. ``attempt=2``, or a ``request_id`` from ``redrive.uuid4()``). Every
-``tool_start`` records the key its body received, so a resume reads it back.
+:class:`ToolSteps` matches a tool call to its record, asks the step engine
+(:mod:`._engine`) what to do, and carries the decision out: hand back the
+recorded outcome, claim the step (a durable ``tool_start`` before the body
+runs), wait for another worker, or settle an in-flight step. What happens once
+the body ran, and to a step in flight, is :mod:`._tool_outcomes`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import sys
 import time
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
-import attrs
-
-from ..errors import (
-    DivergenceError,
-    DivergenceReason,
-    RecordedToolError,
-    RetryLimitExceededError,
-    SideEffectRetryBlockedError,
-)
-from ..frames import Kind, call_key, canonical, decode, encode, rebuild, store
-from ._claims import Claims
-from ._context import _boundary, _observe
-from ._cursor import RecordedStep, decode_outcome
-from ._diff import caller_location, diff_values, format_diff, short
+from ..errors import DivergenceError, RetryLimitExceededError
+from ..frames import Kind, call_key, rebuild
+from ._appender import Appender
+from ._context import _boundary, _current, _current_fence, _current_key, _observe
+from ._diff import caller_location
 from ._engine import (
     AskRecover,
     Block,
@@ -51,171 +33,173 @@ from ._engine import (
     decide_in_flight,
     decide_tool,
 )
-from ._policy import match_view, redact_paths
-from ._state import Issue
-from ._writer import _Adopted
+from ._faces import off_loop
+from ._flows import FlowTracker, Issue
+from ._handle import ToolStep
+from ._lease import LeaseKeeper
+from ._matcher import Matcher
+from ._operations import OperationLedger
+from ._policy import match_view
+from ._state import RunState
+from ._steps import RecordedStep
+from ._tool_outcomes import ToolOutcomes
+from ._toolspec import ToolPlan, ToolSpec, mark_retryable, rebuild_error
+from ._writer import JournalWriter, _Adopted
 
-__all__ = ["Recovery", "ToolSpec", "ToolSteps", "rebuild_error"]
+__all__ = ["ToolSteps", "body_context", "caller_on_loop"]
 
 T = TypeVar("T")
 
 
-@attrs.frozen
-class Recovery:
-    """What a tool's ``recover(args, idempotency_key)`` found about an in-flight call.
+class ToolSteps:
+    """The tool steps of one run (see the module docstring).
 
-    Build with :meth:`done`, :meth:`not_done` or :meth:`unknown`.
+    Args:
+        state: the run's state.
+        writer: the run's journal writer.
+        lease: the run's lease keeper (a body starts only under it).
+        flows: the run's flow tracker (where each call is issued).
+        ledger: the run's logical operations.
+        matcher: matches calls to the record.
+        appender: the durable write path.
     """
 
-    state: Literal["done", "not_done", "unknown"]
-    result: Any = None
-    reason: str = ""
+    def __init__(
+        self,
+        state: RunState,
+        writer: JournalWriter,
+        lease: LeaseKeeper,
+        flows: FlowTracker,
+        ledger: OperationLedger,
+        matcher: Matcher,
+        appender: Appender,
+    ) -> None:
+        self._state = state
+        self._config = state.config
+        self._writer = writer
+        self._lease = lease
+        self._flows = flows
+        self._ledger = ledger
+        self._matcher = matcher
+        self._appender = appender
+        self._outcomes = ToolOutcomes(state, writer, ledger, appender)
 
-    @classmethod
-    def done(cls, result: Any) -> Recovery:
-        """The call completed with ``result``: journal it, do not run the body."""
-        return cls("done", result)
+    def begin(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """Open a tool step: its recorded outcome, or (live) claim it before the body runs.
 
-    @classmethod
-    def not_done(cls) -> Recovery:
-        """The call never took effect: run the body now."""
-        return cls("not_done")
+        Args:
+            spec: the tool's resume behaviour.
+            arguments: the call's arguments by parameter name (canonically encodable).
 
-    @classmethod
-    def unknown(cls, reason: str = "") -> Recovery:
-        """The outcome cannot be told: block the step."""
-        return cls("unknown", reason=reason)
+        Returns:
+            A :class:`ToolStep`: ``.recorded`` with ``.outcome()``, or claimed
+            (``tool_start`` durable): run the body with ``.idempotency_key``, then
+            ``.record(result)`` or ``.fail(exc)``.
 
+        Raises:
+            DivergenceError, SideEffectRetryBlockedError, RetryLimitExceededError,
+            ReplayMissError, RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+            TerminalRunError: the run was cancelled during this execution (the body
+                does not run).
+        """
+        self._state.refuse_if_ended("tool", spec.name, self._writer.next_seq)
+        self._flows.settle()  # a step the flow left open ends before this one is issued
+        return self._open(spec, arguments, self._flows.issue(spec.name))
 
-@attrs.frozen(kw_only=True)
-class ToolSpec:
-    """How a tool behaves on resume (built by :func:`redrive.tool`).
+    async def abegin(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
+        """The async form of :meth:`begin`: the journal work runs off the event loop.
 
-    Attributes:
-        name: the tool's step name.
-        restart_safe: True when re-running an in-flight call is harmless.
-        read_only: the tool has no side effect (implies restart safe).
-        recover: ``fn(args: dict, idempotency_key: str) -> Recovery`` or None.
-        retryable: exception types after which the run stays resumable.
-        declared: whether ``restart_safe`` was declared (False: the name heuristic decided).
-    """
+        Where the step is issued is taken in the caller's task, before the
+        work moves off the loop, so sibling tasks take positions in the order
+        the loop starts them.
+        """
+        self._state.refuse_if_ended("tool", spec.name, self._writer.next_seq)
+        self._flows.settle()
+        with caller_on_loop():
+            return await off_loop(self._open, spec, arguments, self._flows.issue(spec.name))
 
-    name: str
-    restart_safe: bool = False
-    read_only: bool = False
-    recover: Callable[[dict[str, Any], str], Recovery] | None = None
-    retryable: tuple[type[BaseException], ...] = ()
-    declared: bool = True
+    def _open(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> ToolStep:
+        """:meth:`begin`'s work, for a step issued at ``issue`` (may run off the loop)."""
+        plan = self._begin(spec, arguments, issue)
+        return ToolStep(
+            spec.name,
+            plan.seq,
+            plan.key,
+            plan.replayed,
+            plan.value,
+            plan.error,
+            self._outcomes,
+            spec,
+            plan,
+            fencing_token=plan.fencing_token,
+        )
 
+    def tool_step(self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], T]) -> Any:
+        """Run one tool step: replay its outcome, or claim it and run ``body(idempotency_key)``.
 
-@attrs.define
-class _Plan:
-    seq: int
-    key: str
-    name: str
-    turn: int
-    replayed: bool = False
-    value: Any = None
-    error: BaseException | None = None
-    match_key: str = ""
-    #: a recorded step whose tool runs live (``live_tools``): its outcome is checked, not written
-    check: RecordedStep | None = None
-    #: the lease epoch the body runs under (its fencing token), None without a lease
-    fencing_token: int | None = None
+        Args:
+            spec: the tool's resume behaviour.
+            arguments: the call's arguments by parameter name (canonically encodable).
+            body: runs the tool; receives the step's idempotency key.
 
+        Returns:
+            The tool's result as journaled (canonical plain data), or the
+            not-safely-resumable outcome dict under ``on_in_flight="tell_model"``.
 
-def _error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
-    cls = type(exc)
-    try:
-        args = canonical(list(exc.args), "error.args")
-    except TypeError:
-        args = None
-    return {
-        "type": f"{cls.__module__}.{cls.__qualname__}",
-        "module": cls.__module__,
-        "qualname": cls.__qualname__,
-        "message": str(exc),
-        "args": args,
-        "retryable": retryable,
-    }
-
-
-def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> BaseException:
-    """Rebuild a recorded tool exception as its own type, or a RecordedToolError.
-
-    The type is only looked up in modules already imported (a journal never
-    causes an import), must be an Exception subclass, and must accept the
-    recorded ``args``.
-    """
-    module = sys.modules.get(str(error.get("module")))
-    obj: Any = module
-    for part in str(error.get("qualname", "")).split("."):
-        obj = getattr(obj, part, None) if obj is not None else None
-    args = error.get("args")
-    if isinstance(obj, type) and issubclass(obj, Exception) and isinstance(args, list):
+        Raises:
+            DivergenceError, SideEffectRetryBlockedError, ReplayMissError,
+            RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
+            Any exception the tool raised (or its recorded twin on replay).
+        """
+        step = self.begin(spec, arguments)
         try:
-            rebuilt = obj(*args)
-        except Exception:
-            rebuilt = None
-        if rebuilt is not None and str(rebuilt) == error.get("message"):
-            return rebuilt
-    return RecordedToolError(
-        f"run {run_id!r} seq {seq}: tool {tool!r} raised {error.get('type')}: "
-        f"{error.get('message')} when it was recorded (the type cannot be rebuilt here, so it "
-        "is replayed as this error)",
-        run_id=run_id,
-        seq=seq,
-        tool=tool,
-        error_type=error.get("type"),
-        error_message=error.get("message"),
-    )
+            if step.recorded:
+                return step.outcome()
+            with body_context(step.idempotency_key, step.fencing_token):
+                try:
+                    value = body(step.idempotency_key)
+                except BaseException as exc:
+                    step.fail(exc)
+                    raise
+            return step.record(value)
+        finally:
+            self._flows.completed(step.seq, model=False, turn=self._flows.turn)
 
+    async def atool_step(
+        self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], Awaitable[T]]
+    ) -> Any:
+        """The async form of :meth:`tool_step` (``body`` returns an awaitable).
 
-def _comparable(value: Any) -> Any:
-    """A value's canonical form for comparing outcomes (its repr when it has none)."""
-    try:
-        return canonical(value)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _same_error(recorded: dict[str, Any], error: BaseException | None) -> bool:
-    """True when ``error`` is of the recorded exception's type (by name, or rebuilt as it)."""
-    if error is None:
-        return False
-    names = {cls.__name__ for cls in type(error).__mro__} | {
-        f"{cls.__module__}.{cls.__qualname__}" for cls in type(error).__mro__
-    }
-    return recorded.get("type") in names
-
-
-def _mark_retryable(exc: BaseException, retryable: bool) -> None:
-    """Remember on the exception itself whether the tool error that raised it is retryable."""
-    with contextlib.suppress(AttributeError, TypeError):  # an exception refusing attributes
-        exc.__redrive_retryable__ = retryable  # type: ignore[attr-defined]
-
-
-def tool_error_retryable(exc: BaseException) -> bool | None:
-    """Return whether ``exc`` came from a tool step marked retryable (None: not a tool's)."""
-    found = getattr(exc, "__redrive_retryable__", None)
-    return found if isinstance(found, bool) else None
-
-
-class ToolSteps(Claims):
-    """The tool-step part of a Run."""
+        The journal work runs off the event loop; the body runs on it.
+        """
+        step = await self.abegin(spec, arguments)
+        try:
+            if step.recorded:
+                return step.outcome()
+            if not self._lease.surely_held():  # the loop was slow to come back to this task
+                await off_loop(self._lease.fence, step.seq, spec.name)
+            with body_context(step.idempotency_key, step.fencing_token):
+                try:
+                    value = await body(step.idempotency_key)
+                except BaseException as exc:
+                    await step.afail(exc)
+                    raise
+            return await step.arecord(value)
+        finally:
+            self._flows.completed(step.seq, model=False, turn=self._flows.turn)
 
     def _step_key(self, step: RecordedStep, name: str) -> str:
         """The idempotency key a recorded tool step's body received (as its ``tool_start`` says)."""
-        return step.idempotency_key or f"{self.run_id}:{step.seq}:{name}"
+        return step.idempotency_key or f"{self._state.run_id}:{step.seq}:{name}"
 
-    def _tool_begin(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> _Plan:
+    def _begin(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> ToolPlan:
         # A lost claim under on_busy="wait" adopts the winner's frames (_adopt) and
         # matches the step again: now it replays the winner's outcome. (The caller,
         # begin_tool / abegin_tool, settled the flow's open steps first.)
         while True:
-            with self._adopting():
+            with self._appender.adopting():
                 try:
-                    plan = self._tool_begin_once(spec, arguments, issue)
+                    plan = self._begin_once(spec, arguments, issue)
                 except _Adopted:
                     continue
             if not plan.replayed:
@@ -224,14 +208,14 @@ class ToolSteps(Claims):
                 plan.fencing_token = self._lease.fence(plan.seq, spec.name)
             return plan
 
-    def _tool_ask(self, spec: ToolSpec, step: RecordedStep | None, key: str) -> ToolAsk:
+    def _ask(self, spec: ToolSpec, step: RecordedStep | None, key: str) -> ToolAsk:
         """What the engine needs to decide this tool step (read under the run's lock)."""
-        cursor = self._cursor
+        cursor = self._state.cursor
         return ToolAsk(
             step=step,
             restart_safe=spec.restart_safe or spec.read_only,
             has_recover=spec.recover is not None,
-            can_write=self._can_write,
+            can_write=self._state.can_write,
             # only ended_run reads it, and only for a step that ended in an error: the
             # check reads the rest of the journal, so no other step pays for it
             exhausted=cursor is not None
@@ -239,51 +223,53 @@ class ToolSteps(Claims):
             and step.end is not None
             and step.end.kind == Kind.TOOL_ERROR.value
             and cursor.nothing_opened_after(step.end.seq),
-            failed_at=self._failed_keys.get((spec.name, key)),
-            max_attempts=self.max_attempts,
-            known_seq=self._known_seq,
-            may_wait=self._adoptable,
-            leased=self.lease is not None,
+            failed_at=self._ledger.blocked_at(spec.name, key),
+            max_attempts=self._config.max_attempts,
+            known_seq=self._state.known_seq,
+            may_wait=self._state.adoptable,
+            leased=self._config.lease is not None,
             claim_age=time.time() - step.start.at if step is not None else 0.0,
-            busy_timeout=self.busy_timeout,
+            busy_timeout=self._config.busy_timeout,
         )
 
-    def _tool_begin_once(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> _Plan:
-        stored = self._prepare(arguments, "args")
+    def _begin_once(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> ToolPlan:
+        stored = self._writer.prepare(arguments, "args")
         key = call_key(spec.name, match_view(stored, kind="tool"), tree=True)  # stored: canonical
-        with self._lock:
+        with self._state.lock:
             turn = issue.turn
-            step = self._match("tool", spec.name, stored, key, issue)
-            ask = self._tool_ask(spec, step, key)
+            step = self._matcher.match("tool", spec.name, stored, key, turn=issue.turn, issue=issue)
+            ask = self._ask(spec, step, key)
             decision = decide_tool(ask)
             if isinstance(decision, Replay):
-                self.replayed_steps += 1
-                plan = self._tool_replayed(spec, decision.step, key)
+                self._state.replayed_steps += 1
+                plan = self._replayed(spec, decision.step, key)
                 if self._runs_live(spec.name, decision.step):
                     plan.replayed, plan.check = False, decision.step
                 else:
-                    _observe("replayed", run_id=self.run_id, step=decision.step)
+                    _observe("replayed", run_id=self._state.run_id, step=decision.step)
                 return plan
             if isinstance(decision, StopBusy | WaitForWorker):
-                self._wait_for_worker(decision)  # returns: presumed live, it was not
+                self._appender.wait_for_worker(decision)  # returns: presumed live, it was not
                 decision = decide_in_flight(ask)
             if isinstance(decision, Block) and decision.retry:
                 # the block names the key of the operation the call would have retried
-                idem = self._open_operations.peek(spec.name, key) or (
-                    f"{self.run_id}:{decision.seq}:{spec.name}"
+                idem = self._ledger.peek(spec.name, key) or (
+                    f"{self._state.run_id}:{decision.seq}:{spec.name}"
                 )
                 if not decision.write:
-                    raise self._blocked_error(spec, decision.seq, stored, idem, 1, retry=True)
-                return self._blocked(
+                    raise self._outcomes.blocked_error(
+                        spec, decision.seq, stored, idem, 1, retry=True
+                    )
+                return self._outcomes.blocked(
                     spec, decision.seq, stored, key, turn, 1, idem, retry=True, issue=issue
                 )
             if step is not None:
                 assert not isinstance(decision, Claim | Replay | StopBusy | WaitForWorker)
-                return self._tool_in_flight(spec, step, stored, key, decision)
-            self._check_live("tool", spec.name, stored, key)
+                return self._in_flight(spec, step, stored, key, decision)
+            self._matcher.check_live("tool", spec.name, stored, key)
             seq = self._writer.next_seq
             # a retry of an operation whose last attempt failed retryably keeps its key
-            idem = self._open_operations.take(spec.name, key) or f"{self.run_id}:{seq}:{spec.name}"
+            idem = self._ledger.take(spec.name, key) or f"{self._state.run_id}:{seq}:{spec.name}"
             with self._writer.unqueue_on_failure():
                 self._writer.queue(
                     Kind.TOOL_START,
@@ -298,10 +284,10 @@ class ToolSteps(Claims):
                     },
                     key,
                 )
-                self._flush()
-            self.live_steps += 1
-        _boundary("tool_claimed", self.run_id, seq, spec.name)
-        return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, match_key=key)
+                self._appender.flush()
+            self._state.live_steps += 1
+        _boundary("tool_claimed", self._state.run_id, seq, spec.name)
+        return ToolPlan(seq=seq, key=idem, name=spec.name, turn=turn, match_key=key)
 
     def _runs_live(self, name: str, step: RecordedStep) -> bool:
         """True when the recorded tool step ``name`` runs its body again (``live_tools``).
@@ -309,130 +295,49 @@ class ToolSteps(Claims):
         Only a step that ended (a result or an error) runs: a blocked retry or an
         outcome settled by ``recover()`` is handed back as recorded.
         """
-        chosen = self.live_tools
+        chosen = self._config.live_tools
         wanted = chosen is True or (not isinstance(chosen, bool) and name in chosen)
         return wanted and step.end is not None and not step.data.get("blocked")
 
-    def _check_live_tool(
-        self, spec: ToolSpec, plan: _Plan, result: Any, error: BaseException | None
-    ) -> None:
-        """Compare a live-run tool's outcome with the recorded one (``live_tools``).
-
-        Raises:
-            DivergenceError: the body returned another result, raised where the
-                record has a result, or returned where the record has an error
-                (``diff`` names the paths under ``$.result`` / ``$.error``).
-        """
-        step = plan.check
-        assert step is not None and step.end is not None
-        outcome = decode_outcome(step)
-        found: dict[str, Any]
-        if error is not None:
-            found = {"error": {"type": type(error).__name__, "message": str(error)}}
-        else:
-            if self._redact:
-                result = redact_paths(result, self._redact)
-            found = {"result": _comparable(result)}
-        if step.end.kind == Kind.TOOL_ERROR.value:
-            recorded_error = outcome.get("error") or {}
-            expected: dict[str, Any] = {
-                "error": {
-                    "type": recorded_error.get("type"),
-                    "message": recorded_error.get("message"),
-                }
-            }
-        else:
-            where = f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} result"
-            expected = {"result": _comparable(rebuild(outcome.get("result"), where=where))}
-        if "error" in expected and "error" in found:
-            # exception types compare by name (a rebuilt error may be a RecordedToolError)
-            found["error"]["type"] = (
-                expected["error"]["type"]
-                if _same_error(expected["error"], error)
-                else found["error"]["type"]
-            )
-        diff = diff_values(expected, found)
-        if diff:
-            raise self._live_tool_divergence(spec, step, expected, found, diff)
-
-    def _live_tool_divergence(
-        self,
-        spec: ToolSpec,
-        step: RecordedStep,
-        expected: Any,
-        found: Any,
-        diff: list[tuple[str, Any, Any]],
-    ) -> DivergenceError:
-        caller = caller_location()
-        lines = [
-            f"run {self.run_id!r} diverged from its journal at seq {step.seq}: the tool "
-            f"{spec.name!r} ran live (live_tools) and its outcome differs from the record.",
-            *([f"  called from: {caller}"] if caller is not None else []),
-            "  differences (recorded -> live):",
-            format_diff(diff),
-            "What to do: if the tool's new behaviour is intended, re-record the run; to hand "
-            "back the recorded outcome without running the body, leave the tool out of "
-            "live_tools; to look at what it returned then, run "
-            "`redrive show` on the run's journal.",
-        ]
-        return DivergenceError(
-            "\n".join(lines),
-            run_id=self.run_id,
-            seq=step.seq,
-            kind="tool",
-            name=spec.name,
-            found_kind="tool",
-            found_name=spec.name,
-            expected=expected,
-            found=found,
-            expected_key=step.key,
-            found_key=step.key,
-            diff=diff,
-            reason=DivergenceReason.OUTCOME,
-            caller=caller,
-        )
-
-    def _tool_replayed(self, spec: ToolSpec, step: RecordedStep, key: str) -> _Plan:
-        outcome = decode_outcome(step)
+    def _replayed(self, spec: ToolSpec, step: RecordedStep, key: str) -> ToolPlan:
+        outcome = step.decode_outcome()
         idem = self._step_key(step, spec.name)
-        plan = _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, replayed=True)
+        plan = ToolPlan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, replayed=True)
         assert step.end is not None
         if not step.data.get("blocked"):  # a blocked retry was no attempt of its operation
-            self._open_operations.began(spec.name, key, idem)
+            self._ledger.began(spec.name, key, idem)
         if step.end.kind == Kind.TOOL_ERROR.value:
             error = outcome.get("error") or {}
-            plan.error = rebuild_error(self.run_id, step.seq, spec.name, error)
-            _mark_retryable(plan.error, bool(error.get("retryable")))
-            self._open_operations.failed(
-                spec.name, key, idem, retryable=error.get("retryable") is True
-            )
+            plan.error = rebuild_error(self._state.run_id, step.seq, spec.name, error)
+            mark_retryable(plan.error, bool(error.get("retryable")))
+            self._ledger.failed(spec.name, key, idem, retryable=error.get("retryable") is True)
             if not (spec.restart_safe or spec.read_only):
-                self._failed_keys[(spec.name, key)] = step.seq
+                self._ledger.ran_and_failed(spec.name, key, step.seq)
         else:
-            where = f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} result"
+            where = f"run {self._state.run_id!r} seq {step.seq}: tool {spec.name!r} result"
             plan.value = rebuild(outcome.get("result"), where=where)
         return plan
 
-    def _tool_in_flight(
+    def _in_flight(
         self,
         spec: ToolSpec,
         step: RecordedStep,
         stored: Any,
         key: str,
         decision: Miss | RetryLimit | AskRecover | Rerun | Block,
-    ) -> _Plan:
+    ) -> ToolPlan:
         idem = self._step_key(step, spec.name)  # every attempt of the step keeps its key
-        self._check_live("tool", spec.name, stored, key)  # a Miss raises here
-        self._open_operations.began(spec.name, key, idem)
+        self._matcher.check_live("tool", spec.name, stored, key)  # a Miss raises here
+        self._ledger.began(spec.name, key, idem)
         if step.args is not None:
             stored = step.args  # errors and recover() speak of the call that was in flight
         if isinstance(decision, RetryLimit):
             raise RetryLimitExceededError(
-                f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} was started "
-                f"{step.attempts} times without finishing (limit {self.max_attempts}); the run "
+                f"run {self._state.run_id!r} seq {step.seq}: tool {spec.name!r} was started "
+                f"{step.attempts} times without finishing (limit {self._config.max_attempts}); the run "
                 "stops instead of looping. Find out why the worker dies in this tool, settle the "
                 "outcome by hand, then fork the run or raise max_attempts.",
-                run_id=self.run_id,
+                run_id=self._state.run_id,
                 seq=step.seq,
                 tool=spec.name,
                 arguments=stored,
@@ -440,219 +345,55 @@ class ToolSteps(Claims):
                 attempts=step.attempts,
             )
         if isinstance(decision, AskRecover):
-            return self._recover(spec, step, stored, key, idem)
+            return self._outcomes.recover(spec, step, stored, key, idem)
         if isinstance(decision, Rerun):
-            return self._rerun(spec, step, idem, key)
+            return self._outcomes.rerun(spec, step, idem, key)
         assert isinstance(decision, Block)
-        return self._blocked(
+        return self._outcomes.blocked(
             spec, step.seq, stored, key, step.turn, step.attempts, idem, cause=decision.cause
         )
 
-    def _recover(
-        self, spec: ToolSpec, step: RecordedStep, stored: Any, key: str, idem: str
-    ) -> _Plan:
-        """Ask the tool's ``recover()`` about an in-flight step and carry out its answer."""
-        assert spec.recover is not None
-        try:
-            found = spec.recover(dict(stored), idem)
-        except Exception as exc:
-            raise self._blocked_error(
-                spec,
-                step.seq,
-                stored,
-                idem,
-                step.attempts,
-                cause=f"its recover() raised {type(exc).__name__}: {exc}",
-            ) from exc
-        if not isinstance(found, Recovery):
-            raise TypeError(
-                f"tool {spec.name!r}: recover() returned {found!r}; return "
-                "redrive.Recovery.done(result), .not_done() or .unknown()"
-            )
-        if found.state == "done":
-            packed, value = self._result(found.result)
-            self._writer.queue(
-                Kind.TOOL_DONE,
-                spec.name,
-                {"step": step.seq, "result": packed, "recovered": True},
-            )
-            self._flush()
-            self.replayed_steps += 1
-            return _Plan(
-                seq=step.seq, key=idem, name=spec.name, turn=step.turn, replayed=True, value=value
-            )
-        if found.state == "unknown":
-            return self._blocked(
-                spec,
-                step.seq,
-                stored,
-                key,
-                step.turn,
-                step.attempts,
-                idem,
-                cause=found.reason or "recover() could not tell",
-            )
-        return self._rerun(spec, step, idem, key)
 
-    def _rerun(self, spec: ToolSpec, step: RecordedStep, idem: str, key: str) -> _Plan:
-        with self._writer.unqueue_on_failure():
-            self._writer.queue(
-                Kind.NOTE,
-                spec.name,
-                {"event": "attempt", "step": step.seq, "attempt": step.attempts + 1},
-            )
-            self._flush()
-        self.live_steps += 1
-        _boundary("tool_claimed", self.run_id, step.seq, spec.name)
-        return _Plan(seq=step.seq, key=idem, name=spec.name, turn=step.turn, match_key=key)
+@contextlib.contextmanager
+def body_context(key: str, fence: int | None = None) -> Iterator[None]:
+    """Run a tool body as a black box: calls inside it are part of its one outcome.
 
-    def _blocked_error(
-        self,
-        spec: ToolSpec,
-        seq: int,
-        stored: Any,
-        idem: str,
-        attempts: int,
-        cause: str = "",
-        retry: bool = False,
-    ) -> SideEffectRetryBlockedError:
-        what = (
-            f"tool {spec.name!r} already ran at seq {seq} and failed; calling it again with the "
-            "same arguments could repeat its side effect"
-            if retry
-            else f"tool {spec.name!r} was in flight at seq {seq} when the run stopped: it "
-            "started, and whether its side effect happened is unknown"
-        )
-        return SideEffectRetryBlockedError(
-            f"run {self.run_id!r}: {what}. It is not restart-safe, so redrive will not run it "
-            f"again.\n  arguments: {short(stored)}\n  idempotency key: {idem}\n"
-            + (f"  cause: {cause}\n" if cause else "")
-            + "What to do: check the external system for this call, then declare the tool "
-            "restart_safe=True (if it dedupes on the idempotency key), give it a recover() hook, "
-            "or resume with on_in_flight='tell_model' to let the model reconcile.",
-            run_id=self.run_id,
-            seq=seq,
-            tool=spec.name,
-            arguments=stored,
-            idempotency_key=idem,
-            attempts=attempts,
-        )
+    Models, tools and values it calls are not steps of the run (no run is
+    current), :func:`redrive.idempotency_key` returns the step's key and
+    :func:`redrive.fencing_token` its fencing token.
+    """
+    token, outer = _current_key.set(key), _current.set(None)
+    fenced = _current_fence.set(fence)
+    try:
+        yield
+    finally:
+        _current_fence.reset(fenced)
+        _current.reset(outer)
+        _current_key.reset(token)
 
-    def _blocked(
-        self,
-        spec: ToolSpec,
-        seq: int,
-        stored: Any,
-        key: str,
-        turn: int,
-        attempts: int,
-        idem: str,
-        cause: str = "",
-        retry: bool = False,
-        issue: Issue | None = None,
-    ) -> _Plan:
-        error = self._blocked_error(spec, seq, stored, idem, attempts, cause, retry)
-        if self.on_in_flight == "raise":
-            raise error
-        outcome = {
-            "status": "not_safely_resumable",
-            "tool": spec.name,
-            "arguments": decode(encode(stored)),  # plain values, as a replay decodes them
-            "idempotency_key": idem,
-            "rerun": False,
-            "reason": (
-                "this call was interrupted while running; it was not re-run to avoid a "
-                "duplicate side effect"
-                if not retry
-                else "this call failed earlier with the same arguments; it was not retried to "
-                "avoid a duplicate side effect"
-            ),
-            "reconcile": (
-                f"check whether {spec.name} took effect (idempotency key {idem}) before "
-                "deciding what to do; do not assume it did or did not"
-            ),
-        }
-        if cause:
-            outcome["cause"] = cause
-        packed, value = self._result(outcome)
-        if retry:
-            new_seq = self._writer.next_seq
-            start: dict[str, Any] = {
-                "args": stored,
-                "turn": turn,
-                "restart_safe": False,
-                "read_only": False,
-                "idempotency_key": idem,
-                "blocked": True,
-            }
-            if issue is not None:
-                start["issue"] = issue.payload()
-            self._writer.queue(Kind.TOOL_START, spec.name, start, key)
-            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": new_seq, "result": packed})
-            seq = new_seq
-        else:
-            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": seq, "result": packed})
-        self._flush()
-        return _Plan(seq=seq, key=idem, name=spec.name, turn=turn, replayed=True, value=value)
 
-    def _result(self, value: Any) -> tuple[Any, Any]:
-        """Return (the result as journaled, what the loop gets): a replay hands back the same."""
-        packed, handed = store(value, "result")
-        if self._redact:  # redact= covers results too; the live loop still gets the real value
-            packed = store(redact_paths(handed, self._redact), "result")[0]
-        return packed, handed
+@contextlib.contextmanager
+def caller_on_loop() -> Iterator[None]:
+    """Name the user's frame in a DivergenceError raised off the loop (its thread has none).
 
-    def _tool_done(self, spec: ToolSpec, plan: _Plan, value: Any) -> Any:
-        if plan.check is not None:  # live_tools: checked against the record, nothing written
-            handed = store(value, "result")[1]
-            self._check_live_tool(spec, plan, handed, None)
-            return handed
-        _boundary("tool_body_done", self.run_id, plan.seq, spec.name)
-        try:
-            packed, result = self._result(value)
-        except Exception as exc:  # a codec may raise anything: the step is failed, not in flight
-            error = TypeError(
-                f"run {self.run_id!r} seq {plan.seq}: tool {spec.name!r} ran, but its result "
-                f"cannot be journaled: {exc}. Return plain data, or give the tool a "
-                "result_type/codec. The call is recorded as failed so it is not re-run."
-            )
-            self._tool_failed(spec, plan, error)
-            raise error from None
-        with self._lock:
-            self._writer.queue(Kind.TOOL_DONE, spec.name, {"step": plan.seq, "result": packed})
-            self._flush()
-        _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
-        return result
+    Taken here, in the caller's task: the awaiting coroutine's frames are the
+    user's call chain.
+    """
+    try:
+        yield
+    except DivergenceError as exc:
+        if exc.caller is None:
+            exc.caller = caller_location()
+            exc.message = _with_caller(exc.message, exc.caller)
+            exc.args = (exc.message,)
+        raise
 
-    def _tool_failed(self, spec: ToolSpec, plan: _Plan, exc: BaseException) -> None:
-        if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | GeneratorExit):
-            return  # cancelled mid-body: the outcome is unknown, the step stays in flight
-        if plan.check is not None:  # live_tools: checked against the record, nothing written
-            if isinstance(exc, Exception):
-                self._check_live_tool(spec, plan, None, exc)
-            return
-        retryable = bool(
-            isinstance(exc, spec.retryable + self.retryable)
-            or getattr(exc, "retryable", None) is True
-            or getattr(exc, "is_retryable", None) is True
-        )
-        if not isinstance(exc, Exception):
-            return
-        _boundary("tool_body_done", self.run_id, plan.seq, spec.name)
-        with self._lock:
-            self._writer.queue(
-                Kind.TOOL_ERROR,
-                spec.name,
-                {"step": plan.seq, "error": _error_payload(exc, retryable)},
-            )
-            self._flush()
-            # a body that ran and failed may have had its side effect, retryable or not:
-            # the same call again in this run is blocked unless the tool is restart safe
-            if not (spec.restart_safe or spec.read_only) and plan.match_key:
-                self._failed_keys[(spec.name, plan.match_key)] = plan.seq
-            if plan.match_key:  # a retryable error leaves the operation open for a retry
-                self._open_operations.failed(
-                    spec.name, plan.match_key, plan.key, retryable=retryable
-                )
-        _mark_retryable(exc, retryable)
-        _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
+
+def _with_caller(message: str, caller: str | None) -> str:
+    """Insert the ``called from`` line after a divergence message's ``replayed:`` line."""
+    if caller is None:
+        return message
+    lines = message.split("\n")
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("  replayed:")), 1)
+    lines.insert(at, f"  called from: {caller}")
+    return "\n".join(lines)

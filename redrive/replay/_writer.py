@@ -67,6 +67,14 @@ class JournalWriter:
         self.next_seq = next_seq
         self.last_chain = last_chain
 
+    def prepare(self, value: Any, path: str) -> Any:
+        """Return ``value`` as it is journaled: canonical and scrubbed (keys are made on it).
+
+        Raises:
+            TypeError: ``value`` cannot be encoded canonically (``path`` names where).
+        """
+        return self.scrubber.value(canonical(value, path))
+
     def queue(self, kind: Kind, name: str, payload: Any, key: str = "") -> Frame:
         """Scrub ``payload``, chain a new frame after the last one and queue it; return it.
 

@@ -31,7 +31,7 @@ from redrive.errors import DivergenceError
 from redrive.frames import Frame, make_frame
 from redrive.replay import ReplayPolicy
 from redrive.replay._cursor import Cursor
-from redrive.replay._state import Issue
+from redrive.replay._flows import Issue
 from redrive.storage import Journal, copy_run
 from tests.conftest import Drive, Loop
 

@@ -486,7 +486,7 @@ def test_lease_lost_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
 
     def taken_over(run: redrive.Run) -> Loop:
         yield desk.ask(system=desk.prompt, text="order A arrived damaged")
-        lease = run._lease
+        lease = run._block._lease
         assert lease.epoch is not None
         journal.renew_lease("r", lease.owner, lease.epoch, 0)  # it lapses at once
         journal.acquire_lease("r", "another worker", 60)

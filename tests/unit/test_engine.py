@@ -10,6 +10,7 @@ from redrive.frames import Frame, Kind, make_frame
 from redrive.replay import RecordedStep
 from redrive.replay import _engine as engine
 from redrive.replay._engine import ToolAsk, decide_tool
+from redrive.replay._operations import OperationLedger
 
 
 def _frame(seq: int, kind: Kind, payload: dict[str, Any]) -> Frame:
@@ -132,7 +133,7 @@ def test_a_re_attempt_begun_in_this_execution_is_a_live_worker() -> None:
 def test_open_operations_give_a_retry_its_operations_key() -> None:
     """A retryable failure leaves the operation open: the next call of the same tool with the
     same arguments takes its key; a success or a permanent error closes it."""
-    ops = engine.OpenOperations()
+    ops = OperationLedger()
     assert ops.take("pay", "k") is None and ops.peek("pay", "k") is None
     ops.failed("pay", "k", "r:1:pay", retryable=True)
     assert ops.peek("pay", "k") == "r:1:pay"
@@ -146,7 +147,7 @@ def test_open_operations_give_a_retry_its_operations_key() -> None:
 def test_open_operations_follow_replayed_attempts() -> None:
     """Replayed attempts (began, failed) rebuild what the interrupted execution held;
     parallel identical operations are retried oldest first."""
-    ops = engine.OpenOperations()
+    ops = OperationLedger()
     ops.failed("pay", "k", "r:1:pay", retryable=True)
     ops.failed("pay", "k", "r:2:pay", retryable=True)
     ops.failed("pay", "k", "r:2:pay", retryable=True)  # the same operation, not a new one

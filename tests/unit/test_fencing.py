@@ -47,7 +47,7 @@ def test_body_does_not_start_after_the_lease_is_lost(drive: Drive) -> None:
         if boundary == "tool_claimed":
             run = drive.last_run
             assert run is not None
-            run._lease._held_until = 0.0  # time passed: the lease is no longer surely held
+            run._block._lease._held_until = 0.0  # time passed: the lease is no longer surely held
             _taken_over(journal, info["run_id"])
 
     def loop(run: redrive.Run) -> Loop:
@@ -100,7 +100,7 @@ def test_fence_renews_when_the_lease_is_not_surely_held(drive: Drive) -> None:
         if boundary == "tool_claimed":
             run = drive.last_run
             assert run is not None
-            run._lease._held_until = 0.0
+            run._block._lease._held_until = 0.0
 
     def loop(run: redrive.Run) -> Loop:
         yield refund(3)
@@ -129,7 +129,7 @@ def test_takeover_waits_past_the_old_lease_plus_grace(drive: Drive) -> None:
     # a run whose previous holder died holding its lease, in flight: the lease just lapsed
     drive.crash(journal, "lapsed", "tool_claimed", "refund", loop, lease=2)
     assert drive.last_run is not None
-    drive.last_run._lease._stop.set()  # a SIGKILL stops its renewer too
+    drive.last_run._block._lease._stop.set()  # a SIGKILL stops its renewer too
     expired = time.time()
     journal._change_run("lapsed", lambda r: attrs.evolve(r, lease_expires=expired))
     drive.run(journal, "lapsed", loop, lease=2)

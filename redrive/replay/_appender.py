@@ -23,11 +23,12 @@ from ..storage import RunRecord, RunStatus, RunUpdate
 from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
 from ._engine import StopBusy, WaitForWorker
 from ._faces import Wait, WaitThenRerun, in_section
-from ._opening import Opening
-from ._state import _take_until
-from ._writer import _Adopted
+from ._lease import LeaseKeeper
+from ._state import RunState
+from ._steps import take_until
+from ._writer import JournalWriter, _Adopted
 
-__all__ = ["Claims"]
+__all__ = ["Appender"]
 
 
 def _reopened_step(pending: list[Frame]) -> int | None:
@@ -47,66 +48,80 @@ def _reopened_step(pending: list[Frame]) -> int | None:
     return None
 
 
-class Claims(Opening):
-    """The claim, adoption and lease part of a Run."""
+class Appender:
+    """A Run's durable write path: group commit, and losing an append race to another worker.
 
-    def _flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
+    Args:
+        state: the run's state (its cursor is replaced when the winner's frames are adopted).
+        writer: the run's journal writer.
+        lease: the run's lease keeper.
+    """
+
+    def __init__(self, state: RunState, writer: JournalWriter, lease: LeaseKeeper) -> None:
+        self._state = state
+        self._writer = writer
+        self._lease = lease
+
+    def flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
         """Append every queued frame in one transaction (group commit).
 
         ``sync=False`` (model frames) returns once the frames survive this
         process dying; the next synced write makes them fully durable.
         """
-        with self._lock:
+        with self._state.lock:
             if not self._writer.pending and update is None:
                 return
-            if self._block_ended is not None:  # frames queued, then the block ended
+            if self._state.block_ended is not None:  # frames queued, then the block ended
                 what = ", ".join(f"{f.kind} {f.name!r}" for f in self._writer.pending)
                 self._writer.pending = []
-                self._refuse_after_end(what or "a status update")
+                self._state.refuse_after_end(what or "a status update")
             frames = self._writer.pending
             first = frames[0].seq if frames else self._writer.next_seq
             try:
                 self._writer.append(update, sync=sync)
             except AppendConflictError as exc:
-                if self._adoptable:
-                    self._adopt(frames, first, exc)
+                if self._state.adoptable:
+                    self.adopt(frames, first, exc)
                     raise _Adopted() from None
                 raise RunBusyError(
-                    f"run {self.run_id!r}: another worker appended to this run at seq "
+                    f"run {self._state.run_id!r}: another worker appended to this run at seq "
                     f"{first} while this one was executing it; this worker stops to avoid "
                     "running a step twice. Use a run lease (lease=seconds) so only one "
                     "worker executes a run, and resume later.",
-                    run_id=self.run_id,
+                    run_id=self._state.run_id,
                     seq=first,
                 ) from exc
             except TerminalRunError as exc:
-                if exc.run_id == self.run_id and exc.status == RunStatus.CANCELLED.value:
-                    self._cancelled_outside()
+                if exc.run_id == self._state.run_id and exc.status == RunStatus.CANCELLED.value:
+                    self.cancelled_outside()
                 raise
 
-    def _cancelled_outside(self) -> None:
+    def cancelled_outside(self) -> None:
         """The journal refused a write: the run was cancelled from outside. No step starts now.
 
         Reads who cancelled it and why (one read, on this refusal only).
         """
-        self.status = RunStatus.CANCELLED.value
-        self._ended_why = "cancelled"
+        self._state.status = RunStatus.CANCELLED.value
+        self._state.ended_why = "cancelled"
         with contextlib.suppress(Exception):  # the refusal itself is what propagates
-            record = self.journal.get_run(self.run_id)
+            record = self._state.config.journal.get_run(self._state.run_id)
             if record is not None and record.error:
-                self._ended_why = record.error
+                self._state.ended_why = record.error
 
     @contextlib.contextmanager
-    def _adopting(self) -> Iterator[None]:
+    def adopting(self) -> Iterator[None]:
         """Let a lost append race adopt the winner's frames (on_busy="wait") in this block."""
-        with self._lock:
-            before, self._adoptable = self._adoptable, self.on_busy == "wait"
+        with self._state.lock:
+            before, self._state.adoptable = (
+                self._state.adoptable,
+                self._state.config.on_busy == "wait",
+            )
             try:
                 yield
             finally:
-                self._adoptable = before
+                self._state.adoptable = before
 
-    def _adopt(
+    def adopt(
         self,
         pending: list[Frame],
         first: int,
@@ -159,8 +174,8 @@ class Claims(Opening):
 
     def _sleep_unlocked(self, wait: Wait[None]) -> None:
         """Drive ``wait`` on this thread, with the run's lock released while it sleeps."""
-        idle = threading.Condition(self._lock)
-        with self._lock:
+        idle = threading.Condition(self._state.lock)
+        with self._state.lock:
             while True:
                 try:
                     delay = next(wait)
@@ -193,19 +208,23 @@ class Claims(Opening):
                 opened.append(frame)
             elif frame.kind == Kind.MODEL_RESPONSE.value:
                 own_outcomes[int(frame.data().get("step", -1))] = frame
-        keep = {s.seq for s in self._cursor.remaining()} if self._cursor is not None else set()
+        keep = (
+            {s.seq for s in self._state.cursor.remaining()}
+            if self._state.cursor is not None
+            else set()
+        )
         if deadline is None:
-            deadline = time.monotonic() + self.busy_timeout
+            deadline = time.monotonic() + self._state.config.busy_timeout
         mine = {f.seq for f in pending}
 
         def poll() -> tuple[Cursor, RunRecord, bool]:
-            record = self.journal.get_run(self.run_id)
+            record = self._state.config.journal.get_run(self._state.run_id)
             assert record is not None
             cursor = Cursor(
-                self.run_id,
-                _take_until(self.journal.frames(self.run_id), record.next_seq),
-                self.policy,
-                source=self.journal.url,
+                self._state.run_id,
+                take_until(self._state.config.journal.frames(self._state.run_id), record.next_seq),
+                self._state.config.policy,
+                source=self._state.config.journal.url,
             )
             ready = self._fast_forward(cursor, first, reopen, keep, opened, own_outcomes)
             return cursor, record, ready or RunStatus(record.status).terminal
@@ -213,23 +232,23 @@ class Claims(Opening):
         def waiting() -> Wait[None]:
             delay = 0.005
             while True:
-                with self._lock:
+                with self._state.lock:
                     cursor, record, done = poll()
                     if done:
                         self._install(cursor, record, mine)
                         return
                     if time.monotonic() > deadline:
                         if give_up and reopen is not None:
-                            self._gave_up_steps.add(reopen)
-                            self._cursor = cursor
+                            self._state.gave_up_steps.add(reopen)
+                            self._state.cursor = cursor
                             return
                         raise RunBusyError(
-                            f"run {self.run_id!r}: another worker claimed seq "
+                            f"run {self._state.run_id!r}: another worker claimed seq "
                             f"{first if reopen is None else reopen} and has not recorded its "
-                            f"outcome within busy_timeout={self.busy_timeout} s (it may have "
+                            f"outcome within busy_timeout={self._state.config.busy_timeout} s (it may have "
                             "died mid-step). Resume the run later; a lease (lease=seconds) "
                             "lets another worker take over a dead one's run.",
-                            run_id=self.run_id,
+                            run_id=self._state.run_id,
                             seq=first,
                             timed_out=True,
                         ) from cause
@@ -252,23 +271,23 @@ class Claims(Opening):
         steps = [f for f in others if f.kind != Kind.NOTE.value]
         if steps:
             raise RunBusyError(
-                f"run {self.run_id!r}: another worker appended at seq {record.next_seq - 1} or "
+                f"run {self._state.run_id!r}: another worker appended at seq {record.next_seq - 1} or "
                 f"before, and while this worker waited for its outcome, {steps[0].kind} "
                 f"{steps[0].name} of this run was queued here; this worker stops so no step "
                 "is written twice. Resume the run later.",
-                run_id=self.run_id,
+                run_id=self._state.run_id,
                 seq=steps[0].seq,
             )
-        self._cursor = cursor
+        self._state.cursor = cursor
         self._writer.restart_at(record.next_seq, record.last_chain)
         for note in others:
             self._writer.queue(Kind.NOTE, note.name, note.data(), note.key)
         if RunStatus(record.status).terminal:
-            self.status = record.status
+            self._state.status = record.status
             if record.status == RunStatus.SUCCEEDED.value:
-                self._finished_record = record
+                self._state.finished_record = record
 
-    def _wait_for_worker(self, decision: StopBusy | WaitForWorker) -> None:
+    def wait_for_worker(self, decision: StopBusy | WaitForWorker) -> None:
         """Carry out the engine's decision on a step another worker holds (or is presumed to).
 
         Waits for its outcome (on_busy="wait"), then raises ``_Adopted`` so the
@@ -283,13 +302,13 @@ class Claims(Opening):
         step = decision.step
         if isinstance(decision, StopBusy):
             raise RunBusyError(
-                f"run {self.run_id!r}: another worker claimed seq {step.seq} ({step.kind} "
+                f"run {self._state.run_id!r}: another worker claimed seq {step.seq} ({step.kind} "
                 f"{step.name}) while this one was executing the run; this worker stops so the "
                 "step runs once. Resume later, or pass on_busy='wait' to wait for its outcome.",
-                run_id=self.run_id,
+                run_id=self._state.run_id,
                 seq=step.seq,
             )
-        if step.seq in self._gave_up_steps:
+        if step.seq in self._state.gave_up_steps:
             return  # its presumed holder was waited out on the async face
         deadline = None if decision.patience is None else time.monotonic() + decision.patience
         if in_section():
@@ -350,23 +369,10 @@ class Claims(Opening):
 
     def _disagree(self, frame: Frame, step: RecordedStep) -> RunBusyError:
         return RunBusyError(
-            f"run {self.run_id!r}: another worker executed this run at the same time, and its "
+            f"run {self._state.run_id!r}: another worker executed this run at the same time, and its "
             f"step at seq {step.seq} ({step.kind} {step.name}) differs from what this worker "
             f"already handed its loop ({frame.kind} {frame.name}); this worker stops. The run "
             "continues in the other worker; resume it later to continue from its journal.",
-            run_id=self.run_id,
+            run_id=self._state.run_id,
             seq=step.seq,
-        )
-
-    def _ended_elsewhere(self) -> None:
-        """After losing the race to write ``run_end``: accept the other worker's ending."""
-        if self._finished_record is not None:
-            self._check_fully_replayed(None)
-            return
-        raise RunBusyError(
-            f"run {self.run_id!r}: this worker's loop finished, but another worker is still "
-            f"executing the run (status {self.status}); its ending is not recorded by this "
-            "worker. Resume the run later to read its outcome.",
-            run_id=self.run_id,
-            seq=self._writer.next_seq,
         )

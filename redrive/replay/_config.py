@@ -1,0 +1,236 @@
+"""A run's options, checked once: :class:`RunConfig` (what ``redrive.run(**options)`` chose).
+
+Every option is validated before anything is written; the result is frozen
+and read by every part of a Run (:mod:`._run`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+import re
+from collections.abc import Iterable
+from typing import Any, Literal, TypedDict
+
+import attrs
+
+from .._runid import check_run_id
+from ..storage import Journal
+from ._fingerprint import current_tools
+from ._policy import ReplayPolicy, compile_paths
+
+__all__ = ["RunConfig", "RunOptions", "live_tool_names", "unknown_live_tools"]
+
+#: The ``input`` of a run that was given none (no input check on resume).
+UNSET: Any = object()
+_DEFAULT_RETRYABLE: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
+
+
+def redrive_version() -> str:
+    """This redrive's version (``"0"`` in a source checkout without metadata)."""
+    try:
+        return importlib.metadata.version("redrive")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
+        return "0"
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword options of :func:`redrive.run`, all optional (see it for their meaning).
+
+    ``run(journal, run_id, **options)`` is typed by this dict: a misspelt
+    option, or one of the wrong type, fails ``mypy --strict``; at run time it
+    raises ``TypeError`` before anything is written.
+    """
+
+    input: Any
+    replay: Literal["strict", "lenient"] | ReplayPolicy
+    on_in_flight: Literal["raise", "tell_model"]
+    max_attempts: int
+    lease: float | None
+    on_busy: Literal["raise", "wait"]
+    busy_timeout: float
+    create: bool
+    live: bool
+    redact: tuple[str, ...]
+    model_commit: Literal["write", "group", "each"]
+    retryable: tuple[type[BaseException], ...]
+    entrypoint: str | None
+    app_version: str | None
+    live_tools: bool | tuple[str, ...] | list[str]
+
+
+def unknown_live_tools(live_tools: Any, recorded: Iterable[str] = ()) -> str | None:
+    """Say which ``live_tools`` names match no tool, or None when every name does.
+
+    A name is known when a tool of that name was defined in this process
+    (``@redrive.tool``) or appears in ``recorded``.
+
+    Args:
+        live_tools: ``True``/``False`` (never unknown) or the tool names asked for.
+        recorded: tool names seen in the journal (steps recorded or called).
+
+    Returns:
+        A sentence naming each unknown name, its close matches and the known
+        tool names, with the fix; or None.
+    """
+    if isinstance(live_tools, bool):
+        return None
+    known = sorted(set(current_tools()) | set(recorded))
+    unknown = sorted(set(live_tools) - set(known))
+    if not unknown:
+        return None
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return (
+        f"live_tools names {', '.join(hints)} match no tool, so no body ran live for them; "
+        f"the known tools are {', '.join(map(repr, known)) or 'none'}. Fix the name in "
+        "live_tools (redrive.run's option, the redrive marker or --redrive-live-tools)."
+    )
+
+
+def live_tool_names(live_tools: Any) -> bool | frozenset[str]:
+    """Check and normalize ``live_tools``: True/False, or the set of tool names.
+
+    Raises:
+        TypeError: neither a bool nor a sequence of tool names (a bare string is
+            refused: ``live_tools="send_email"`` would read as its letters).
+    """
+    if isinstance(live_tools, bool):
+        return live_tools
+    if isinstance(live_tools, str) or not isinstance(live_tools, tuple | list | frozenset | set):
+        raise TypeError(
+            f"live_tools={live_tools!r}: use True (every tool), False (none) or a list of "
+            "tool names such as ['create_refund']"
+        )
+    if not all(isinstance(n, str) and n for n in live_tools):
+        raise TypeError(f"live_tools={live_tools!r}: every tool name must be a non-empty string")
+    return frozenset(live_tools)
+
+
+def _check_types(options: dict[str, Any]) -> None:
+    """Refuse option values of the wrong type before anything is written (TypeError/ValueError)."""
+    if options["on_in_flight"] not in ("raise", "tell_model"):
+        raise ValueError(f"on_in_flight={options['on_in_flight']!r}: use 'raise' or 'tell_model'")
+    if options["on_busy"] not in ("raise", "wait"):
+        raise ValueError(f"on_busy={options['on_busy']!r}: use 'raise' or 'wait'")
+    if options["model_commit"] not in ("write", "group", "each"):
+        raise ValueError(
+            f"model_commit={options['model_commit']!r}: use 'write' (default), 'group' or 'each'"
+        )
+    max_attempts = options["max_attempts"]
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise TypeError(f"max_attempts={max_attempts!r}: use an int of at least 1")
+    for option in ("lease", "busy_timeout"):
+        value = options[option]
+        if value is None and option == "lease":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise TypeError(f"{option}={value!r}: use a positive number of seconds")
+    for option in ("create", "live"):
+        if not isinstance(options[option], bool):
+            raise TypeError(f"{option}={options[option]!r}: use True or False")
+    redact = options["redact"]
+    if isinstance(redact, str) or not all(isinstance(p, str) for p in redact):
+        raise TypeError(f"redact={redact!r}: use a tuple of path patterns (strings)")
+    retryable = options["retryable"]
+    if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retryable):
+        raise TypeError(f"retryable={retryable!r}: use a tuple of exception types")
+    app_version = options["app_version"]
+    if app_version is not None and (not isinstance(app_version, str) or not app_version):
+        raise TypeError(f"app_version={app_version!r}: use a non-empty string or None")
+
+
+#: The defaults of :class:`RunOptions` (see :func:`redrive.run`).
+OPTION_DEFAULTS: dict[str, Any] = {
+    "input": UNSET,
+    "replay": "strict",
+    "on_in_flight": "raise",
+    "max_attempts": 3,
+    "lease": None,
+    "on_busy": "raise",
+    "busy_timeout": 30.0,
+    "create": True,
+    "live": True,
+    "redact": (),
+    "model_commit": "write",
+    "retryable": _DEFAULT_RETRYABLE,
+    "entrypoint": None,
+    "app_version": None,
+    "live_tools": False,
+}
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    """What a run's options chose, checked (see :func:`redrive.run` for each option).
+
+    Attributes:
+        journal: where the run's frames live.
+        run_id: the run's id (checked by the run-id rule).
+        policy: the replay policy.
+        input: the run's input as given (:data:`UNSET` when none was).
+        redact: the ``redact`` path patterns as given.
+        redact_paths: the same, compiled.
+        live_tools: True/False, or the set of tool names whose bodies run on replay.
+    """
+
+    journal: Journal
+    run_id: str
+    policy: ReplayPolicy
+    input: Any
+    on_in_flight: Literal["raise", "tell_model"]
+    max_attempts: int
+    lease: float | None
+    on_busy: Literal["raise", "wait"]
+    busy_timeout: float
+    create: bool
+    live: bool
+    redact: tuple[str, ...]
+    redact_paths: tuple[re.Pattern[str], ...]
+    model_commit: Literal["write", "group", "each"]
+    retryable: tuple[type[BaseException], ...]
+    entrypoint: str | None
+    app_version: str | None
+    live_tools: bool | frozenset[str]
+
+    @classmethod
+    def of(cls, journal: Journal, run_id: str, options: RunOptions) -> RunConfig:
+        """Check ``options`` (missing ones take their defaults) and freeze them.
+
+        Raises:
+            TypeError: an unknown option, or an option of the wrong type.
+            ValueError: ``run_id`` breaks the run-id rule, or an option has a
+                value outside its choices.
+        """
+        unknown = sorted(set(options) - set(OPTION_DEFAULTS))
+        if unknown:
+            raise TypeError(
+                f"redrive.run() got unknown option(s) {', '.join(map(repr, unknown))}; the "
+                f"options are {', '.join(sorted(OPTION_DEFAULTS))}"
+            )
+        check_run_id(run_id)
+        chosen = {**OPTION_DEFAULTS, **options}
+        _check_types(chosen)
+        redact = tuple(chosen["redact"])
+        return cls(
+            journal=journal,
+            run_id=run_id,
+            policy=ReplayPolicy.of(chosen["replay"]),
+            input=chosen["input"],
+            on_in_flight=chosen["on_in_flight"],
+            max_attempts=chosen["max_attempts"],
+            lease=chosen["lease"],
+            on_busy=chosen["on_busy"],
+            busy_timeout=chosen["busy_timeout"],
+            create=chosen["create"],
+            live=chosen["live"],
+            redact=redact,
+            redact_paths=compile_paths(redact),
+            model_commit=chosen["model_commit"],
+            retryable=tuple(chosen["retryable"]),
+            entrypoint=chosen["entrypoint"],
+            app_version=chosen["app_version"],
+            live_tools=live_tool_names(chosen["live_tools"]),
+        )

@@ -1,0 +1,219 @@
+"""The matcher: a Run's steps against its recorded steps, and what a miss or a leftover means.
+
+It asks the cursor (:mod:`._cursor`) for the recorded step that answers a
+step, waits a moment for a sibling flow's step, re-asks a drifted model step
+under ``on_drift="continue_live"`` (:mod:`._drift`), and raises the errors of
+a replay miss (``ReplayMissError``) and of recorded steps left unasked at the
+run's end (``DivergenceError``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..errors import DivergenceError, ReplayMissError
+from ._config import unknown_live_tools
+from ._cursor import Found, RecordedStep
+from ._delta import expand_frames
+from ._diff import caller_location, diff_values, format_diff, short
+from ._drift import continue_live, supersede_leftovers
+from ._flows import Issue
+from ._lease import LeaseKeeper
+from ._state import RunState
+from ._steps import iter_steps
+from ._writer import JournalWriter
+
+__all__ = ["Matcher"]
+
+#: seconds a call waits for a sibling flow to replay a step recorded from the same point
+#: before it calls its own drift a divergence (threads started together race to ask)
+_SIBLING_WAIT = 2.0
+
+
+class Matcher:
+    """Matches one run's steps to its record (the run's state holds the cursor).
+
+    Args:
+        state: the run's state.
+        writer: the run's journal writer (``reasked`` notes are queued on it).
+        lease: the run's lease keeper (a step goes live only under it).
+    """
+
+    def __init__(self, state: RunState, writer: JournalWriter, lease: LeaseKeeper) -> None:
+        self._state = state
+        self._writer = writer
+        self._lease = lease
+
+    def match(
+        self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None = None
+    ) -> RecordedStep | None:
+        """Return the recorded step that answers this step, or None to go live.
+
+        Called under the run's lock (released while waiting for a sibling).
+
+        Raises:
+            DivergenceError: the step drifted from its record and the policy
+                does not let the run continue.
+        """
+        state = self._state
+        cursor = state.cursor
+        if cursor is None:
+            return None
+        policy = state.config.policy
+        waited_until: float | None = None
+        while True:
+            try:
+                step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
+                if step is None and policy.rule(kind) != "lenient" and not cursor.exhausted:
+                    if cursor.frontier(kind, name, issue):
+                        return None  # this flow's record ends here, other flows' goes on: live
+                    raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
+            except DivergenceError as exc:
+                if cursor.sibling_pending(kind, name, issue):
+                    # the step recorded from this point may be a sibling flow's, not yet
+                    # asked for: give it a moment (the lock is released while waiting)
+                    now = time.monotonic()
+                    waited_until = waited_until or now + _SIBLING_WAIT
+                    if now < waited_until:
+                        state.sibling_wait.wait(0.005)
+                        continue
+                if not continue_live(state, self._writer, cursor, kind, name, turn, key, exc):
+                    raise
+                return None
+            return step
+
+    def check_live(self, kind: str, name: str, args: Any, key: str) -> None:
+        """Let a step no recorded step answers go live, or raise why it cannot.
+
+        Raises:
+            LeaseLostError: the run's lease was lost.
+            ReplayMissError: the run already succeeded, or replays only (``live=False``).
+        """
+        self._lease.check()
+        state = self._state
+        if state.can_write:
+            return
+        cursor = state.cursor
+        closest = []
+        if cursor is not None:
+            closest = [
+                f"{s.describe()} args {short(s.args)}" for s in cursor.remaining() if s.kind == kind
+            ][:3]
+        why = (
+            "the run already succeeded, so its journal is complete"
+            if state.finished_record is not None
+            else "this run replays only (live=False)"
+        )
+        again = self._replayed_twin(kind, name, key)
+        caller = caller_location()
+        raise ReplayMissError(
+            f"run {state.run_id!r}: the loop asked for {kind} {name!r} with arguments "
+            f"{short(args)}, which no recorded step answers, and {why}.\n"
+            + (
+                f"  an identical {kind} step at seq {again} was already replayed: the "
+                "record has this call once, the code now makes it again\n"
+                if again is not None
+                else ""
+            )
+            + (f"  called from: {caller}\n" if caller is not None else "")
+            + (
+                "  closest recorded steps:\n    " + "\n    ".join(closest)
+                if closest
+                else "  no unconsumed recorded step of that kind"
+            )
+            + "\nWhat to do: re-record the run, or find the code change that added this "
+            "call (redrive show / redrive diff).",
+            run_id=state.run_id,
+            seq=self._writer.next_seq,
+            kind=kind,
+            name=name,
+            found=args,
+            closest=closest,
+        )
+
+    def _replayed_twin(self, kind: str, name: str, key: str) -> int | None:
+        """The seq of a recorded step identical to the one asked for that was already used.
+
+        Read only on the error path (a replay miss): the journal is scanned once,
+        so replaying keeps holding only a few steps at once.
+        """
+        state = self._state
+        cursor = state.cursor
+        unused = {s.seq for s in cursor.remaining()} if cursor is not None else set()
+        frames = state.config.journal.frames(state.run_id)
+        for step in iter_steps(frames, state.run_id, verify=False):
+            if (step.kind, step.name, step.key) == (kind, name, key) and step.seq not in unused:
+                return step.seq
+        return None
+
+    def check_fully_replayed(self, exc: BaseException | None) -> None:
+        """At the block's clean end: every recorded step the policy holds to was asked for.
+
+        Raises:
+            ValueError: ``live_tools`` names a tool that does not exist.
+            DivergenceError: recorded steps were left unasked (the code took a
+                shorter path than the record).
+        """
+        state = self._state
+        cursor = state.cursor
+        if exc is not None or cursor is None:
+            return
+        config = state.config
+        if not isinstance(config.live_tools, bool):
+            frames = config.journal.frames(state.run_id)
+            steps = iter_steps(frames, state.run_id, verify=False)
+            recorded = {s.name for s in steps if s.kind == "tool"}
+            problem = unknown_live_tools(config.live_tools, recorded)
+            if problem:
+                raise ValueError(f"run {state.run_id!r}: {problem}")
+        # a lenient rule lets recorded steps of its kind go unasked (removed calls)
+        left = [s for s in cursor.remaining() if config.policy.rule(s.kind) != "lenient"]
+        if left and cursor.superseded and supersede_leftovers(state, self._writer, left):
+            return
+        if not left:
+            return
+        step = left[0]
+        counterpart = self._live_counterpart(step)
+        diff = counterpart[1] if counterpart is not None else []
+        called = (
+            f" The loop called {step.kind} {step.name!r} live at seq {counterpart[0]} "
+            f"with other arguments (recorded -> live):\n{format_diff(diff)}\n"
+            if counterpart is not None and diff
+            else " "
+        )
+        raise DivergenceError(
+            f"run {state.run_id!r}: the loop finished but the journal has more steps, from "
+            f"seq {step.seq} ({step.kind} {step.name}); the code took a shorter path than "
+            f"the record. {len(left)} recorded step(s) were not asked for.{called}If the "
+            "change is intended, record a new run.",
+            run_id=state.run_id,
+            seq=step.seq,
+            kind=step.kind,
+            name=step.name,
+            found_kind=None,
+            found_name=None,
+            expected=step.args,
+            found=None,
+            expected_key=step.key,
+            found_key=None,
+            diff=diff,
+            context=[s.describe() for s in left],
+        )
+
+    def _live_counterpart(self, step: RecordedStep) -> tuple[int, list[Any]] | None:
+        """The first step of ``step``'s kind and name this execution made live, and their diff.
+
+        Read only when a resumed run ends with recorded steps unused (the error
+        path), so a changed argument is named even though the loop went live.
+        """
+        state = self._state
+        opening = {"tool": "tool_start", "model": "model_request"}.get(step.kind)
+        if opening is None or not state.resumed:
+            return None
+        for frame, data in expand_frames(state.config.journal.frames(state.run_id)):
+            if frame.seq < state.resumed_at or frame.kind != opening or frame.name != step.name:
+                continue
+            if isinstance(data, dict):
+                return frame.seq, diff_values(step.args, data.get("args"))
+        return None

@@ -1,0 +1,174 @@
+"""Tool steps as data: a tool's resume behaviour, a step's plan, recorded tool errors.
+
+:class:`ToolSpec` is how a tool behaves on resume (built by ``@redrive.tool``),
+:class:`Recovery` what its ``recover()`` hook found, :class:`ToolPlan` what the
+run decided for one call; the functions encode and rebuild a tool's exception.
+
+Idempotency keys are per logical operation (one intended call across its
+attempts): a call's body gets ``"{run_id}:{seq}:{tool}"`` with the seq of the
+operation's first attempt. A call of the same tool with the same canonical
+arguments after that operation's retryable failure, in the same run or after a
+resume, is a retry and gets the same key; a call after a success or a
+permanent error is a new operation with a new key. A loop that means a new
+operation after a retryable failure passes an argument that tells the two
+apart (e.g. ``attempt=2``, or a ``request_id`` from ``redrive.uuid4()``). Every
+``tool_start`` records the key its body received, so a resume reads it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+
+from ..errors import RecordedToolError
+from ..frames import canonical
+from ._steps import RecordedStep
+
+__all__ = ["Recovery", "ToolPlan", "ToolSpec", "rebuild_error", "tool_error_retryable"]
+
+
+@attrs.frozen
+class Recovery:
+    """What a tool's ``recover(args, idempotency_key)`` found about an in-flight call.
+
+    Build with :meth:`done`, :meth:`not_done` or :meth:`unknown`.
+    """
+
+    state: Literal["done", "not_done", "unknown"]
+    result: Any = None
+    reason: str = ""
+
+    @classmethod
+    def done(cls, result: Any) -> Recovery:
+        """The call completed with ``result``: journal it, do not run the body."""
+        return cls("done", result)
+
+    @classmethod
+    def not_done(cls) -> Recovery:
+        """The call never took effect: run the body now."""
+        return cls("not_done")
+
+    @classmethod
+    def unknown(cls, reason: str = "") -> Recovery:
+        """The outcome cannot be told: block the step."""
+        return cls("unknown", reason=reason)
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """How a tool behaves on resume (built by :func:`redrive.tool`).
+
+    Attributes:
+        name: the tool's step name.
+        restart_safe: True when re-running an in-flight call is harmless.
+        read_only: the tool has no side effect (implies restart safe).
+        recover: ``fn(args: dict, idempotency_key: str) -> Recovery`` or None.
+        retryable: exception types after which the run stays resumable.
+        declared: whether ``restart_safe`` was declared (False: the name heuristic decided).
+    """
+
+    name: str
+    restart_safe: bool = False
+    read_only: bool = False
+    recover: Callable[[dict[str, Any], str], Recovery] | None = None
+    retryable: tuple[type[BaseException], ...] = ()
+    declared: bool = True
+
+
+@attrs.define
+class ToolPlan:
+    """What the run decided for one tool call: its seq, key, and outcome when replayed."""
+
+    seq: int
+    key: str
+    name: str
+    turn: int
+    replayed: bool = False
+    value: Any = None
+    error: BaseException | None = None
+    match_key: str = ""
+    #: a recorded step whose tool runs live (``live_tools``): its outcome is checked, not written
+    check: RecordedStep | None = None
+    #: the lease epoch the body runs under (its fencing token), None without a lease
+    fencing_token: int | None = None
+
+
+def error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
+    cls = type(exc)
+    try:
+        args = canonical(list(exc.args), "error.args")
+    except TypeError:
+        args = None
+    return {
+        "type": f"{cls.__module__}.{cls.__qualname__}",
+        "module": cls.__module__,
+        "qualname": cls.__qualname__,
+        "message": str(exc),
+        "args": args,
+        "retryable": retryable,
+    }
+
+
+def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> BaseException:
+    """Rebuild a recorded tool exception as its own type, or a RecordedToolError.
+
+    The type is only looked up in modules already imported (a journal never
+    causes an import), must be an Exception subclass, and must accept the
+    recorded ``args``.
+    """
+    module = sys.modules.get(str(error.get("module")))
+    obj: Any = module
+    for part in str(error.get("qualname", "")).split("."):
+        obj = getattr(obj, part, None) if obj is not None else None
+    args = error.get("args")
+    if isinstance(obj, type) and issubclass(obj, Exception) and isinstance(args, list):
+        try:
+            rebuilt = obj(*args)
+        except Exception:
+            rebuilt = None
+        if rebuilt is not None and str(rebuilt) == error.get("message"):
+            return rebuilt
+    return RecordedToolError(
+        f"run {run_id!r} seq {seq}: tool {tool!r} raised {error.get('type')}: "
+        f"{error.get('message')} when it was recorded (the type cannot be rebuilt here, so it "
+        "is replayed as this error)",
+        run_id=run_id,
+        seq=seq,
+        tool=tool,
+        error_type=error.get("type"),
+        error_message=error.get("message"),
+    )
+
+
+def comparable(value: Any) -> Any:
+    """A value's canonical form for comparing outcomes (its repr when it has none)."""
+    try:
+        return canonical(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def same_error(recorded: dict[str, Any], error: BaseException | None) -> bool:
+    """True when ``error`` is of the recorded exception's type (by name, or rebuilt as it)."""
+    if error is None:
+        return False
+    names = {cls.__name__ for cls in type(error).__mro__} | {
+        f"{cls.__module__}.{cls.__qualname__}" for cls in type(error).__mro__
+    }
+    return recorded.get("type") in names
+
+
+def mark_retryable(exc: BaseException, retryable: bool) -> None:
+    """Remember on the exception itself whether the tool error that raised it is retryable."""
+    with contextlib.suppress(AttributeError, TypeError):  # an exception refusing attributes
+        exc.__redrive_retryable__ = retryable  # type: ignore[attr-defined]
+
+
+def tool_error_retryable(exc: BaseException) -> bool | None:
+    """Return whether ``exc`` came from a tool step marked retryable (None: not a tool's)."""
+    found = getattr(exc, "__redrive_retryable__", None)
+    return found if isinstance(found, bool) else None
