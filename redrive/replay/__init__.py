@@ -10,9 +10,10 @@ from ._context import (
     set_boundary_hook,
     set_step_observer,
 )
-from ._cursor import Cursor, ReplayDriftWarning
+from ._cursor import Cursor
 from ._delta import expand_frames
 from ._diff import ABSENT, diff_values, format_diff, short
+from ._divergence import ReplayDriftWarning
 from ._executor import RunExecutor, executor
 from ._fingerprint import (
     REASKED,

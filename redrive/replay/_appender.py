@@ -245,7 +245,8 @@ class Appender:
                         raise RunBusyError(
                             f"run {self._state.run_id!r}: another worker claimed seq "
                             f"{first if reopen is None else reopen} and has not recorded its "
-                            f"outcome within busy_timeout={self._state.config.busy_timeout} s (it may have "
+                            f"outcome within busy_timeout={self._state.config.busy_timeout} s "
+                            "(it may have "
                             "died mid-step). Resume the run later; a lease (lease=seconds) "
                             "lets another worker take over a dead one's run.",
                             run_id=self._state.run_id,
@@ -271,7 +272,8 @@ class Appender:
         steps = [f for f in others if f.kind != Kind.NOTE.value]
         if steps:
             raise RunBusyError(
-                f"run {self._state.run_id!r}: another worker appended at seq {record.next_seq - 1} or "
+                f"run {self._state.run_id!r}: another worker appended at seq "
+                f"{record.next_seq - 1} or "
                 f"before, and while this worker waited for its outcome, {steps[0].kind} "
                 f"{steps[0].name} of this run was queued here; this worker stops so no step "
                 "is written twice. Resume the run later.",
@@ -369,7 +371,8 @@ class Appender:
 
     def _disagree(self, frame: Frame, step: RecordedStep) -> RunBusyError:
         return RunBusyError(
-            f"run {self._state.run_id!r}: another worker executed this run at the same time, and its "
+            f"run {self._state.run_id!r}: another worker executed this run at the same time, "
+            "and its "
             f"step at seq {step.seq} ({step.kind} {step.name}) differs from what this worker "
             f"already handed its loop ({frame.kind} {frame.name}); this worker stops. The run "
             "continues in the other worker; resume it later to continue from its journal.",

@@ -1,5 +1,8 @@
-"""A run's block: entering it (start or resume, lease, one live block per process), notes,
-and ending it (succeeded, failed, suspended, interrupted, cancelled).
+"""A run's block: entering it, notes, and ending it.
+
+Entering starts or resumes the run, takes or waits for its lease, and makes
+it the one live block of its run in this process; ending it writes how it
+ended (succeeded, failed, suspended, interrupted, cancelled).
 """
 
 from __future__ import annotations
@@ -225,7 +228,8 @@ class RunBlock:
                     )
                 elif timed_out:
                     advice = (
-                        f"It did not end within busy_timeout={self._config.busy_timeout} s: resume the "
+                        f"It did not end within busy_timeout={self._config.busy_timeout} s: "
+                        "resume the "
                         "run once that block has ended."
                     )
                 else:
@@ -236,7 +240,8 @@ class RunBlock:
                     )
                 raise RunBusyError(
                     f"run {self._state.run_id!r} is already open in this process ({there}) on "
-                    f"journal {self._config.journal.url}: a second live block on the same run would "
+                    f"journal {self._config.journal.url}: a second live block on the same run "
+                    "would "
                     "take the first one's running steps for interrupted ones and settle them "
                     f"twice, so this one ({where}) was not opened and nothing was written. "
                     + advice,
@@ -395,7 +400,8 @@ class RunBlock:
             )
         if self._state.finished_record is not None or RunStatus(self._state.status).terminal:
             raise TerminalRunError(
-                f"run {self._state.run_id!r} already ended with status {self._state.status}; there is "
+                f"run {self._state.run_id!r} already ended with status {self._state.status}; "
+                "there is "
                 "nothing to cancel",
                 run_id=self._state.run_id,
                 status=self._state.status,

@@ -8,18 +8,15 @@ with the journal. A lenient rule needs the whole index and loads it.
 from __future__ import annotations
 
 import collections
-import shlex
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import attrs
-
 from ..errors import DivergenceError
 from ..frames import Frame, Kind, call_key
-from ..storage import parse_journal_url
 from ._delta import Expander
-from ._diff import caller_location, diff_values, format_diff, short
+from ._diff import diff_values, format_diff
+from ._divergence import Found, ReplayDriftWarning, divergence_error
 from ._fingerprint import REASKED
 from ._flows import Issue
 from ._policy import ReplayPolicy, match_view
@@ -39,39 +36,6 @@ __all__ = [
 CAUSAL_TURNS = "causal"
 #: The step kinds that record where they were issued (their ``issue`` field).
 ISSUED_KINDS = frozenset({"model", "tool"})
-
-
-class ReplayDriftWarning(UserWarning):
-    """A step drifted from its record and was replayed anyway (policy ``"warn"``).
-
-    Attributes:
-        run_id: the run.
-        seq: the recorded step's seq.
-        kind: the step's kind (``"model"``, ``"tool"``, ``"value"``).
-        name: the step's name.
-        recorded: the recorded canonical arguments.
-        replayed: the canonical arguments asked for now (``redrive check --update``
-            writes them into an updated fixture).
-        diff: ``(path, recorded, replayed)`` leaves.
-    """
-
-    run_id: str | None = None
-    seq: int | None = None
-    kind: str | None = None
-    name: str | None = None
-    recorded: Any = None
-    replayed: Any = None
-    diff: list[tuple[str, Any, Any]] | None = None
-
-
-@attrs.frozen
-class Found:
-    """The step the replayed loop asked for."""
-
-    kind: str
-    name: str
-    key: str
-    args: Any
 
 
 class Cursor:
@@ -480,14 +444,6 @@ class Cursor:
             None,
         )
 
-    def _show_command(self) -> str:
-        """The CLI command that shows this run's record."""
-        if parse_journal_url(self.source).scheme == "rdj":
-            return f"redrive show {shlex.quote(self.source)}"
-        if self.source and self.source not in ("runs.duckdb", ":memory:"):
-            return f"redrive --journal {shlex.quote(self.source)} show {shlex.quote(self.run_id)}"
-        return f"redrive show {shlex.quote(self.run_id)}"
-
     def _check_turn_order(self, step: RecordedStep, found: Found) -> None:
         """Tool and value steps of a turn commute; a model step comes after them.
 
@@ -524,72 +480,18 @@ class Cursor:
     def divergence(self, step: RecordedStep, found: Found) -> DivergenceError:
         """Build the :class:`DivergenceError` for a recorded step and the step asked for.
 
-        When the step asked for is of another kind or name than the recorded
-        one at this point, the diff is taken against the nearest unconsumed
-        recorded step of the asked-for kind and name (if the journal has one),
-        so a changed tool argument is named (``$.amount``) even when an
-        unconsumed step of another kind (a model step a lenient rule left
-        behind) comes first. The error's ``caller`` is the user's frame that
-        asked for the step (``file:line in function``), when it can be told.
+        See :func:`~._divergence.divergence_error`; the diff is taken against the
+        nearest unconsumed recorded step of the asked-for kind and name when the
+        step at this point is of another kind or name.
         """
         same = step.kind == found.kind and step.name == found.name
-        closest = None if same else self._closest_same(found)
-        if same:
-            diff = diff_values(step.args, found.args)
-        elif closest is not None:
-            diff = diff_values(closest.args, found.args)
-        else:
-            diff = []
-        caller = caller_location()
-        lines = [
-            f"run {self.run_id!r} diverged from its journal at seq {step.seq}: "
-            + (
-                f"the {step.kind} step {step.name!r} was called with different arguments."
-                if same
-                else f"the loop asked for {found.kind} {found.name!r} where the journal has "
-                f"{step.kind} {step.name!r}."
-            ),
-            f"  recorded: {step.kind} {step.name} key {step.key}",
-            f"  replayed: {found.kind} {found.name} key {found.key}",
-        ]
-        if caller is not None:
-            lines.append(f"  called from: {caller}")
-        if diff and closest is not None:
-            lines.append(
-                f"  differences from the nearest recorded {closest.kind} {closest.name!r} "
-                f"(seq {closest.seq}; recorded -> replayed):"
-            )
-            lines.append(format_diff(diff))
-        elif diff:
-            lines.append("  differences (recorded -> replayed):")
-            lines.append(format_diff(diff))
-        elif not same:
-            lines.append(f"  replayed arguments: {short(found.args)}")
-        if self._recent:
-            lines.append("  last matching steps: " + "; ".join(self._recent))
-        else:
-            lines.append("  no step matched before this one")
-        lines.append(
-            "What to do: if the change is intended, record a new run (new run_id) or fork this "
-            f"one before seq {step.seq} with redrive.fork(); to replay model steps despite prompt "
-            "drift use replay=ReplayPolicy(model='warn'); to look at the record run "
-            f"`{self._show_command()}`."
-        )
-        return DivergenceError(
-            "\n".join(lines),
-            run_id=self.run_id,
-            seq=step.seq,
-            kind=step.kind,
-            name=step.name,
-            found_kind=found.kind,
-            found_name=found.name,
-            expected=step.args,
-            found=found.args,
-            expected_key=step.key,
-            found_key=found.key,
-            diff=diff,
-            context=list(self._recent),
-            caller=caller,
+        return divergence_error(
+            self.run_id,
+            step,
+            found,
+            closest=None if same else self._closest_same(found),
+            recent=list(self._recent),
+            source=self.source,
         )
 
 

@@ -14,14 +14,14 @@ from typing import Any
 
 from ..errors import DivergenceError, ReplayMissError
 from ._config import unknown_live_tools
-from ._cursor import Found, RecordedStep
 from ._delta import expand_frames
 from ._diff import caller_location, diff_values, format_diff, short
+from ._divergence import Found
 from ._drift import continue_live, supersede_leftovers
 from ._flows import Issue
 from ._lease import LeaseKeeper
 from ._state import RunState
-from ._steps import iter_steps
+from ._steps import RecordedStep, iter_steps
 from ._writer import JournalWriter
 
 __all__ = ["Matcher"]

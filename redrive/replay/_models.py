@@ -285,7 +285,8 @@ class ValueSteps:
             packed, value = store(value, "value")  # the loop gets what a replay hands back
         except TypeError as exc:
             raise TypeError(
-                f"run {self._state.run_id!r}: recorded value {step.name!r} ({step.label!r}) cannot be "
+                f"run {self._state.run_id!r}: recorded value {step.name!r} ({step.label!r}) "
+                "cannot be "
                 f"journaled: {exc}"
             ) from None
         with self._state.lock:

@@ -319,12 +319,12 @@ class Run:
     def before_next_step(self, settle: Callable[[], None]) -> None:
         """Run ``settle()`` before the next step of this thread or task begins, or at a clean end.
 
-        See :meth:`FlowTracker.before_next_step <redrive.replay._flows.FlowTracker.before_next_step>`.
+        See :meth:`redrive.replay._flows.FlowTracker.before_next_step`.
         """
         self._flows.before_next_step(settle)
 
     def begin_model(self, name: str, request: Any, *, ignore: tuple[str, ...] = ()) -> ModelStep:
-        """Open a model step (see :meth:`ModelSteps.begin <redrive.replay._models.ModelSteps.begin>`)."""
+        """Open a model step (see :meth:`redrive.replay._models.ModelSteps.begin`)."""
         return self._models.begin(name, request, ignore=ignore)
 
     async def abegin_model(
@@ -334,7 +334,7 @@ class Run:
         return await self._models.abegin(name, request, ignore=ignore)
 
     def begin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
-        """Open (and, live, claim) a tool step (see :meth:`ToolSteps.begin <redrive.replay._tools.ToolSteps.begin>`)."""
+        """Open (and claim, live) a tool step (see :meth:`redrive.replay._tools.ToolSteps.begin`)."""
         return self._tools.begin(spec, arguments)
 
     async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
@@ -342,7 +342,7 @@ class Run:
         return await self._tools.abegin(spec, arguments)
 
     def begin_value(self, name: str, label: str, *, extra: Any = None) -> ValueStep:
-        """Open a recorded value (see :meth:`ValueSteps.begin <redrive.replay._models.ValueSteps.begin>`)."""
+        """Open a recorded value (see :meth:`redrive.replay._models.ValueSteps.begin`)."""
         return self._values.begin(name, label, extra=extra)
 
     def model_step(

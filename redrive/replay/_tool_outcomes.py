@@ -214,7 +214,8 @@ class ToolOutcomes:
             "started, and whether its side effect happened is unknown"
         )
         return SideEffectRetryBlockedError(
-            f"run {self._state.run_id!r}: {what}. It is not restart-safe, so redrive will not run it "
+            f"run {self._state.run_id!r}: {what}. It is not restart-safe, so redrive will not "
+            "run it "
             f"again.\n  arguments: {short(stored)}\n  idempotency key: {idem}\n"
             + (f"  cause: {cause}\n" if cause else "")
             + "What to do: check the external system for this call, then declare the tool "
@@ -304,7 +305,8 @@ class ToolOutcomes:
             packed, result = self._result(value)
         except Exception as exc:  # a codec may raise anything: the step is failed, not in flight
             error = TypeError(
-                f"run {self._state.run_id!r} seq {plan.seq}: tool {spec.name!r} ran, but its result "
+                f"run {self._state.run_id!r} seq {plan.seq}: tool {spec.name!r} ran, but its "
+                "result "
                 f"cannot be journaled: {exc}. Return plain data, or give the tool a "
                 "result_type/codec. The call is recorded as failed so it is not re-run."
             )

@@ -334,7 +334,8 @@ class ToolSteps:
         if isinstance(decision, RetryLimit):
             raise RetryLimitExceededError(
                 f"run {self._state.run_id!r} seq {step.seq}: tool {spec.name!r} was started "
-                f"{step.attempts} times without finishing (limit {self._config.max_attempts}); the run "
+                f"{step.attempts} times without finishing (limit {self._config.max_attempts}); "
+                "the run "
                 "stops instead of looping. Find out why the worker dies in this tool, settle the "
                 "outcome by hand, then fork the run or raise max_attempts.",
                 run_id=self._state.run_id,

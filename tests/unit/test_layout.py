@@ -189,3 +189,100 @@ def test_errors_pickle_with_fields() -> None:
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is redrive.SideEffectRetryBlockedError
     assert (back.run_id, back.seq, back.tool, str(back)) == ("r", 3, "charge_card", "blocked")
+
+
+def _sibling_imports(path: Path) -> set[str]:
+    """The modules of ``path``'s own package it imports: relative imports anywhere in it.
+
+    Imports inside functions and under ``TYPE_CHECKING`` count: each is an arrow.
+    """
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                names.add(node.module.split(".")[0])
+            else:
+                names.update(alias.name for alias in node.names)
+    return names
+
+
+def import_circles(package: Path) -> list[list[str]]:
+    """Every circle of imports among the modules of ``package`` (strongly connected, size > 1).
+
+    Returns:
+        Each circle's module names, sorted; ``[]`` when imports go one way.
+    """
+    modules = {path.stem: path for path in package.glob("*.py")}
+    graph = {
+        name: {dep for dep in _sibling_imports(path) if dep in modules and dep != name}
+        for name, path in modules.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for dep in graph[node]:
+            if dep not in index:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return circles
+
+
+def test_replay_modules_import_one_way() -> None:
+    """replay/'s parts import one way: no circle, counting lazy and TYPE_CHECKING imports."""
+    assert import_circles(ROOT / "replay") == []
+
+
+def test_the_circle_check_finds_a_circle(tmp_path: Path) -> None:
+    """A circle through a TYPE_CHECKING import and a lazy one is found; a one-way chain is not."""
+    (tmp_path / "_a.py").write_text("from ._b import x\n")
+    (tmp_path / "_b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._c import y\n"
+    )
+    (tmp_path / "_c.py").write_text("def f():\n    from ._a import z\n")
+    (tmp_path / "_d.py").write_text("from ._a import x\n")
+    assert import_circles(tmp_path) == [["_a", "_b", "_c"]]
+    (tmp_path / "_c.py").write_text("")
+    assert import_circles(tmp_path) == []
+
+
+def test_run_is_a_thin_facade_over_parts() -> None:
+    """Run holds its parts (no base class of the library) and has about 40 members."""
+    import inspect
+    import textwrap
+
+    from redrive.replay import Run
+
+    assert Run.__mro__ == (Run, object)
+    plumbing = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"}
+    plumbing |= {"__annotations__", "__firstlineno__", "__static_attributes__"}
+    members = set(vars(Run)) - plumbing
+    tree = ast.parse(textwrap.dedent(inspect.getsource(Run.__init__)))
+    members |= {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and isinstance(node.ctx, ast.Store)
+    }
+    assert len(members) <= 45, sorted(members)

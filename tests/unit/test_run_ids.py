@@ -135,7 +135,9 @@ def test_cli_import_of_a_file_with_a_bad_run_id_exits_65(
 
     source = MemoryJournal()
     monkeypatch.setattr(memory, "check_run_id", lambda run_id: run_id)  # as before the rule
-    monkeypatch.setattr("redrive.replay._config.check_run_id", lambda run_id, where="run_id": run_id)
+    monkeypatch.setattr(
+        "redrive.replay._config.check_run_id", lambda run_id, where="run_id": run_id
+    )
     with redrive.run(source, "bad\x00id") as run:
         run.finish(1)
     monkeypatch.undo()

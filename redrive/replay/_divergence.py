@@ -1,0 +1,141 @@
+"""What a divergence report says: the recorded step, the step asked for, their diff, what to do.
+
+Built by the cursor (:mod:`._cursor`) when the replayed loop asks for a step
+that differs from its record.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import attrs
+
+from ..errors import DivergenceError
+from ..storage import parse_journal_url
+from ._diff import caller_location, diff_values, format_diff, short
+from ._steps import RecordedStep
+
+__all__ = ["Found", "ReplayDriftWarning", "divergence_error", "show_command"]
+
+
+class ReplayDriftWarning(UserWarning):
+    """A step drifted from its record and was replayed anyway (policy ``"warn"``).
+
+    Attributes:
+        run_id: the run.
+        seq: the recorded step's seq.
+        kind: the step's kind (``"model"``, ``"tool"``, ``"value"``).
+        name: the step's name.
+        recorded: the recorded canonical arguments.
+        replayed: the canonical arguments asked for now (``redrive check --update``
+            writes them into an updated fixture).
+        diff: ``(path, recorded, replayed)`` leaves.
+    """
+
+    run_id: str | None = None
+    seq: int | None = None
+    kind: str | None = None
+    name: str | None = None
+    recorded: Any = None
+    replayed: Any = None
+    diff: list[tuple[str, Any, Any]] | None = None
+
+
+@attrs.frozen
+class Found:
+    """The step the replayed loop asked for."""
+
+    kind: str
+    name: str
+    key: str
+    args: Any
+
+
+def show_command(source: str, run_id: str) -> str:
+    """The CLI command that shows this run's record."""
+    if parse_journal_url(source).scheme == "rdj":
+        return f"redrive show {shlex.quote(source)}"
+    if source and source not in ("runs.duckdb", ":memory:"):
+        return f"redrive --journal {shlex.quote(source)} show {shlex.quote(run_id)}"
+    return f"redrive show {shlex.quote(run_id)}"
+
+
+def divergence_error(
+    run_id: str,
+    step: RecordedStep,
+    found: Found,
+    *,
+    closest: RecordedStep | None,
+    recent: list[str],
+    source: str,
+) -> DivergenceError:
+    """Build the :class:`DivergenceError` for a recorded step and the step asked for.
+
+    When the step asked for is of another kind or name than the recorded
+    one at this point, the diff is taken against the nearest unconsumed
+    recorded step of the asked-for kind and name (if the journal has one),
+    so a changed tool argument is named (``$.amount``) even when an
+    unconsumed step of another kind (a model step a lenient rule left
+    behind) comes first. The error's ``caller`` is the user's frame that
+    asked for the step (``file:line in function``), when it can be told.
+    """
+    same = step.kind == found.kind and step.name == found.name
+    closest = None if same else closest
+    if same:
+        diff = diff_values(step.args, found.args)
+    elif closest is not None:
+        diff = diff_values(closest.args, found.args)
+    else:
+        diff = []
+    caller = caller_location()
+    lines = [
+        f"run {run_id!r} diverged from its journal at seq {step.seq}: "
+        + (
+            f"the {step.kind} step {step.name!r} was called with different arguments."
+            if same
+            else f"the loop asked for {found.kind} {found.name!r} where the journal has "
+            f"{step.kind} {step.name!r}."
+        ),
+        f"  recorded: {step.kind} {step.name} key {step.key}",
+        f"  replayed: {found.kind} {found.name} key {found.key}",
+    ]
+    if caller is not None:
+        lines.append(f"  called from: {caller}")
+    if diff and closest is not None:
+        lines.append(
+            f"  differences from the nearest recorded {closest.kind} {closest.name!r} "
+            f"(seq {closest.seq}; recorded -> replayed):"
+        )
+        lines.append(format_diff(diff))
+    elif diff:
+        lines.append("  differences (recorded -> replayed):")
+        lines.append(format_diff(diff))
+    elif not same:
+        lines.append(f"  replayed arguments: {short(found.args)}")
+    if recent:
+        lines.append("  last matching steps: " + "; ".join(recent))
+    else:
+        lines.append("  no step matched before this one")
+    lines.append(
+        "What to do: if the change is intended, record a new run (new run_id) or fork this "
+        f"one before seq {step.seq} with redrive.fork(); to replay model steps despite prompt "
+        "drift use replay=ReplayPolicy(model='warn'); to look at the record run "
+        f"`{show_command(source, run_id)}`."
+    )
+    return DivergenceError(
+        "\n".join(lines),
+        run_id=run_id,
+        seq=step.seq,
+        kind=step.kind,
+        name=step.name,
+        found_kind=found.kind,
+        found_name=found.name,
+        expected=step.args,
+        found=found.args,
+        expected_key=step.key,
+        found_key=found.key,
+        diff=diff,
+        context=list(recent),
+        caller=caller,
+    )
