@@ -334,7 +334,7 @@ class Run:
         return await self._models.abegin(name, request, ignore=ignore)
 
     def begin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
-        """Open (and claim, live) a tool step (see :meth:`redrive.replay._tools.ToolSteps.begin`)."""
+        """Open (live: claim) a tool step (see :meth:`redrive.replay._tools.ToolSteps.begin`)."""
         return self._tools.begin(spec, arguments)
 
     async def abegin_tool(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolStep:
