@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 
 def _view(args: argparse.Namespace, out: Out) -> int:
-    from .._view import render_compare, render_run
+    from ..replay import render_compare, render_run
 
     journal_a, a = source(args.a, args.journal)
     if args.b is None:

@@ -31,6 +31,7 @@ from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_
 from ._resolve import resolve_step
 from ._run import Run, active_runs, current_run, join_run, run
 from ._steps import RecordedStep, StepReader, iter_steps
+from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, rebuild_error
 
 __all__ = [
@@ -77,6 +78,8 @@ __all__ = [
     "rebuild_error",
     "redirect_runs",
     "redirected",
+    "render_compare",
+    "render_run",
     "register_tool",
     "resolve_step",
     "run",

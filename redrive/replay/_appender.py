@@ -20,7 +20,7 @@ from ..errors import (
 )
 from ..frames import Frame, Kind
 from ..storage import RunRecord, RunStatus, RunUpdate
-from ._cursor import STEP_KINDS, Cursor, RecordedStep, decode_outcome
+from ._cursor import STEP_KINDS, Cursor, RecordedStep
 from ._engine import StopBusy, WaitForWorker
 from ._faces import Wait, WaitThenRerun, in_section
 from ._lease import LeaseKeeper
@@ -353,7 +353,7 @@ class Appender:
                 raise self._disagree(frame, step)
             if frame.kind == Kind.MODEL_REQUEST.value:
                 own = own_outcomes.get(frame.seq)
-                theirs = decode_outcome(step).get("response")
+                theirs = step.decode_outcome().get("response")
                 if own is None or own.data().get("response") != theirs:
                     raise self._disagree(frame, step)
             elif frame.kind == Kind.VALUE.value and (

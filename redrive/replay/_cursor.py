@@ -210,20 +210,20 @@ class Cursor:
         if first is None and self._causal and self._frames is not None:
             self._load_all()  # causal turns: a later frame may hold an earlier turn's step
             first = self._find(turn, kind, name, key)
-        if first is None or issue is None or _position(first) is None:
+        if first is None or issue is None or first.position is None:
             return first
-        if _position(first) == (issue.parent, issue.occ):
+        if first.position == (issue.parent, issue.occ):
             return first
         self._load_all()  # concurrent identical requests: look at every one recorded
         alive = [
             s for s in self._by_turn_key.get((turn, kind, name, key), ()) if s.seq in self._steps
         ]
         for step in alive:
-            if _position(step) == (issue.parent, issue.occ):
+            if step.position == (issue.parent, issue.occ):
                 return step
-        siblings = [s for s in alive if (_position(s) or (None, 0))[0] == issue.parent]
+        siblings = [s for s in alive if (s.position or (None, 0))[0] == issue.parent]
         if siblings:
-            return min(siblings, key=lambda s: (_position(s) or (0, 0))[1])
+            return min(siblings, key=lambda s: (s.position or (0, 0))[1])
         return first
 
     def frontier(self, kind: str, name: str, issue: Issue | None) -> bool:
@@ -255,7 +255,7 @@ class Cursor:
             return False
         kinds = self._positioned | {"model"}
         steps = [s for s in self._order if s.seq in self._steps and s.kind in kinds]
-        if any(_position(s) is None for s in steps):
+        if any(s.position is None for s in steps):
             return False
         # any step recorded from this flow's point and not yet replayed keeps it from going
         # live: a renamed or dropped call must diverge, not run the calls after it live
@@ -278,12 +278,12 @@ class Cursor:
         )
         here = (issue.parent, issue.occ)
         return bool(steps) and not any(
-            s.kind == kind and s.name == name and _position(s) == here for s in steps
+            s.kind == kind and s.name == name and s.position == here for s in steps
         )
 
     @staticmethod
     def _from_same_point(steps: list[RecordedStep], issue: Issue) -> list[RecordedStep]:
-        return [s for s in steps if (_position(s) or (None, 0))[0] == issue.parent]
+        return [s for s in steps if (s.position or (None, 0))[0] == issue.parent]
 
     @property
     def exhausted(self) -> bool:
@@ -354,13 +354,13 @@ class Cursor:
         rule = self.policy.rule(kind)
         if rule == "lenient":
             found = self._first_alive(self._by_key, (kind, name, key))
-            if found is not None and issue is not None and _position(found) is not None:
+            if found is not None and issue is not None and found.position is not None:
                 # identical requests in flight together: the one its caller issued
                 found = next(
                     (
                         s
                         for s in self._by_key[(kind, name, key)]
-                        if s.seq in self._steps and _position(s) == (issue.parent, issue.occ)
+                        if s.seq in self._steps and s.position == (issue.parent, issue.occ)
                     ),
                     found,
                 )
@@ -389,7 +389,7 @@ class Cursor:
         if rule == "warn" and kind == "tool" and same_name:
             # a side-effecting tool never gets another call's outcome: for it drift is
             # strict (the drifted call may be a different call, not yet recorded)
-            harmless = [s for s in same_name if _harmless(s)]
+            harmless = [s for s in same_name if s.harmless]
             if not harmless:
                 raise self.divergence(same_name[0], Found(kind, name, key, args))
             same_name = harmless
@@ -439,7 +439,7 @@ class Cursor:
                 and s.kind == "tool"
                 and s.name == name
                 and s.end is None
-                and not _harmless(s)
+                and not s.harmless
             ),
             None,
         )
@@ -493,27 +493,3 @@ class Cursor:
             recent=list(self._recent),
             source=self.source,
         )
-
-
-def _position(step: RecordedStep) -> tuple[int, int] | None:
-    """A model or tool step's recorded issue position ``(parent seq, occurrence)``, or None."""
-    issue = step.data.get("issue")
-    if not isinstance(issue, dict):
-        return None
-    parent, occ = issue.get("parent"), issue.get("occ")
-    if not isinstance(parent, int) or not isinstance(occ, int):
-        return None
-    return parent, occ
-
-
-def _harmless(step: RecordedStep) -> bool:
-    """True for a recorded tool call declared read-only or restart-safe."""
-    return bool(step.data.get("read_only") or step.data.get("restart_safe"))
-
-
-def decode_outcome(step: RecordedStep) -> dict[str, Any]:
-    """Return the decoded payload of a finished step's outcome frame.
-
-    An alias of :meth:`RecordedStep.decode_outcome`, kept while callers move to it.
-    """
-    return step.decode_outcome()

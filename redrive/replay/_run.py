@@ -252,7 +252,7 @@ class Run:
             An ``<iframe srcdoc=...>`` holding the self-contained page: steps
             this execution replayed are marked ``replayed``, the others ``live``.
         """
-        from .._view import as_iframe
+        from ._timeline import as_iframe
 
         resumed_at = self._state.resumed_at if self.resumed else 0
         return as_iframe(list(self.frames()), self.run_id, replayed_before=resumed_at)

@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import redrive
-from redrive._view import _json_for_script, page, render_run, run_data
 from redrive.cli import main
+from redrive.replay._timeline import _json_for_script, page, render_run, run_data
 from tests import sample_run
 from tests.sdkserver import ScriptServer, serve
 

@@ -16,9 +16,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ._scrub import DEFAULT
-from .frames import Frame, Kind
-from .replay import RecordedStep, StepReader, diff_runs
+from .._scrub import DEFAULT
+from ..frames import Frame, Kind
+from ._fork import diff_runs
+from ._steps import RecordedStep, StepReader
 
 __all__ = ["as_iframe", "page", "render_compare", "render_run", "run_data"]
 
@@ -154,7 +155,7 @@ def _approvals_asked(frames: list[Frame]) -> dict[str, float]:
 
 
 def _frames(journal: Any, run_id: str) -> list[Frame]:
-    from .errors import UnknownRunError
+    from ..errors import UnknownRunError
 
     if journal.get_run(run_id) is None:
         raise UnknownRunError(
