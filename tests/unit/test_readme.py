@@ -47,6 +47,7 @@ def test_every_block_is_checked_here() -> None:
         ("python", "@pytest.mark.redrive"),
         ("text", "diverged from its journal"),
         ("text", "diff=redrive"),
+        ("text", "Run (_run)"),
         *((lang, code) for lang, code in _incident_blocks()),
         *((("python", f"redrive.integrations.{name} import")) for name in FRAMEWORK_BLOCKS),
     }
@@ -357,3 +358,25 @@ def test_incident_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert "first differ at seq 5" in diff and "else ask a human." in diff
     checked = sh(blocks[5][1], fixed)  # 5. update, then the check passes
     assert "PASS" in checked
+
+
+def test_design_drawing_names_the_parts_and_arrows_of_the_code() -> None:
+    """The README's drawing of replay/: each module exists, each ``──>`` is an import."""
+    import ast
+
+    drawing = _block("text", "Run (_run)")
+    replay = ROOT / "redrive" / "replay"
+    named = re.findall(r"\((_\w+)(?:[,)])", drawing)
+    assert len(named) >= 12, named
+    for module in named:
+        assert (replay / f"{module}.py").is_file(), f"the drawing names a missing module {module}"
+    for line in drawing.splitlines():
+        parts = re.findall(r"\((_\w+)\)", line)
+        if "──>" not in line:
+            continue
+        for upper, lower in zip(parts, parts[1:], strict=False):
+            tree = ast.parse((replay / f"{upper}.py").read_text())
+            imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+            assert lower in imported, f"{upper} does not import {lower}, as the drawing says"
+    held = {name for name in vars(redrive.replay.Run(redrive.open_journal(":memory:"), "r"))}
+    assert {"_block", "_tools", "_models", "_values", "_flows", "_state"} <= held
