@@ -9,6 +9,7 @@ command is the one CI runs), ``text`` blocks are output a real run prints.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -374,7 +375,7 @@ def test_design_drawing_names_the_parts_and_arrows_of_the_code() -> None:
         parts = re.findall(r"\((_\w+)\)", line)
         if "──>" not in line:
             continue
-        for upper, lower in zip(parts, parts[1:], strict=False):
+        for upper, lower in itertools.pairwise(parts):
             tree = ast.parse((replay / f"{upper}.py").read_text())
             imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
             assert lower in imported, f"{upper} does not import {lower}, as the drawing says"
