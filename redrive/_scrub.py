@@ -62,7 +62,8 @@ from typing import Any
 import msgpack
 import xxhash
 
-from ._canonical import _EXT_STORED, StoredValue, pack_tree
+from ._canonical import pack_tree
+from ._canonical_types import _EXT_STORED, StoredValue
 from .frames import Kind
 
 __all__ = [

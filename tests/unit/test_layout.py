@@ -19,6 +19,8 @@ FORBIDDEN = {
     "replay": ("recorders",),
     "frames.py": ("storage", "replay", "recorders"),
     "_canonical.py": ("storage", "replay", "recorders"),
+    "_canonical_types.py": ("storage", "replay", "recorders", "frames", "_stored", "_canonical"),
+    "_canonical_decode.py": ("storage", "replay", "recorders", "frames", "_canonical"),
     "_stored.py": ("storage", "replay", "recorders"),
     "_scrub.py": ("storage", "replay", "recorders"),
     "errors.py": ("storage", "replay", "recorders", "frames"),
