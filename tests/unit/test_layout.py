@@ -23,6 +23,8 @@ FORBIDDEN = {
     "_canonical_decode.py": ("storage", "replay", "recorders", "frames", "_canonical"),
     "_stored.py": ("storage", "replay", "recorders"),
     "_scrub.py": ("storage", "replay", "recorders"),
+    "_credentials.py": ("storage", "replay", "recorders", "frames", "_scrub", "_masking"),
+    "_masking.py": ("storage", "replay", "recorders", "frames", "_scrub"),
     "errors.py": ("storage", "replay", "recorders", "frames"),
 }
 
