@@ -78,13 +78,13 @@ from ._logrecord import (
     position,
     run_record,
 )
-from ._sql import (
+from ._sql import SqlJournal
+from ._sqlschema import (
     FRAME_ATTRS,
     FRAME_COLUMNS,
     RUN_COLUMNS,
     SCHEMA_VERSION,
     Cursor,
-    SqlJournal,
     _frame,
 )
 from .memory import LocalJournal, MemoryState

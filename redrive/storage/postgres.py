@@ -43,8 +43,9 @@ from psycopg_pool import ConnectionPool
 from ..errors import RunBusyError
 from ..frames import Frame
 from ._base import RunRecord, RunUpdate, appended, check_append, unknown_run
-from ._sql import FRAME_ATTRS, FRAME_COLUMNS, RUN_COLUMNS, Cursor, SqlJournal
-from ._sql import schema as _schema_ddl
+from ._sql import SqlJournal
+from ._sqlschema import FRAME_ATTRS, FRAME_COLUMNS, RUN_COLUMNS, Cursor
+from ._sqlschema import schema as _schema_ddl
 
 #: Postgres array type of each frame column, for ``unnest`` (one parameter per column).
 _FRAME_ARRAYS = (
