@@ -107,6 +107,9 @@ __all__ = [
     "runs_dir",
 ]
 
+# named (in tracebacks) and pickled under this module, where it is imported from
+NetworkBlocked.__module__ = __name__
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add ``--redrive-record-mode``, ``--redrive-block-network`` and ``--redrive-live-tools``."""

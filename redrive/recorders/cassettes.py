@@ -77,6 +77,10 @@ __all__ = [
     "prepare_cassette",
 ]
 
+# named (in reprs and tracebacks) and pickled under this module, where they are imported from
+for _moved in (CassetteError, CassetteLimits, Interaction):
+    _moved.__module__ = __name__
+
 _VIEWS = {"openai": openai_view, "anthropic": anthropic_view}
 #: The name of the note an import writes for each interaction it skips.
 SKIPPED_NOTE = "cassette: skipped interaction"
