@@ -21,20 +21,20 @@ import msgpack
 
 from ._canonical import (
     _DECIMAL_TEXT,
+    _INT_MIN,
+    _UINT_MAX,
+    _path_key,
+    canonical,
+    pack_tree,
+)
+from ._canonical_decode import _ext_value, _ExtError, _untrusted
+from ._canonical_types import (
     _EXT_BIGINT,
     _EXT_DATE,
     _EXT_TIMEDELTA,
     _EXT_UUID,
-    _INT_MIN,
-    _UINT_MAX,
     MAX_DEPTH,
     StoredValue,
-    _ext_value,
-    _ExtError,
-    _path_key,
-    _untrusted,
-    canonical,
-    pack_tree,
 )
 
 __all__ = [

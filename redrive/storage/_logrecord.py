@@ -16,7 +16,7 @@ import attrs
 
 from ..frames import Frame, decode, payload_problem
 from ._base import Decision, RunRecord, RunStatus
-from ._sql import FRAME_ATTRS, RUN_COLUMNS
+from ._sqlschema import FRAME_ATTRS, RUN_COLUMNS
 
 __all__ = [
     "BadRecord",

@@ -27,11 +27,9 @@ without writing.
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -43,21 +41,17 @@ from psycopg_pool import ConnectionPool
 from ..errors import RunBusyError
 from ..frames import Frame
 from ._base import RunRecord, RunUpdate, appended, check_append, unknown_run
-from ._sql import FRAME_ATTRS, FRAME_COLUMNS, RUN_COLUMNS, Cursor, SqlJournal
-from ._sql import schema as _schema_ddl
-
-#: Postgres array type of each frame column, for ``unnest`` (one parameter per column).
-_FRAME_ARRAYS = (
-    "varchar",
-    "bigint",
-    "varchar",
-    "varchar",
-    "varchar",
-    "bytea",
-    "varchar",
-    "double precision",
-    "bigint",
+from ._pgstatements import (
+    _SWAP_COLUMNS,
+    _append_statement,
+    _frame_arrays,
+    _insert_frames_sql,
 )
+from ._pgurl import _partitions_option, _redacted, _unreachable
+from ._sql import SqlJournal
+from ._sqlschema import RUN_COLUMNS, Cursor
+from ._sqlschema import schema as _schema_ddl
+
 #: Run rows remembered per journal (the row each run's last write left); beyond it, forgotten.
 _KNOWN_ROWS = 4096
 #: Compare-and-swap attempts before a lease change gives up (each failure: another writer won).
@@ -68,27 +62,6 @@ __all__ = ["PostgresJournal"]
 #: Advisory lock key that serializes schema migrations across workers.
 _MIGRATION_LOCK = 0x726564726976  # "redriv"
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
-
-
-def _redacted(url: str) -> str:
-    """Return ``url`` with its password (if any) replaced by ``***``."""
-    return _PASSWORD.sub(r"\1***@", url)
-
-
-def _unreachable(url: str, exc: psycopg.Error) -> ConnectionError:
-    """The one-line error for a journal database that cannot be connected to."""
-    said = " ".join(str(exc).split())
-    with contextlib.suppress(ValueError):
-        password = urllib.parse.urlsplit(url).password
-        if password:
-            said = said.replace(password, "***")
-    return ConnectionError(
-        f"cannot connect to the Postgres journal {_redacted(url)}: {said}. Check the URL "
-        "(host, port, user, database name) and that the server is running and accepts this "
-        "user; the database must exist (create it with `createdb`), redrive creates only "
-        "its tables."
-    )
 
 
 class PostgresJournal(SqlJournal):
@@ -462,95 +435,3 @@ class PostgresJournal(SqlJournal):
 
     def __repr__(self) -> str:
         return f"<PostgresJournal {self.url}>"
-
-
-#: The run columns a compare-and-swap compares (everything a write may change).
-_SWAP_COLUMNS = (
-    "status",
-    "next_seq",
-    "last_chain",
-    "updated_at",
-    "output",
-    "error",
-    "lease_owner",
-    "lease_epoch",
-    "lease_expires",
-)
-
-
-def _partitions_option(url: str, given: int | None) -> tuple[str, int | None]:
-    """Take ``partitions=N`` out of the URL's query (libpq would refuse it).
-
-    Raises:
-        ValueError: N is not an integer from 2 to 1024, or differs from ``given``.
-    """
-    parts = urllib.parse.urlsplit(url)
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    found = [v for k, v in query if k == "partitions"]
-    if not found:
-        value = given
-    else:
-        try:
-            value = int(found[-1])
-        except ValueError:
-            raise ValueError(
-                f"partitions={found[-1]!r} in the journal URL: give a whole number, e.g. "
-                "?partitions=8"
-            ) from None
-        if given is not None and given != value:
-            raise ValueError(f"partitions={given} and ?partitions={value} in the URL differ")
-        rest = urllib.parse.urlencode([(k, v) for k, v in query if k != "partitions"])
-        url = urllib.parse.urlunsplit(parts._replace(query=rest))
-    if value is not None and not 2 <= value <= 1024:
-        raise ValueError(f"partitions={value}: use 2 to 1024 hash partitions (or none)")
-    return url, value
-
-
-@functools.lru_cache(maxsize=16)
-def _append_statement(count: int, leaseless: bool, sync: bool) -> str:
-    """The claim statement for ``count`` frames (0, 1, or 2 for two or more; cached).
-
-    Updates the run row ``WHERE`` the fence, seq, chain and status are what
-    the writer checked, and inserts the frames only if that matched; returns
-    one row when it wrote, none when the run row had changed. Parameters, in
-    order: the row's new next_seq, last_chain, updated_at, status, output,
-    error; the known run_id, next_seq, last_chain, status, lease_epoch; the
-    time now (``leaseless`` only: no live lease may exist); then
-    :func:`_frame_arrays`.
-    """
-    fence = "lease_epoch = %s"
-    if leaseless:
-        fence += " AND (lease_owner IS NULL OR lease_expires IS NULL OR lease_expires <= %s)"
-    relaxed = "" if sync else ", s AS (SELECT set_config('synchronous_commit', 'off', true))"
-    inserted = (
-        f", f AS ({_insert_frames_sql(count)} WHERE EXISTS (SELECT 1 FROM r) RETURNING 1)"
-        if count
-        else ""
-    )
-    return (
-        "WITH r AS (UPDATE redrive_runs SET next_seq = %s, last_chain = %s, "
-        "updated_at = %s, status = %s, output = %s, error = %s "
-        f"WHERE run_id = %s AND next_seq = %s AND last_chain = %s AND status = %s AND {fence} "
-        f"RETURNING 1){inserted}{relaxed} SELECT 1 FROM r" + ("" if sync else ", s")
-    )
-
-
-def _insert_frames_sql(count: int) -> str:
-    """``INSERT`` of ``count`` frames as a ``SELECT`` (to be followed by a ``WHERE``).
-
-    One frame (the common claim) is one row of scalar parameters; more frames
-    are one array parameter per column (``unnest``), so the statement text does
-    not depend on how many.
-    """
-    if count == 1:
-        values = ", ".join(f"%s::{t}" for t in _FRAME_ARRAYS)
-        return f"INSERT INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) SELECT {values}"
-    arrays = ", ".join(f"%s::{t}[]" for t in _FRAME_ARRAYS)
-    return f"INSERT INTO redrive_frames ({', '.join(FRAME_COLUMNS)}) SELECT * FROM unnest({arrays})"
-
-
-def _frame_arrays(frames: Sequence[Frame]) -> list[Any]:
-    """The parameters of :func:`_insert_frames_sql` for ``frames``."""
-    if len(frames) == 1:
-        return [getattr(frames[0], a) for a in FRAME_ATTRS]
-    return [[getattr(f, a) for f in frames] for a in FRAME_ATTRS]

@@ -22,7 +22,7 @@ import pytest
 
 import redrive
 from redrive.frames import GENESIS, Frame, Kind, make_frame
-from redrive.storage import RunRecord
+from redrive.storage import RunRecord, _duckdb_store
 from redrive.storage import duckdb as duckdb_storage
 from redrive.storage.duckdb import DuckDBJournal
 
@@ -169,14 +169,14 @@ def test_no_eviction_lowers_the_memory_limit_under_a_background_checkpoint(
     """While a background checkpoint inserts, a reader's eviction waits (it could fail it)."""
     store = duckdb_storage._Store(str(tmp_path / "j.duckdb"), read_only=False)
     inserting, release = threading.Event(), threading.Event()
-    real_insert = duckdb_storage._insert
+    real_insert = _duckdb_store._insert
 
     def held_insert(cur: object, *rest: object) -> None:
         inserting.set()
         assert release.wait(10)
         real_insert(cur, *rest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(duckdb_storage, "_insert", held_insert)
+    monkeypatch.setattr(_duckdb_store, "_insert", held_insert)  # where _Store.ingest_apart calls it
     mover = threading.Thread(target=store.ingest_apart, args=([], [], []))
     mover.start()
     try:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import redrive
 from redrive.errors import JournalWriteError
-from redrive.storage import MAX_VALUE, MemoryJournal
+from redrive.storage import MAX_VALUE, MemoryJournal, _checks
 from redrive.storage import _base as base
 from redrive.storage.duckdb import DuckDBJournal
 from redrive.storage.rdj import _transfer as transfer
@@ -55,7 +55,7 @@ def round_trip(path: str, run_id: str, folder: str) -> None:
     """Reopen after a crash, export, import: every frame the journal accepted comes back."""
     reopened = DuckDBJournal(path)
     frames = list(reopened.frames(run_id))
-    assert frames and all(base.frame_size(f) <= base.MAX_VALUE for f in frames)
+    assert frames and all(base.frame_size(f) <= _checks.MAX_VALUE for f in frames)
     assert any(f.name == "small" and f.kind == "tool_done" for f in frames)
     target = os.path.join(folder, "run.rdj")
     redrive.export_run(reopened, run_id, target)
@@ -71,7 +71,7 @@ def test_values_around_the_limit_survive_a_crash_export_and_import(delta: int) -
     """Property (a small limit for speed): written or refused cleanly; refused -> clear error."""
     limit = 65_536  # over any run_start frame (its flags grow with the environment)
     with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as folder:
-        mp.setattr(base, "MAX_VALUE", limit)
+        mp.setattr(_checks, "MAX_VALUE", limit)
         path = os.path.join(folder, "runs.duckdb")
         journal = DuckDBJournal(path, checkpoint_frames=10_000)
         error = record(journal, "r", limit - 40 + delta)
@@ -117,7 +117,7 @@ def test_export_never_writes_a_file_its_reader_refuses(
 def test_an_input_over_the_limit_creates_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside case temporalio/temporal#1267: arguments too large left an execution with no
     history that blocked later ones. Here the run is not created at all."""
-    monkeypatch.setattr(base, "MAX_VALUE", 65_536)
+    monkeypatch.setattr(_checks, "MAX_VALUE", 65_536)
     journal = MemoryJournal()
     with (
         pytest.raises(JournalWriteError, match="seq 0") as caught,
@@ -137,7 +137,7 @@ def test_postgres_refuses_the_same_values_and_imports_what_duckdb_wrote(
     """Same limit on Postgres: over it is refused cleanly; an export from DuckDB imports."""
     from redrive.storage.postgres import PostgresJournal
 
-    monkeypatch.setattr(base, "MAX_VALUE", 65_536)
+    monkeypatch.setattr(_checks, "MAX_VALUE", 65_536)
     journal = PostgresJournal(pg_url, schema=pg_schema)
     error = record(journal, "over", 70_000)
     assert error is not None and "65,536-byte limit" in str(error)

@@ -1,0 +1,178 @@
+"""Decoding canonical msgpack bytes (untrusted: only ``ValueError`` comes out).
+
+The inverse of :func:`redrive._canonical.encode`; see that module's docstring
+for the format. Public through :mod:`redrive.frames`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import uuid
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgpack
+
+from ._canonical_types import (
+    _EXT_BIGINT,
+    _EXT_DATE,
+    _EXT_DATETIME_AWARE,
+    _EXT_DATETIME_NAIVE,
+    _EXT_DECIMAL,
+    _EXT_PREFIX,
+    _EXT_STORED,
+    _EXT_TIME,
+    _EXT_TIMEDELTA,
+    _EXT_UUID,
+    _MAX_TEXT,
+    MAX_DEPTH,
+    PrefixRef,
+)
+
+
+def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
+    if code == _EXT_STORED:  # first: every response and tool result is one
+        unpack = _STORED_UNPACK[0] if _STORED_UNPACK else _stored_unpack()
+        return unpack(data)
+    if code == _EXT_DATETIME_AWARE:
+        return _dt.datetime.fromisoformat(data.decode())
+    if code == _EXT_DATETIME_NAIVE:
+        return _dt.datetime.fromisoformat(data.decode())
+    if code == _EXT_DATE:
+        return _dt.date.fromisoformat(data.decode())
+    if code == _EXT_TIME:
+        return _dt.time.fromisoformat(data.decode())
+    if code == _EXT_UUID:
+        return uuid.UUID(bytes=data)
+    if code == _EXT_DECIMAL:
+        return decimal.Decimal(data.decode())
+    if code == _EXT_BIGINT:
+        if len(data) > _MAX_TEXT:
+            raise ValueError(f"big int longer than {_MAX_TEXT} digits")
+        return int(data.decode())
+    if code == _EXT_TIMEDELTA:
+        days, seconds, micros = msgpack.unpackb(data, raw=False)
+        if not all(type(part) is int for part in (days, seconds, micros)):
+            raise ValueError("timedelta parts are not ints")
+        return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
+    if code == _EXT_PREFIX:
+        if nested:
+            raise ValueError("a prefix reference inside a prefix reference")
+        count, tail = msgpack.unpackb(
+            data, raw=False, strict_map_key=False, ext_hook=_nested_ext_hook, use_list=True
+        )
+        if type(count) is not int or count < 0 or not isinstance(tail, list):
+            raise ValueError("malformed prefix reference")
+        return PrefixRef(count, tail)
+    raise ValueError(f"unknown ext type {code}")
+
+
+#: :func:`redrive._stored.unpack_value`, once imported (that module is built on this one).
+_STORED_UNPACK: list[Callable[[bytes], Any]] = []
+
+
+def _stored_unpack() -> Callable[[bytes], Any]:
+    from ._stored import unpack_value
+
+    if not _STORED_UNPACK:
+        _STORED_UNPACK.append(unpack_value)
+    return unpack_value
+
+
+class _ExtError(ValueError):
+    """A malformed ext value (its message already names the ext type)."""
+
+
+def _ext(code: int, data: bytes, *, nested: bool) -> Any:
+    try:
+        return _ext_value(code, data, nested=nested)
+    except _ExtError:
+        raise
+    except ValueError as exc:
+        raise _ExtError(f"bad ext type {code} value: {exc}") from None
+    except Exception as exc:
+        # Untrusted bytes reach stdlib constructors here; whatever they raise
+        # (OverflowError, RecursionError, MemoryError, InvalidOperation...)
+        # means "not a canonical value", never a crash of the reader.
+        raise _ExtError(f"bad ext type {code} value: {type(exc).__name__}: {exc}") from None
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    return _ext(code, data, nested=False)
+
+
+def _nested_ext_hook(code: int, data: bytes) -> Any:
+    return _ext(code, data, nested=True)
+
+
+def decode(data: bytes) -> Any:
+    """Decode canonical msgpack bytes written by :func:`encode`.
+
+    Safe on untrusted bytes: nothing but ``ValueError`` comes out of it.
+
+    Args:
+        data: the bytes of exactly one value.
+
+    Returns:
+        The plain value (lists for arrays, dicts for maps).
+
+    Raises:
+        ValueError: the bytes are not one well-formed value (including extra
+            bytes after it, unknown or malformed ext types, a prefix reference
+            inside another one, nesting deeper than 256 levels counted
+            through prefix references too).
+    """
+    try:
+        value = msgpack.unpackb(
+            data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
+        )
+    except Exception:  # the error text of _untrusted, on the rare path
+        value = _untrusted(
+            "canonical msgpack",
+            lambda: msgpack.unpackb(
+                data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
+            ),
+        )
+    if len(data) > MAX_DEPTH:  # shorter bytes cannot nest deeper (one byte per level at least)
+        _check_depth(value)
+    return value
+
+
+def _untrusted(what: str, unpack: Callable[[], Any]) -> Any:
+    """Return ``unpack()``; whatever it raises on malformed bytes comes out as ValueError."""
+    try:
+        return unpack()
+    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise ValueError(f"not one {what} value: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"not a {what} value: {exc}") from None
+    except Exception as exc:
+        # msgpack itself may raise TypeError (unhashable map key), MemoryError,
+        # RecursionError...; to callers all of these are malformed bytes.
+        raise ValueError(f"not a {what} value: {type(exc).__name__}: {exc}") from None
+
+
+#: The types whose values nest (what :func:`_check_depth` descends into).
+_NESTING: Final = (dict, list, PrefixRef)
+
+
+def _check_depth(value: Any, depth: int = 0) -> None:
+    """Raise ValueError when a container sits deeper than :data:`MAX_DEPTH` (root: 0).
+
+    Recursive over containers only (the C unpacker's own stack bounds the
+    recursion well below Python's limit); leaves cost one type check.
+    """
+    if isinstance(value, dict):
+        children: Any = value.values()
+    elif isinstance(value, list):
+        children = value
+    elif isinstance(value, PrefixRef):
+        children = (value.tail,)
+    else:
+        return
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    for child in children:
+        if isinstance(child, _NESTING):
+            _check_depth(child, depth + 1)

@@ -1,0 +1,176 @@
+"""What the DuckDB journal's log holds: replaying the log, and what a checkpoint keeps or moves.
+
+The records written to the log and not yet checkpointed into the tables are
+held in a :class:`~.memory.MemoryState` (the overlay); these functions read
+and change it. Part of :mod:`.duckdb` (see its docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
+
+from ..errors import JournalCorruptError
+from ..frames import Frame
+from ._base import Decision, RunRecord, RunStatus
+from ._duckdb_store import _CHUNK
+from ._framelog import ADVICE as _ADVICE
+from ._framelog import FrameLog
+from ._logrecord import (
+    BadRecord,
+    after,
+    check_frames,
+    decision_record,
+    frames_record,
+    parse_record,
+    position,
+    run_record,
+)
+from .memory import MemoryState
+
+#: Run statuses whose records a checkpoint moves into the tables (the run has ended).
+_ENDED: Final = frozenset(s.value for s in RunStatus if s.terminal)
+
+
+@attrs.frozen
+class _Move:
+    """What a background checkpoint moves: the held records of some runs, as they were."""
+
+    rows: dict[str, RunRecord]
+    #: frames held per run at the snapshot (the overlay may add more meanwhile)
+    counts: dict[str, int]
+    frames: list[Frame]
+    decisions: dict[tuple[str, str], Decision]
+
+
+def _row_at(row: RunRecord, last: Frame) -> RunRecord:
+    """``row`` as it was right after frame ``last`` was appended (for a rewritten log)."""
+    return attrs.evolve(row, next_seq=last.seq + 1, last_chain=last.chain)
+
+
+def _replay_log(overlay: MemoryState, log: FrameLog) -> None:
+    """Apply every record of the log; raise JournalCorruptError naming the last good one."""
+    last: tuple[str | None, int | None] = (None, None)
+    try:
+        for index, (offset, record) in enumerate(log.entries()):
+            try:
+                _apply(overlay, record)
+            except BadRecord as exc:
+                raise JournalCorruptError(
+                    f"{log.path}: record {index} at byte {offset} is not a well-formed "
+                    f"journal record: {exc}. " + after(last) + _ADVICE,
+                    source=log.path,
+                    offset=offset,
+                    record_index=index,
+                    reason="record",
+                    run_id=last[0],
+                    last_good_seq=last[1],
+                ) from None
+            last = position(record)
+    except JournalCorruptError as exc:
+        if exc.fields.get("reason") == "record" or last == (None, None):
+            raise
+        fields = exc.to_fields()
+        fields.update(run_id=last[0], last_good_seq=last[1])
+        raise JournalCorruptError(f"{exc.message} {after(last)}".rstrip(), **fields) from None
+
+
+def _apply(overlay: MemoryState, record: Any) -> None:
+    """Apply one log record to the overlay.
+
+    Raises:
+        BadRecord: the record is not a well-formed journal record (what is
+            wrong is the message); nothing was applied.
+    """
+    parsed = parse_record(record)
+    if parsed.decision is not None:
+        overlay.put_decision(parsed.decision)
+        return
+    assert parsed.row is not None
+    _apply_run(overlay, parsed.row, parsed.frames)
+
+
+def _apply_run(overlay: MemoryState, row: RunRecord, frames: Sequence[Frame]) -> None:
+    """Apply a run row and its new frames to the overlay (BadRecord: seqs not dense)."""
+    if frames:
+        check_frames(row, frames, overlay.next_held_seq(row.run_id))
+    overlay.put_run(row, frames)
+
+
+def _wholly_held(overlay: MemoryState, run_id: str) -> bool:
+    """True when the overlay holds the run from seq 0 on (the tables hold none of it).
+
+    Then its row, frames and decisions are all in the overlay (a checkpoint
+    keeps or moves a run's records together, and a run is in the tables
+    from its seq 0 once any of it moved).
+    """
+    held = overlay.frames.get(run_id)
+    return bool(held) and held[0].seq == 0  # type: ignore[index]
+
+
+def _kept_runs(held: MemoryState, checkpoint_frames: int) -> set[str]:
+    """The unfinished runs whose records a threshold or closing checkpoint keeps in the log."""
+    live = [
+        (len(held.frames.get(r.run_id, ())), r.run_id)
+        for r in held.runs.values()
+        if r.status not in _ENDED
+    ]
+    budget = checkpoint_frames // 2
+    keep: set[str] = set()
+    for count, run_id in sorted(live):
+        if count > budget:
+            break
+        budget -= count
+        keep.add(run_id)
+    return keep
+
+
+def _kept_records(held: MemoryState, keep: set[str]) -> list[list[Any]]:
+    """Log records that restore exactly the overlay's records of the runs in ``keep``."""
+    records: list[list[Any]] = []
+    for run_id in sorted(keep):
+        row = held.runs[run_id]
+        frames = held.frames.get(run_id, [])
+        for start in range(0, len(frames), _CHUNK):
+            chunk = frames[start : start + _CHUNK]
+            # an earlier chunk's row only has to match its frames (_apply checks
+            # it); the last record sets the run's current row
+            last = chunk[-1]
+            step = row if start + _CHUNK >= len(frames) else _row_at(row, last)
+            records.append(frames_record(step, chunk))
+        if not frames:
+            records.append(run_record(row))
+    records.extend(decision_record(d) for d in held.decisions.values() if d.run_id in keep)
+    return records
+
+
+def _held_records(held: MemoryState) -> list[list[Any]]:
+    """Log records that restore exactly what the overlay holds."""
+    records = _kept_records(held, set(held.runs))
+    records.extend(decision_record(d) for d in held.decisions.values() if d.run_id not in held.runs)
+    return records
+
+
+def _drop_moved(held: MemoryState, move: _Move) -> None:
+    """Forget the overlay's records that ``move`` put into the tables (caller holds the lock).
+
+    A run written to since the snapshot keeps what came after (its newer
+    row, its later frames): it is then in the tables up to some seq and in
+    the overlay after it, which reads merge.
+    """
+    for run_id in set(move.rows) | set(move.counts):
+        frames = held.frames.get(run_id, [])
+        count = move.counts.get(run_id, 0)
+        rest = frames[count:]
+        held.held -= len(frames) - len(rest)
+        if rest:
+            held.frames[run_id] = rest
+        else:
+            held.frames.pop(run_id, None)
+        if held.runs.get(run_id) is move.rows.get(run_id) and not rest:
+            held.runs.pop(run_id, None)
+    for key, decision in move.decisions.items():
+        if held.decisions.get(key) is decision:
+            del held.decisions[key]
