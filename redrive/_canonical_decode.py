@@ -33,8 +33,9 @@ from ._canonical_types import (
 
 def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
     if code == _EXT_STORED:  # first: every response and tool result is one
-        unpack = _STORED_UNPACK[0] if _STORED_UNPACK else _stored_unpack()
-        return unpack(data)
+        if not _STORED_UNPACK:  # pragma: no cover - redrive._stored registers it on import
+            raise ValueError("a stored value (ext 10) met before redrive._stored was imported")
+        return _STORED_UNPACK[0](data)
     if code == _EXT_DATETIME_AWARE:
         return _dt.datetime.fromisoformat(data.decode())
     if code == _EXT_DATETIME_NAIVE:
@@ -68,16 +69,14 @@ def _ext_value(code: int, data: bytes, *, nested: bool) -> Any:
     raise ValueError(f"unknown ext type {code}")
 
 
-#: :func:`redrive._stored.unpack_value`, once imported (that module is built on this one).
+#: :func:`redrive._stored.unpack_value`, registered by that module when it is imported
+#: (it is built on this one, so this one does not import it back).
 _STORED_UNPACK: list[Callable[[bytes], Any]] = []
 
 
-def _stored_unpack() -> Callable[[bytes], Any]:
-    from ._stored import unpack_value
-
-    if not _STORED_UNPACK:
-        _STORED_UNPACK.append(unpack_value)
-    return unpack_value
+def register_stored_unpack(unpack: Callable[[bytes], Any]) -> None:
+    """Register how a stored value (ext 10) unpacks (:func:`redrive._stored.unpack_value`)."""
+    _STORED_UNPACK[:] = [unpack]
 
 
 class _ExtError(ValueError):

@@ -27,7 +27,7 @@ from ._canonical import (
     canonical,
     pack_tree,
 )
-from ._canonical_decode import _ext_value, _ExtError, _untrusted
+from ._canonical_decode import _ext_value, _ExtError, _untrusted, register_stored_unpack
 from ._canonical_types import (
     _EXT_BIGINT,
     _EXT_DATE,
@@ -430,3 +430,6 @@ def rebuild(value: Any, *, where: str = "$") -> Any:
         same = all(a is b for a, b in zip(items, value, strict=True))
         return value if same else kind(items)
     return value
+
+
+register_stored_unpack(unpack_value)
