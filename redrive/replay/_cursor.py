@@ -446,6 +446,38 @@ class Cursor:
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
 
+    def key_of(self, kind: str, name: str, args: Any) -> str:
+        """The key ``args`` match recorded steps by (the policy's ``ignore`` paths left out)."""
+        return call_key(name, match_view(args, self._ignore, kind=kind))
+
+    def waiting_calls(
+        self, kind: str, name: str, args: Any, key: str, *, turn: int | None, issue: Issue | None
+    ) -> list[RecordedStep]:
+        """The unconsumed steps of (kind, name) that may answer a call whose key none has.
+
+        Empty when a step with the call's key is recorded where :meth:`match`
+        looks (the usual case). Else the steps of the caller's turn (every
+        unconsumed one under a lenient rule), the one recorded at the caller's
+        issue position first. Nothing is consumed.
+        """
+        if self._ignore:
+            key = self.key_of(kind, name, args)
+        if self.policy.rule(kind) == "lenient":
+            if self._first_alive(self._by_key, (kind, name, key)) is not None:
+                return []
+            pool = [s for s in self._order if s.seq in self._steps]
+        else:
+            head = self._head()
+            if head is None:
+                return []
+            turns = dict.fromkeys([head.turn if turn is None else turn, head.turn])
+            if any(self._find_issued(t, kind, name, key, issue) is not None for t in turns):
+                return []
+            pool = [s for t in turns for s in self._window(t)]
+        here = (issue.parent, issue.occ) if issue is not None else None
+        same = [s for s in pool if s.kind == kind and s.name == name]
+        return sorted(same, key=lambda s: (_position(s) != here, s.seq))
+
     def drift_window(self, turn: int) -> tuple[RecordedStep | None, bool]:
         """For a drifted model step of ``turn``: the turn's unconsumed model step, and others.
 

@@ -52,6 +52,7 @@ from ._engine import (
     decide_tool,
 )
 from ._policy import match_view, redact_paths
+from ._samecall import ToolParams, as_recorded
 from ._state import Issue
 from ._writer import _Adopted
 
@@ -98,6 +99,9 @@ class ToolSpec:
         recover: ``fn(args: dict, idempotency_key: str) -> Recovery`` or None.
         retryable: exception types after which the run stays resumable.
         declared: whether ``restart_safe`` was declared (False: the name heuristic decided).
+        params: its parameters and their canonical defaults (computed when it is
+            declared): a call that adds a parameter at its default is still the
+            recorded call (see :mod:`redrive.replay._samecall`).
     """
 
     name: str
@@ -106,6 +110,7 @@ class ToolSpec:
     recover: Callable[[dict[str, Any], str], Recovery] | None = None
     retryable: tuple[type[BaseException], ...] = ()
     declared: bool = True
+    params: ToolParams = attrs.field(factory=ToolParams, eq=False)
 
 
 @attrs.define
@@ -253,6 +258,18 @@ class ToolSteps(Claims):
         key = call_key(spec.name, match_view(stored, kind="tool"), tree=True)  # stored: canonical
         with self._lock:
             turn = issue.turn
+            if spec.params.defaults and self._cursor is not None:
+                # a parameter added since the record at its default keeps the recorded call
+                stored, key = as_recorded(
+                    self._cursor,
+                    spec.name,
+                    stored,
+                    key,
+                    spec.params.defaults,
+                    turn=turn,
+                    issue=issue,
+                    scrub=lambda value: self._prepare(value, "args"),
+                )
             step = self._match("tool", spec.name, stored, key, issue)
             ask = self._tool_ask(spec, step, key)
             decision = decide_tool(ask)
