@@ -4,11 +4,15 @@
 :mod:`redrive.replay._fingerprint`). :func:`what_changed` imports the run's
 entrypoint as ``redrive check`` does (which defines its tools), compares the
 recorded fingerprint with the current one, and names the recorded steps the
-differences make unreplayable under strict replay: tool steps of a tool that is
-gone or whose signature changed. With ``replay=True`` it also re-drives the run
-replay-only over a private in-memory copy (nothing runs live, the journal is
-not touched) to find the first step that drifts, such as a model step whose
-prompt changed.
+differences make unreplayable under strict replay. With ``replay=True`` it
+re-drives the run replay-only over a private in-memory copy (nothing runs live,
+the journal is not touched), matching steps exactly as a resume does: a step
+that replay answers is replayable whatever its tool's fingerprint says (a
+parameter added at its default keeps a call, CONTRACT C1), and the first step
+that drifts (a model step whose prompt changed, a tool called otherwise) is
+unreplayable. Only the steps the replay does not reach (or all, with
+``replay=False``) are judged from the fingerprint: a tool that is gone, or a
+recorded argument that is no longer a parameter, never replays.
 """
 
 from __future__ import annotations
@@ -274,8 +278,8 @@ def _tool_step_risk(step: RecordedStep, effect: str, reached: str) -> StepAtRisk
     dropped = dropped_arguments(step.args, params) if params is not None else []
     if dropped:
         return risk(
-            f"the signature of tool {step.name!r} changed: recorded argument(s) "
-            f"{', '.join(map(repr, dropped))} are no parameter of it now",
+            f"the signature of tool {step.name!r} changed: the recorded argument(s) "
+            f"{', '.join(map(repr, dropped))} are no longer among its parameters",
             True,
         )
     return risk(

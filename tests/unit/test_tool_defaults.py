@@ -222,7 +222,7 @@ def test_a_removed_argument_is_unreplayable_where_the_replay_stops_earlier(
     app.deploy("order: str", "{'order': order}", style="framework")
     report = redrive.what_changed(journal, "invoice:I", replay=False)
     assert [(s.seq, s.blocking) for s in report.steps] == [(1, True)]
-    assert "'note' are no parameter of it now" in report.steps[0].why
+    assert "'note' are no longer among its parameters" in report.steps[0].why
     hint = report.summary().split("What to do: ")[1]
     assert hint.startswith("a recorded tool call (send_invoice) no longer replays")
     assert "cannot change that" in hint
