@@ -18,6 +18,8 @@ the caller wrote (item 4).
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import sys
 import tempfile
 import types
@@ -30,6 +32,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import redrive
+from redrive import ReplayPolicy
 from redrive._update import update_run
 from redrive.errors import DivergenceError
 from redrive.storage import MemoryJournal
@@ -315,3 +318,82 @@ def test_exactly_the_meaning_preserving_signature_changes_replay(
     with tempfile.TemporaryDirectory() as tmp:
         found = verdicts(app, journal, Path(tmp))
     assert found == dict.fromkeys(found, keeps), (found, sig, passed, new_sig, new_passed)
+
+
+# -- parallel calls and the other rules ---------------------------------------------------------
+
+
+def _invoice_tool(params: str, sent: list[str]) -> Any:
+    """An async side-effecting ``send_invoice(order{params})`` whose results tell calls apart."""
+    scope: dict[str, Any] = {"SENT": sent, "redrive": redrive}
+    exec(
+        "@redrive.tool(restart_safe=False)\n"
+        f"async def send_invoice(order: str{params}) -> str:\n"
+        "    SENT.append(order)\n"
+        "    return f'sent {order} as number {len(SENT)}'\n",
+        scope,
+    )
+    return scope["send_invoice"]
+
+
+async def _bound(tool: Any, **given: Any) -> Any:
+    """Call ``tool`` as a framework does: every parameter, defaults bound in."""
+    bound = inspect.signature(tool).bind(**given)
+    bound.apply_defaults()
+    return await tool(**bound.arguments)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param(ReplayPolicy(), id="strict"),
+        pytest.param(ReplayPolicy(tool="lenient"), id="lenient-tools"),
+        pytest.param(ReplayPolicy(on_drift="continue_live"), id="continue_live"),
+    ],
+)
+def test_parallel_calls_with_an_added_default_each_get_their_own_record(
+    policy: ReplayPolicy,
+) -> None:
+    """A parallel batch recorded before the parameter existed: on resume each call, now with
+    the parameter bound at its default, gets its own recorded result and no body runs (under
+    a lenient rule for tools the call used to match nothing and send the invoice again)."""
+    journal, sent = MemoryJournal(), []
+    orders = ["A", "B", "C"]
+
+    async def batch(tool: Any, **options: Any) -> list[Any]:
+        async with redrive.run(journal, "batch", **options):
+            return list(await asyncio.gather(*(_bound(tool, order=o) for o in orders)))
+
+    recorded = asyncio.run(batch(_invoice_tool("", sent)))
+    assert sorted(sent) == orders
+    again = _invoice_tool(", priority: str = 'normal'", sent)
+    assert asyncio.run(batch(again, live=False, replay=policy)) == recorded
+    assert sorted(sent) == orders, "a recorded invoice was sent again"
+
+
+def test_an_in_flight_call_with_an_added_default_is_rerun_under_its_recorded_key() -> None:
+    """Live, after a crash inside a restart-safe body: the call, now with the parameter at its
+    default, is the recorded in-flight call; it runs again under the same idempotency key
+    (on main it diverged, and the run could not be resumed under the new code)."""
+    journal, keys = MemoryJournal(), []
+
+    def define(params: str, crash: bool) -> Any:
+        scope: dict[str, Any] = {"redrive": redrive, "KEYS": keys, "CRASH": crash}
+        exec(
+            "@redrive.tool(restart_safe=True)\n"
+            f"def send_invoice(order: str{params}, idempotency_key: str = '') -> str:\n"
+            "    KEYS.append(idempotency_key)\n"
+            "    if CRASH:\n"
+            "        raise KeyboardInterrupt  # the worker dies inside the body\n"
+            "    return f'sent {order}'\n",
+            scope,
+        )
+        return scope["send_invoice"]
+
+    tool = define("", crash=True)
+    with pytest.raises(KeyboardInterrupt), redrive.run(journal, "inflight"):
+        tool(order="A")
+    tool = define(", priority: str = 'normal'", crash=False)
+    with redrive.run(journal, "inflight"):
+        assert tool(order="A", priority="normal") == "sent A"
+    assert keys == ["inflight:1:send_invoice"] * 2
