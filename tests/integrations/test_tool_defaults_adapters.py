@@ -87,7 +87,7 @@ def test_a_parameter_added_at_its_default_replays_through_the_adapter(
     family: str, before: str, after: str, replays: bool
 ) -> None:
     need(family)
-    journal, sent = MemoryJournal(), []
+    journal, sent = MemoryJournal(), list[str]()
     record = FAMILIES[family](_define(before, sent))
 
     async def go(call: Callable[[], Any], live: bool) -> Any:

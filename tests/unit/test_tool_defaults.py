@@ -357,12 +357,13 @@ def test_parallel_calls_with_an_added_default_each_get_their_own_record(
     """A parallel batch recorded before the parameter existed: on resume each call, now with
     the parameter bound at its default, gets its own recorded result and no body runs (under
     a lenient rule for tools the call used to match nothing and send the invoice again)."""
-    journal, sent = MemoryJournal(), []
+    journal, sent = MemoryJournal(), list[str]()
     orders = ["A", "B", "C"]
 
     async def batch(tool: Any, **options: Any) -> list[Any]:
         async with redrive.run(journal, "batch", **options):
-            return list(await asyncio.gather(*(_bound(tool, order=o) for o in orders)))
+            results = await asyncio.gather(*(_bound(tool, order=o) for o in orders))
+        return list(results)
 
     recorded = asyncio.run(batch(_invoice_tool("", sent)))
     assert sorted(sent) == orders
@@ -375,7 +376,7 @@ def test_an_in_flight_call_with_an_added_default_is_rerun_under_its_recorded_key
     """Live, after a crash inside a restart-safe body: the call, now with the parameter at its
     default, is the recorded in-flight call; it runs again under the same idempotency key
     (on main it diverged, and the run could not be resumed under the new code)."""
-    journal, keys = MemoryJournal(), []
+    journal, keys = MemoryJournal(), list[str]()
 
     def define(params: str, crash: bool) -> Any:
         scope: dict[str, Any] = {"redrive": redrive, "KEYS": keys, "CRASH": crash}
