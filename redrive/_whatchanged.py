@@ -4,11 +4,15 @@
 :mod:`redrive.replay._fingerprint`). :func:`what_changed` imports the run's
 entrypoint as ``redrive check`` does (which defines its tools), compares the
 recorded fingerprint with the current one, and names the recorded steps the
-differences make unreplayable under strict replay: tool steps of a tool that is
-gone or whose signature changed. With ``replay=True`` it also re-drives the run
-replay-only over a private in-memory copy (nothing runs live, the journal is
-not touched) to find the first step that drifts, such as a model step whose
-prompt changed.
+differences make unreplayable under strict replay. With ``replay=True`` it
+re-drives the run replay-only over a private in-memory copy (nothing runs live,
+the journal is not touched), matching steps exactly as a resume does: a step
+that replay answers is replayable whatever its tool's fingerprint says (a
+parameter added at its default keeps a call, CONTRACT C1), and the first step
+that drifts (a model step whose prompt changed, a tool called otherwise) is
+unreplayable. Only the steps the replay does not reach (or all, with
+``replay=False``) are judged from the fingerprint: a tool that is gone, or a
+recorded argument that is no longer a parameter, never replays.
 """
 
 from __future__ import annotations
@@ -22,7 +26,18 @@ import attrs
 from ._check import _call_args, _copy, _drive, _import_paths, _resolve
 from .errors import DivergenceError, ReplayMissError, UnknownRunError
 from .frames import Kind
-from .replay import Fingerprint, Run, app_version, current_tools, iter_steps, read_fingerprint
+from .replay import (
+    Fingerprint,
+    RecordedStep,
+    Run,
+    app_version,
+    current_tools,
+    declared_params,
+    dropped_arguments,
+    iter_steps,
+    read_fingerprint,
+    unreplayed_steps,
+)
 from .storage import Journal
 
 __all__ = [
@@ -209,17 +224,20 @@ class WhatChanged:
 
 def _tool_changes(
     recorded: dict[str, dict[str, str]], current: dict[str, dict[str, str]]
-) -> tuple[list[Change], dict[str, tuple[bool, str]]]:
-    """Tool differences, and per changed tool: (breaks strict replay, why)."""
+) -> tuple[list[Change], dict[str, str]]:
+    """Tool differences, and per changed tool what changed: ``gone``, ``sig`` or ``decl``.
+
+    A docstring-only change is listed and has no effect on the recorded calls.
+    """
     changes: list[Change] = []
-    effect: dict[str, tuple[bool, str]] = {}
+    effect: dict[str, str] = {}
     for name in sorted(set(recorded) | set(current)):
         old, new = recorded.get(name), current.get(name)
         if old == new:
             continue
         if new is None:
             changes.append(Change(part=f"tool:{name}", recorded=old, current=None, detail="gone"))
-            effect[name] = (True, f"tool {name!r} is no longer defined")
+            effect[name] = "gone"
             continue
         if old is None:
             changes.append(Change(part=f"tool:{name}", recorded=None, current=new, detail="new"))
@@ -227,12 +245,50 @@ def _tool_changes(
         parts = [p for p in ("sig", "decl", "doc") if old.get(p) != new.get(p)]
         words = {"sig": "signature", "decl": "declaration", "doc": "docstring"}
         detail = ", ".join(words[p] for p in parts) + " changed"
+        if parts == ["doc"]:
+            detail += " (its recorded calls still replay)"
         changes.append(Change(part=f"tool:{name}", recorded=old, current=new, detail=detail))
         if "sig" in parts:
-            effect[name] = (True, f"the signature of tool {name!r} changed")
+            effect[name] = "sig"
         elif "decl" in parts:
-            effect[name] = (False, f"tool {name!r} is declared differently (restart safety)")
+            effect[name] = "decl"
     return changes, effect
+
+
+def _tool_step_risk(step: RecordedStep, effect: str, reached: str) -> StepAtRisk | None:
+    """How a change of its tool affects a recorded tool step (None: it replays).
+
+    ``reached`` is ``"replayed"`` when the dry replay (the resume's own
+    matching) answered the step from the record, ``"unreached"`` when it
+    stopped before it or did not run. Only an unreached step is judged from
+    the fingerprint: a tool that is gone, or a recorded argument that is no
+    parameter of the tool now, never replays; another signature change may
+    (a parameter added at its default keeps the call, C1).
+    """
+
+    def risk(why: str, blocking: bool) -> StepAtRisk:
+        return StepAtRisk(seq=step.seq, kind=step.kind, name=step.name, why=why, blocking=blocking)
+
+    if effect == "gone":
+        return risk(f"tool {step.name!r} is no longer defined", True)
+    if effect == "decl":
+        return risk(f"tool {step.name!r} is declared differently (restart safety)", False)
+    if reached == "replayed":
+        return None
+    params = declared_params(step.name)
+    dropped = dropped_arguments(step.args, params) if params is not None else []
+    if dropped:
+        return risk(
+            f"the signature of tool {step.name!r} changed: the recorded argument(s) "
+            f"{', '.join(map(repr, dropped))} are no longer among its parameters",
+            True,
+        )
+    return risk(
+        f"the signature of tool {step.name!r} changed; the replay did not reach this step: it "
+        "replays if the code asks with the recorded arguments (a parameter added at its "
+        "default keeps a call)",
+        False,
+    )
 
 
 def what_changed(
@@ -290,23 +346,24 @@ def what_changed(
             else ([], {})
         )
         changes.extend(tool_changes)
-        steps: list[StepAtRisk] = [
-            StepAtRisk(
-                seq=s.seq,
-                kind=s.kind,
-                name=s.name,
-                why=effect[s.name][1],
-                blocking=effect[s.name][0],
-            )
-            for s in iter_steps(journal.frames(run_id))
-            if s.kind == "tool" and s.name in effect and s.seq not in recorded.reasked
-        ]
         replayed: int | None = None
         drift = ""
+        drift_step: StepAtRisk | None = None
+        left: set[int] | None = None  # recorded steps the dry replay did not answer
         if replay and func is not None:
-            replayed, drift, drift_step = _dry_replay(journal, run_id, func)
-            if drift_step is not None and all(s.seq != drift_step.seq for s in steps):
-                steps.append(drift_step)
+            replayed, drift, drift_step, left = _dry_replay(journal, run_id, func)
+        steps: list[StepAtRisk] = []
+        for s in iter_steps(journal.frames(run_id)):
+            if s.kind != "tool" or s.name not in effect or s.seq in recorded.reasked:
+                continue
+            if drift_step is not None and s.seq == drift_step.seq:
+                continue  # the replay's own finding says more
+            reached = "replayed" if left is not None and s.seq not in left else "unreached"
+            risk = _tool_step_risk(s, effect[s.name], reached)
+            if risk is not None:
+                steps.append(risk)
+        if drift_step is not None:
+            steps.append(drift_step)
     steps.sort(key=lambda s: s.seq)
     return WhatChanged(
         run_id=run_id,
@@ -319,12 +376,20 @@ def what_changed(
     )
 
 
-def _dry_replay(journal: Journal, run_id: str, func: Any) -> tuple[int, str, StepAtRisk | None]:
-    """Re-drive the run replay-only over a copy: (steps replayed, drift report, drifting step)."""
+def _dry_replay(
+    journal: Journal, run_id: str, func: Any
+) -> tuple[int, str, StepAtRisk | None, set[int] | None]:
+    """Re-drive the run replay-only over a copy, as a resume would match its steps.
+
+    Returns:
+        ``(steps replayed, drift report, drifting step, seqs of the recorded
+        steps it did not answer)``; the last is None when that cannot be told.
+    """
     copy = _copy(journal, run_id)
     first = next(iter(copy.frames(run_id)))
     start = first.data() if first.kind == Kind.RUN_START.value else {}
     run = Run(copy, run_id, live=False, replay="strict", entrypoint=start.get("entrypoint"))
+    found: tuple[str, StepAtRisk | None] = ("", None)
     try:
         args, kwargs = _call_args(func, start.get("input"))
         _drive(run, func, args, kwargs)
@@ -336,12 +401,18 @@ def _dry_replay(journal: Journal, run_id: str, func: Any) -> tuple[int, str, Ste
             why="drifts from its record under the current code"
             + (f" ({', '.join(p for p, _a, _b in exc.diff or [])})" if exc.diff else ""),
         )
-        return run.replayed_steps, str(exc), step
+        found = (str(exc), step)
     except ReplayMissError:
         pass  # an unfinished run replays up to where it would go live: no change
     except Exception as exc:  # the code itself fails on the recorded input
-        return run.replayed_steps, f"{type(exc).__name__}: {exc}", None
-    return run.replayed_steps, "", None
+        found = (f"{type(exc).__name__}: {exc}", None)
+    return run.replayed_steps, found[0], found[1], _unanswered(run)
+
+
+def _unanswered(run: Run) -> set[int] | None:
+    """Seqs of the recorded steps a finished dry replay left unconsumed (None: unknown)."""
+    left = unreplayed_steps(run)
+    return None if left is None else {s.seq for s in left}
 
 
 def describe_changes(journal: Journal, run_id: str) -> str:

@@ -8,7 +8,15 @@ import re
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ..replay import Recovery, ToolSpec, join_run, register_tool, tool_digest
+from ..replay import (
+    Recovery,
+    ToolSpec,
+    join_run,
+    register_tool,
+    remember_params,
+    tool_digest,
+    tool_params,
+)
 
 __all__ = ["CLAUSE_WORDS", "SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
 
@@ -216,6 +224,7 @@ def tool(
         step_name = name or func.__name__
         declared = restart_safe is not None
         safe = bool(restart_safe) if declared else guess_restart_safe(step_name)
+        params = tool_params(func)
         spec = ToolSpec(
             name=step_name,
             restart_safe=safe or read_only,
@@ -223,7 +232,9 @@ def tool(
             recover=recover,
             retryable=tuple(retryable),
             declared=declared,
+            params=params,
         )
+        remember_params(step_name, params)
         signature = inspect.signature(func)
         register_tool(
             step_name,

@@ -1,5 +1,6 @@
 """Replay: runs, the cursor over recorded steps, matching, divergence, resume policy."""
 
+from ._active import active_runs, current_run, join_run, unreplayed_steps
 from ._approval import await_approval, pending_approvals
 from ._config import RunOptions, unknown_live_tools
 from ._context import (
@@ -29,7 +30,14 @@ from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._policy import ReplayPolicy, match_view, set_default_on_drift
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
 from ._resolve import resolve_step
-from ._run import Run, active_runs, current_run, join_run, run
+from ._run import Run, run
+from ._samecall import (
+    ToolParams,
+    declared_params,
+    dropped_arguments,
+    remember_params,
+    tool_params,
+)
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, rebuild_error
@@ -53,6 +61,7 @@ __all__ = [
     "StepReader",
     "StepSource",
     "StepView",
+    "ToolParams",
     "ToolSpec",
     "ToolStep",
     "ValueStep",
@@ -61,8 +70,10 @@ __all__ = [
     "await_approval",
     "current_run",
     "current_tools",
+    "declared_params",
     "diff_runs",
     "diff_values",
+    "dropped_arguments",
     "executor",
     "expand_frames",
     "fencing_token",
@@ -79,6 +90,7 @@ __all__ = [
     "redirect_runs",
     "redirected",
     "register_tool",
+    "remember_params",
     "render_compare",
     "render_run",
     "resolve_step",
@@ -90,5 +102,7 @@ __all__ = [
     "set_step_observer",
     "short",
     "tool_digest",
+    "tool_params",
     "unknown_live_tools",
+    "unreplayed_steps",
 ]

@@ -17,8 +17,9 @@ from typing import Any
 from ..errors import DivergenceError
 from ..frames import Kind
 from ..storage import Decision, Journal
+from ._active import current_run
 from ._diff import diff_values, format_diff
-from ._run import Suspended, current_run
+from ._run import Suspended
 
 __all__ = ["APPROVAL_STEP", "await_approval", "pending_approvals"]
 

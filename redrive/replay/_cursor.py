@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import DivergenceError
-from ..frames import Frame, Kind, call_key
+from ..frames import Frame, call_key
 from ._delta import Expander
 from ._diff import diff_values, format_diff
 from ._divergence import Found, ReplayDriftWarning, divergence_error
-from ._fingerprint import REASKED
 from ._flows import Issue
 from ._policy import ReplayPolicy, match_view
-from ._steps import STEP_KINDS, RecordedStep, StepReader
+from ._recorded import CAUSAL_TURNS, ISSUED_KINDS, RecordedIndex
+from ._steps import STEP_KINDS, RecordedStep
 
 __all__ = [
     "CAUSAL_TURNS",
@@ -30,12 +30,6 @@ __all__ = [
     "ReplayDriftWarning",
     "STEP_KINDS",
 ]
-
-
-#: The ``turns`` run flag of runs whose model and tool steps record where they were issued.
-CAUSAL_TURNS = "causal"
-#: The step kinds that record where they were issued (their ``issue`` field).
-ISSUED_KINDS = frozenset({"model", "tool"})
 
 
 class Cursor:
@@ -54,143 +48,36 @@ class Cursor:
         #: the journal's URL, for the hint in divergence messages
         self.source = source
         self.policy = policy
-        self._frames: Iterator[Frame] | None = frames
         self._ignore = policy.ignore_patterns
-        self._reader = StepReader(run_id)
-        #: the unconsumed steps read so far, by seq
-        self._steps = self._reader.steps
-        self._order: collections.deque[RecordedStep] = collections.deque()
-        # indexes over the loaded, unconsumed steps; consumed steps leave them eagerly
-        # when at the front (the usual, in-order case) and lazily otherwise
-        self._by_turn: dict[int, collections.deque[RecordedStep]] = {}
-        self._by_turn_key: dict[tuple[int, str, str, str], collections.deque[RecordedStep]] = {}
-        self._turn_others: dict[int, collections.deque[RecordedStep]] = {}
-        self._by_key: dict[tuple[str, str, str], collections.deque[RecordedStep]] = {}
-        self._max_loaded_turn = -1
-        #: the step kinds whose opening frames record where they were issued: both for a
-        #: run flagged ``turns: causal``; for runs recorded before the flag, the kinds seen
-        #: with an ``issue`` field (model requests only, in journals of 2026-11)
-        self._positioned: set[str] = set()
-        self._saw_model = False
+        self._idx = RecordedIndex(run_id, frames, self._ignore)
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
-        #: seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)
-        self.superseded: list[int] = []
         if "lenient" in (policy.tool, policy.model, policy.value):
-            self._load_all()
-
-    # -- loading -------------------------------------------------------------
-
-    def _load_one(self) -> bool:
-        if self._frames is None:
-            return False
-        frame = next(self._frames, None)
-        if frame is None:
-            self._frames = None
-            return False
-        step = self._reader.feed(frame)
-        if step is None:
-            if frame.kind == Kind.RUN_START.value:
-                self._read_flags()
-            elif frame.kind == Kind.NOTE.value and frame.name == REASKED:
-                # a model step re-asked live after a code change: its record is superseded
-                ref = frame.data().get("step")
-                if isinstance(ref, int):
-                    self._reader.forget(ref)
-                    self.superseded.append(ref)
-            return True
-        if self._ignore:
-            step.key = call_key(step.name, match_view(step.args, self._ignore, kind=step.kind))
-        self._order.append(step)
-        self._by_turn.setdefault(step.turn, collections.deque()).append(step)
-        self._by_turn_key.setdefault(
-            (step.turn, step.kind, step.name, step.key), collections.deque()
-        ).append(step)
-        if step.kind != "model":
-            self._turn_others.setdefault(step.turn, collections.deque()).append(step)
-        self._by_key.setdefault((step.kind, step.name, step.key), collections.deque()).append(step)
-        self._max_loaded_turn = max(self._max_loaded_turn, step.turn)
-        if step.kind == "model":
-            self._saw_model = True
-        if step.kind in ISSUED_KINDS and "issue" in step.data:
-            self._positioned.add(step.kind)
-        return True
-
-    def _read_flags(self) -> None:
-        """Know the run's turn rule up front from its ``run_start`` flags."""
-        flags = (self.run_start or {}).get("flags")
-        if isinstance(flags, dict) and flags.get("turns") == CAUSAL_TURNS:
-            self._positioned.update(ISSUED_KINDS)
+            self._idx.load_all()
 
     @property
-    def _causal(self) -> bool:
-        """True when steps record where they were issued: turns are causal.
-
-        A later frame may then belong to an earlier turn, so a miss looks
-        through the whole record.
-        """
-        return bool(self._positioned)
+    def superseded(self) -> list[int]:
+        """Seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)."""
+        return self._idx.superseded
 
     @property
     def run_start(self) -> dict[str, Any] | None:
         """The decoded ``run_start`` payload, once read."""
-        return self._reader.run_start
+        return self._idx.reader.run_start
 
     @property
     def run_end(self) -> dict[str, Any] | None:
         """The decoded ``run_end`` payload, once read."""
-        return self._reader.run_end
+        return self._idx.reader.run_end
 
     @property
     def frames_read(self) -> int:
         """How many frames were read so far."""
-        return self._reader.frames_read
+        return self._idx.reader.frames_read
 
     @property
     def expander(self) -> Expander:
         """The last full model request per step name (to resolve prefix deltas)."""
-        return self._reader.expander
-
-    def _load_all(self) -> None:
-        while self._load_one():
-            pass
-
-    def _head(self) -> RecordedStep | None:
-        while True:
-            while self._order and self._order[0].seq not in self._steps:
-                self._order.popleft()
-            if self._order:
-                return self._order[0]
-            if not self._load_one():
-                return None
-
-    def _window(self, turn: int) -> list[RecordedStep]:
-        """Every unconsumed step of ``turn`` (loads the whole turn; the slow path)."""
-        while self._frames is not None and (self._causal or self._max_loaded_turn <= turn):
-            self._load_one()
-        return [s for s in self._by_turn.get(turn, ()) if s.seq in self._steps]
-
-    def _first_alive(
-        self, index: dict[Any, collections.deque[RecordedStep]], key: Any
-    ) -> RecordedStep | None:
-        queue = index.get(key)
-        while queue and queue[0].seq not in self._steps:
-            queue.popleft()
-        if not queue:
-            index.pop(key, None)
-            return None
-        return queue[0]
-
-    def _find(self, turn: int, kind: str, name: str, key: str) -> RecordedStep | None:
-        """The first unconsumed step of ``turn`` equal to (kind, name, key), loading lazily.
-
-        Loads only as far as needed: for a loop that replays in order the match
-        is the next step, so memory stays bounded however long the journal.
-        """
-        while True:
-            step = self._first_alive(self._by_turn_key, (turn, kind, name, key))
-            if step is not None or self._frames is None or self._max_loaded_turn > turn:
-                return step
-            self._load_one()
+        return self._idx.reader.expander
 
     def _find_issued(
         self, turn: int, kind: str, name: str, key: str, issue: Issue | None
@@ -206,17 +93,19 @@ class Cursor:
         one issued from the caller's parent step answers, else the first one
         recorded.
         """
-        first = self._find(turn, kind, name, key)
-        if first is None and self._causal and self._frames is not None:
-            self._load_all()  # causal turns: a later frame may hold an earlier turn's step
-            first = self._find(turn, kind, name, key)
+        first = self._idx.find(turn, kind, name, key)
+        if first is None and self._idx.causal and self._idx.frames is not None:
+            self._idx.load_all()  # causal turns: a later frame may hold an earlier turn's step
+            first = self._idx.find(turn, kind, name, key)
         if first is None or issue is None or first.position is None:
             return first
         if first.position == (issue.parent, issue.occ):
             return first
-        self._load_all()  # concurrent identical requests: look at every one recorded
+        self._idx.load_all()  # concurrent identical requests: look at every one recorded
         alive = [
-            s for s in self._by_turn_key.get((turn, kind, name, key), ()) if s.seq in self._steps
+            s
+            for s in self._idx.by_turn_key.get((turn, kind, name, key), ())
+            if s.seq in self._idx.steps
         ]
         for step in alive:
             if step.position == (issue.parent, issue.occ):
@@ -243,18 +132,20 @@ class Cursor:
         """
         if issue is None or kind not in ISSUED_KINDS:
             return False
-        self._load_all()
+        self._idx.load_all()
         if self.superseded:
             # a model step was re-asked live (on_drift="continue_live"): the steps after it
             # carry other issue positions than their record, so no flow's record can be told
             # to end here; a step that matches nothing diverges (a drifted tool never runs)
             return False
-        if self.run_end is not None or (self._saw_model and "model" not in self._positioned):
+        if self.run_end is not None or (
+            self._idx.saw_model and "model" not in self._idx.positioned
+        ):
             return False
-        if kind != "model" and kind not in self._positioned:
+        if kind != "model" and kind not in self._idx.positioned:
             return False
-        kinds = self._positioned | {"model"}
-        steps = [s for s in self._order if s.seq in self._steps and s.kind in kinds]
+        kinds = self._idx.positioned | {"model"}
+        steps = [s for s in self._idx.order if s.seq in self._idx.steps and s.kind in kinds]
         if any(s.position is None for s in steps):
             return False
         # any step recorded from this flow's point and not yet replayed keeps it from going
@@ -272,9 +163,9 @@ class Cursor:
         """
         if issue is None or kind not in ISSUED_KINDS or self.superseded:
             return False
-        kinds = self._positioned | {"model"}
+        kinds = self._idx.positioned | {"model"}
         steps = self._from_same_point(
-            [s for s in self._order if s.seq in self._steps and s.kind in kinds], issue
+            [s for s in self._idx.order if s.seq in self._idx.steps and s.kind in kinds], issue
         )
         here = (issue.parent, issue.occ)
         return bool(steps) and not any(
@@ -288,7 +179,7 @@ class Cursor:
     @property
     def exhausted(self) -> bool:
         """True when every recorded step was consumed."""
-        return self._head() is None
+        return self._idx.head() is None
 
     def nothing_opened_after(self, seq: int) -> bool:
         """True when no unconsumed recorded step was opened after frame ``seq``, and no end.
@@ -297,30 +188,19 @@ class Cursor:
         step whose outcome ``seq`` is (a parallel batch) that the loop has not
         asked for again yet. Loads the rest of the journal.
         """
-        self._load_all()
+        self._idx.load_all()
         return self.run_end is None and all(s.seq < seq for s in self.remaining())
 
     def remaining(self) -> list[RecordedStep]:
         """Return the unconsumed recorded steps (loads the rest of the journal)."""
-        self._load_all()
-        return [s for s in self._order if s.seq in self._steps]
+        self._idx.load_all()
+        return [s for s in self._idx.order if s.seq in self._idx.steps]
 
     # -- matching --------------------------------------------------------------
 
     def consume(self, step: RecordedStep) -> RecordedStep:
         """Mark ``step`` used; make sure its outcome is known if it looks in flight."""
-        # its outcome usually follows within a few frames; a step truly in flight
-        # (the crash point) reads to the end once
-        while not step.settled and step.kind != "value" and self._load_one():
-            pass
-        self._reader.forget(step.seq)
-        for index, key in (
-            (self._by_turn, step.turn),
-            (self._by_turn_key, (step.turn, step.kind, step.name, step.key)),
-            (self._turn_others, step.turn),
-            (self._by_key, (step.kind, step.name, step.key)),
-        ):
-            self._first_alive(index, key)  # drops consumed steps from the front
+        self._idx.consume(step)
         self._recent.append(step.describe())
         return step
 
@@ -353,14 +233,14 @@ class Cursor:
             key = call_key(name, match_view(args, self._ignore, kind=kind))
         rule = self.policy.rule(kind)
         if rule == "lenient":
-            found = self._first_alive(self._by_key, (kind, name, key))
+            found = self._idx.first_alive(self._idx.by_key, (kind, name, key))
             if found is not None and issue is not None and found.position is not None:
                 # identical requests in flight together: the one its caller issued
                 found = next(
                     (
                         s
-                        for s in self._by_key[(kind, name, key)]
-                        if s.seq in self._steps and s.position == (issue.parent, issue.occ)
+                        for s in self._idx.by_key[(kind, name, key)]
+                        if s.seq in self._idx.steps and s.position == (issue.parent, issue.occ)
                     ),
                     found,
                 )
@@ -369,7 +249,7 @@ class Cursor:
                 # outcome is unknown must not be silently followed by another one
                 found = self._unsettled_side_effect(name)
             return self.consume(found) if found is not None else None
-        head = self._head()
+        head = self._idx.head()
         if head is None:
             return None
         if turn is None:
@@ -384,7 +264,7 @@ class Cursor:
             return self.consume(match)
         if self.frontier(kind, name, issue):
             return None  # this flow's record ends here, other flows' goes on: go live
-        window = self._window(turn)
+        window = self._idx.window(turn)
         same_name = [s for s in window if s.kind == kind and s.name == name]
         if rule == "warn" and kind == "tool" and same_name:
             # a side-effecting tool never gets another call's outcome: for it drift is
@@ -408,34 +288,59 @@ class Cursor:
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
 
+    def key_of(self, kind: str, name: str, args: Any) -> str:
+        """The key ``args`` match recorded steps by (the policy's ``ignore`` paths left out)."""
+        return call_key(name, match_view(args, self._ignore, kind=kind))
+
+    def waiting_calls(
+        self, kind: str, name: str, args: Any, key: str, *, turn: int | None, issue: Issue | None
+    ) -> list[RecordedStep]:
+        """The unconsumed steps of (kind, name) that may answer a call whose key none has.
+
+        Empty when a step with the call's key is recorded where :meth:`match`
+        looks (the usual case). Else the steps of the caller's turn (every
+        unconsumed one under a lenient rule), the one recorded at the caller's
+        issue position first. Nothing is consumed.
+        """
+        if self._ignore:
+            key = self.key_of(kind, name, args)
+        if self.policy.rule(kind) == "lenient":
+            if self._idx.first_alive(self._idx.by_key, (kind, name, key)) is not None:
+                return []
+            pool = [s for s in self._idx.order if s.seq in self._idx.steps]
+        else:
+            head = self._idx.head()
+            if head is None:
+                return []
+            turns = dict.fromkeys([head.turn if turn is None else turn, head.turn])
+            if any(self._find_issued(t, kind, name, key, issue) is not None for t in turns):
+                return []
+            pool = [s for t in turns for s in self._idx.window(t)]
+        here = (issue.parent, issue.occ) if issue is not None else None
+        same = [s for s in pool if s.kind == kind and s.name == name]
+        return sorted(same, key=lambda s: (s.position != here, s.seq))
+
     def drift_window(self, turn: int) -> tuple[RecordedStep | None, bool]:
         """For a drifted model step of ``turn``: the turn's unconsumed model step, and others.
 
         Returns:
             ``(model step or None, True when tool or value steps of the turn are unconsumed)``.
         """
-        window = self._window(turn)
+        window = self._idx.window(turn)
         model = next((s for s in window if s.kind == "model"), None)
         return model, any(s.kind != "model" for s in window)
 
     def supersede(self, step: RecordedStep) -> None:
         """Drop a recorded model step the run re-asks live (it is never replayed)."""
-        self._reader.forget(step.seq)
-        for index, key in (
-            (self._by_turn, step.turn),
-            (self._by_turn_key, (step.turn, step.kind, step.name, step.key)),
-            (self._by_key, (step.kind, step.name, step.key)),
-        ):
-            self._first_alive(index, key)
-        self.superseded.append(step.seq)
+        self._idx.supersede(step)
 
     def _unsettled_side_effect(self, name: str) -> RecordedStep | None:
         """An unconsumed in-flight call of tool ``name`` that is not restart safe, if any."""
         return next(
             (
                 s
-                for s in self._order
-                if s.seq in self._steps
+                for s in self._idx.order
+                if s.seq in self._idx.steps
                 and s.kind == "tool"
                 and s.name == name
                 and s.end is None
@@ -458,11 +363,11 @@ class Cursor:
             # recorded with its issue position: it follows exactly the tool steps its
             # flow completed before issuing it (concurrent ones commute with it)
             for seq in issue.get("after") or ():
-                earlier = self._steps.get(seq) if isinstance(seq, int) else None
+                earlier = self._idx.steps.get(seq) if isinstance(seq, int) else None
                 if earlier is not None:
                     raise self.divergence(earlier, found)
             return
-        before = self._first_alive(self._turn_others, step.turn)
+        before = self._idx.first_alive(self._idx.turn_others, step.turn)
         if before is not None and before.seq < step.seq:
             raise self.divergence(before, found)
 
@@ -471,8 +376,8 @@ class Cursor:
         return next(
             (
                 s
-                for s in self._order
-                if s.seq in self._steps and s.kind == found.kind and s.name == found.name
+                for s in self._idx.order
+                if s.seq in self._idx.steps and s.kind == found.kind and s.name == found.name
             ),
             None,
         )

@@ -25,11 +25,10 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar, Unpack, cast
+from typing import Any, TypeVar, Unpack
 
 from ..frames import Frame, canonical
 from ..storage import Journal
-from . import _context
 from ._appender import Appender
 from ._block import INTERRUPTIONS, RunBlock, Suspended
 from ._config import RunConfig, RunOptions
@@ -53,9 +52,6 @@ __all__ = [
     "Run",
     "RunOptions",
     "Suspended",
-    "active_runs",
-    "current_run",
-    "join_run",
     "run",
 ]
 
@@ -395,28 +391,6 @@ class Run:
     ) -> Any:
         """Return a recorded value or make and record one (one call of :meth:`begin_value`)."""
         return self._values.value_step(name, label, make, extra=extra)
-
-
-def current_run() -> Run | None:
-    """Return the run active in this context (thread / asyncio task), or None."""
-    return cast("Run | None", _context.current_run())
-
-
-def active_runs() -> list[Run]:
-    """Return the runs active in this process that a call from here could belong to.
-
-    See :func:`redrive.replay._context.active_runs`.
-    """
-    return cast("list[Run]", _context.active_runs())
-
-
-def join_run(kind: str, name: str) -> Run | None:
-    """Return the run a step called here belongs to, or None for a plain call.
-
-    See :func:`redrive.replay._context.join_run` (it raises
-    ``LostRunContextError`` when the run cannot be told).
-    """
-    return cast("Run | None", _context.join_run(kind, name))
 
 
 def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> Run:

@@ -40,6 +40,7 @@ from ._lease import LeaseKeeper
 from ._matcher import Matcher
 from ._operations import OperationLedger
 from ._policy import match_view
+from ._samecall import as_recorded
 from ._state import RunState
 from ._steps import RecordedStep
 from ._tool_outcomes import ToolOutcomes
@@ -237,6 +238,19 @@ class ToolSteps:
         key = call_key(spec.name, match_view(stored, kind="tool"), tree=True)  # stored: canonical
         with self._state.lock:
             turn = issue.turn
+            cursor = self._state.cursor
+            if spec.params.defaults and cursor is not None:
+                # a parameter added since the record at its default keeps the recorded call
+                stored, key = as_recorded(
+                    cursor,
+                    spec.name,
+                    stored,
+                    key,
+                    spec.params.defaults,
+                    turn=turn,
+                    issue=issue,
+                    scrub=lambda value: self._writer.prepare(value, "args"),
+                )
             step = self._matcher.match("tool", spec.name, stored, key, turn=issue.turn, issue=issue)
             ask = self._ask(spec, step, key)
             decision = decide_tool(ask)

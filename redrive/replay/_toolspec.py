@@ -26,6 +26,7 @@ import attrs
 
 from ..errors import RecordedToolError
 from ..frames import canonical
+from ._samecall import ToolParams
 from ._steps import RecordedStep
 
 __all__ = ["Recovery", "ToolPlan", "ToolSpec", "rebuild_error", "tool_error_retryable"]
@@ -69,6 +70,9 @@ class ToolSpec:
         recover: ``fn(args: dict, idempotency_key: str) -> Recovery`` or None.
         retryable: exception types after which the run stays resumable.
         declared: whether ``restart_safe`` was declared (False: the name heuristic decided).
+        params: its parameters and their canonical defaults (computed when it is
+            declared): a call that adds a parameter at its default is still the
+            recorded call (see :mod:`redrive.replay._samecall`).
     """
 
     name: str
@@ -77,6 +81,7 @@ class ToolSpec:
     recover: Callable[[dict[str, Any], str], Recovery] | None = None
     retryable: tuple[type[BaseException], ...] = ()
     declared: bool = True
+    params: ToolParams = attrs.field(factory=ToolParams, eq=False)
 
 
 @attrs.define
