@@ -23,6 +23,7 @@ from ..storage import RunRecord, RunStatus, RunUpdate
 from ._cursor import STEP_KINDS, Cursor, RecordedStep
 from ._engine import StopBusy, WaitForWorker
 from ._faces import Wait, WaitThenRerun, in_section
+from ._flows import FlowTracker
 from ._lease import LeaseKeeper
 from ._state import RunState
 from ._steps import take_until
@@ -55,12 +56,16 @@ class Appender:
         state: the run's state (its cursor is replaced when the winner's frames are adopted).
         writer: the run's journal writer.
         lease: the run's lease keeper.
+        flows: the run's flow tracker (a rebuilt cursor asks it who may still ask).
     """
 
-    def __init__(self, state: RunState, writer: JournalWriter, lease: LeaseKeeper) -> None:
+    def __init__(
+        self, state: RunState, writer: JournalWriter, lease: LeaseKeeper, flows: FlowTracker
+    ) -> None:
         self._state = state
         self._writer = writer
         self._lease = lease
+        self._flows = flows
 
     def flush(self, update: RunUpdate | None = None, *, sync: bool = True) -> None:
         """Append every queued frame in one transaction (group commit).
@@ -226,6 +231,7 @@ class Appender:
                 self._state.config.policy,
                 source=self._state.config.journal.url,
             )
+            cursor.callers.claimable = self._flows.may_still_issue
             ready = self._fast_forward(cursor, first, reopen, keep, opened, own_outcomes)
             return cursor, record, ready or RunStatus(record.status).terminal
 

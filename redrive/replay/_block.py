@@ -8,9 +8,10 @@ ended (succeeded, failed, suspended, interrupted, cancelled).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import (
@@ -26,7 +27,8 @@ from ._appender import Appender
 from ._context import _current, _enter, _leave, open_here, opener
 from ._events import log_closed, log_opened
 from ._faces import Wait
-from ._flows import FlowTracker
+from ._flow_tasks import nothing, watch_tasks
+from ._flows import Flow, FlowTracker
 from ._lease import LeaseKeeper
 from ._matcher import Matcher
 from ._opening import Opener
@@ -99,11 +101,15 @@ class RunBlock:
         self._flows = flows
         self._matcher = matcher
         self._appender = appender
-        self._opener = Opener(state, writer, lease)
+        self._opener = Opener(state, writer, lease, flows)
+        self._flow_token: contextvars.Token[Flow | None] | None = None
+        self._unwatch: Callable[[], None] = nothing
 
     def bind(self) -> None:
         """Make the run the current one in the caller's context (after :meth:`opening`)."""
         self._state.token = _current.set(self._owner)
+        self._flow_token = self._flows.bind()
+        self._unwatch = watch_tasks()  # tasks created from the run's flows: their spawn order
         _enter(self._owner)
 
     def unbind(self) -> None:
@@ -111,6 +117,10 @@ class RunBlock:
         if self._state.token is not None:
             _current.reset(self._state.token)
             self._state.token = None
+        if self._flow_token is not None:
+            self._flows.unbind(self._flow_token)
+            self._flow_token = None
+        self._unwatch()
         _leave(self._owner)
 
     def note(self, name: str, data: Any) -> None:

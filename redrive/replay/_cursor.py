@@ -14,6 +14,9 @@ from typing import Any
 
 from ..errors import DivergenceError
 from ..frames import Frame, call_key
+from ._callers import IdenticalRequests
+from ._callers import point as _point
+from ._callers import position as _position
 from ._delta import Expander
 from ._diff import diff_values, format_diff
 from ._divergence import Found, ReplayDriftWarning, divergence_error
@@ -55,6 +58,20 @@ class Cursor:
             self._idx.load_all()
 
     @property
+    def callers(self) -> IdenticalRequests:
+        """Which of identical requests recorded at other points answers a caller."""
+        return self._idx.callers
+
+    def flags(self) -> dict[str, Any]:
+        """The run's ``run_start`` flags (reads the first frame when not read yet)."""
+        idx = self._idx
+        while idx.reader.run_start is None and idx.frames is not None:
+            if not idx.load_one():
+                break
+        flags = (self.run_start or {}).get("flags")
+        return flags if isinstance(flags, dict) else {}
+
+    @property
     def superseded(self) -> list[int]:
         """Seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)."""
         return self._idx.superseded
@@ -80,7 +97,14 @@ class Cursor:
         return self._idx.reader.expander
 
     def _find_issued(
-        self, turn: int, kind: str, name: str, key: str, issue: Issue | None
+        self,
+        turn: int,
+        kind: str,
+        name: str,
+        key: str,
+        issue: Issue | None,
+        *,
+        patient: bool = True,
     ) -> RecordedStep | None:
         """The step of ``turn`` equal to (kind, name, key) that answers the caller at ``issue``.
 
@@ -90,16 +114,19 @@ class Cursor:
         calls completed in. Without a recorded position (journals recorded
         before it; tool steps before the ``causal`` run flag), or when none is
         recorded at the caller's position (a retried request), the earliest
-        one issued from the caller's parent step answers, else the first one
-        recorded.
+        one issued from the caller's point (parent step and spawn path)
+        answers; else, in a run recorded before spawn paths (or after a
+        re-ask moved positions), the first one recorded. In a run recorded
+        with spawn paths, see :meth:`IdenticalRequests.answer`: ``patient``
+        (default) leaves a step another flow may still ask for to that flow.
         """
         first = self._idx.find(turn, kind, name, key)
         if first is None and self._idx.causal and self._idx.frames is not None:
             self._idx.load_all()  # causal turns: a later frame may hold an earlier turn's step
             first = self._idx.find(turn, kind, name, key)
-        if first is None or issue is None or first.position is None:
+        if first is None or issue is None or _position(first) is None:
             return first
-        if first.position == (issue.parent, issue.occ):
+        if _position(first) == issue.position:
             return first
         self._idx.load_all()  # concurrent identical requests: look at every one recorded
         alive = [
@@ -108,12 +135,66 @@ class Cursor:
             if s.seq in self._idx.steps
         ]
         for step in alive:
-            if step.position == (issue.parent, issue.occ):
+            if _position(step) == issue.position:
                 return step
-        siblings = [s for s in alive if (s.position or (None, 0))[0] == issue.parent]
+        siblings = [s for s in alive if _point(s) == issue.point]
         if siblings:
-            return min(siblings, key=lambda s: (s.position or (0, 0))[1])
+            return min(siblings, key=lambda s: (_position(s) or (0, (), 0))[2])
+        if self._idx.spawn_rule and not self.superseded:
+            complete = self.run_end is not None
+            return self.callers.answer(alive, issue, patient=patient, complete=complete)
         return first
+
+    def _lookup(
+        self,
+        head: RecordedStep,
+        turn: int | None,
+        kind: str,
+        name: str,
+        key: str,
+        issue: Issue | None,
+        *,
+        patient: bool,
+    ) -> tuple[RecordedStep | None, int]:
+        """:meth:`_find_issued` in the caller's turn, else in the first unconsumed step's.
+
+        Returns:
+            The step found (or None) and the turn it was looked for in last.
+        """
+        if turn is None:
+            turn = head.turn
+        match = self._find_issued(turn, kind, name, key, issue, patient=patient)
+        if match is None and head.turn != turn:
+            # journals recorded before turns were causal number turns by completion
+            turn = head.turn
+            match = self._find_issued(turn, kind, name, key, issue, patient=patient)
+        return match, turn
+
+    def claim_pending(
+        self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None
+    ) -> bool:
+        """True when the step asked for at ``issue`` waits for another flow to ask first.
+
+        So when nothing is recorded at the caller's own position and point,
+        but an identical request is recorded at another flow's point that
+        flow may still ask for (:meth:`IdenticalRequests.answer`): it is that flow's
+        unless the flow takes another step there. The caller waits a moment
+        and asks again (a flow started with it issues at once).
+        """
+        if issue is None or kind not in ISSUED_KINDS or not self._idx.spawn_rule:
+            return False
+        if self.superseded or self.policy.rule(kind) == "lenient":
+            return False
+        if self._ignore:
+            key = call_key(name, match_view(args, self._ignore, kind=kind))
+        head = self._idx.head()
+        if head is None:
+            return False
+        if self._lookup(head, turn, kind, name, key, issue, patient=False)[0] is None:
+            return False
+        if self.run_end is not None and not self.callers.repeated(kind, name, key):
+            return False  # one request of its kind: whoever asks for it is its caller
+        return self._lookup(head, turn, kind, name, key, issue, patient=True)[0] is None
 
     def frontier(self, kind: str, name: str, issue: Issue | None) -> bool:
         """True when model or tool step ``name``, asked at ``issue``, is past its flow's record.
@@ -146,7 +227,7 @@ class Cursor:
             return False
         kinds = self._idx.positioned | {"model"}
         steps = [s for s in self._idx.order if s.seq in self._idx.steps and s.kind in kinds]
-        if any(s.position is None for s in steps):
+        if any(_position(s) is None for s in steps):
             return False
         # any step recorded from this flow's point and not yet replayed keeps it from going
         # live: a renamed or dropped call must diverge, not run the calls after it live
@@ -167,14 +248,15 @@ class Cursor:
         steps = self._from_same_point(
             [s for s in self._idx.order if s.seq in self._idx.steps and s.kind in kinds], issue
         )
-        here = (issue.parent, issue.occ)
+        here = issue.position
         return bool(steps) and not any(
-            s.kind == kind and s.name == name and s.position == here for s in steps
+            s.kind == kind and s.name == name and _position(s) == here for s in steps
         )
 
     @staticmethod
     def _from_same_point(steps: list[RecordedStep], issue: Issue) -> list[RecordedStep]:
-        return [s for s in steps if (s.position or (None, 0))[0] == issue.parent]
+        """The steps recorded at ``issue``'s point: its parent and spawn path."""
+        return [s for s in steps if _point(s) == issue.point]
 
     @property
     def exhausted(self) -> bool:
@@ -213,6 +295,7 @@ class Cursor:
         *,
         turn: int | None = None,
         issue: Issue | None = None,
+        patient: bool = True,
     ) -> RecordedStep | None:
         """Return the recorded step that answers this call, or None to go live.
 
@@ -224,6 +307,8 @@ class Cursor:
             turn: the caller's turn (None: the turn of the first unconsumed step).
             issue: where the caller issued a model or tool step (matches
                 identical requests to the caller that made them), or None.
+            patient: leave a step a sibling flow may still ask for to it (False
+                once the caller waited for the sibling: see :meth:`claim_pending`).
 
         Raises:
             DivergenceError: a strict or warn rule found no matching step where
@@ -234,13 +319,13 @@ class Cursor:
         rule = self.policy.rule(kind)
         if rule == "lenient":
             found = self._idx.first_alive(self._idx.by_key, (kind, name, key))
-            if found is not None and issue is not None and found.position is not None:
+            if found is not None and issue is not None and _position(found) is not None:
                 # identical requests in flight together: the one its caller issued
                 found = next(
                     (
                         s
                         for s in self._idx.by_key[(kind, name, key)]
-                        if s.seq in self._idx.steps and s.position == (issue.parent, issue.occ)
+                        if s.seq in self._idx.steps and _position(s) == issue.position
                     ),
                     found,
                 )
@@ -252,13 +337,7 @@ class Cursor:
         head = self._idx.head()
         if head is None:
             return None
-        if turn is None:
-            turn = head.turn
-        match = self._find_issued(turn, kind, name, key, issue)
-        if match is None and head.turn != turn:
-            # journals recorded before turns were causal number turns by completion
-            turn = head.turn
-            match = self._find_issued(turn, kind, name, key, issue)
+        match, turn = self._lookup(head, turn, kind, name, key, issue, patient=patient)
         if match is not None:
             self._check_turn_order(match, Found(kind, name, key, args))
             return self.consume(match)
@@ -316,9 +395,9 @@ class Cursor:
             if any(self._find_issued(t, kind, name, key, issue) is not None for t in turns):
                 return []
             pool = [s for t in turns for s in self._idx.window(t)]
-        here = (issue.parent, issue.occ) if issue is not None else None
+        here = issue.position if issue is not None else None
         same = [s for s in pool if s.kind == kind and s.name == name]
-        return sorted(same, key=lambda s: (s.position != here, s.seq))
+        return sorted(same, key=lambda s: (_position(s) != here, s.seq))
 
     def drift_window(self, turn: int) -> tuple[RecordedStep | None, bool]:
         """For a drifted model step of ``turn``: the turn's unconsumed model step, and others.

@@ -18,7 +18,7 @@ from ._delta import expand_frames
 from ._diff import caller_location, diff_values, format_diff, short
 from ._divergence import Found
 from ._drift import continue_live, supersede_leftovers
-from ._flows import Issue
+from ._flows import FlowTracker, Issue
 from ._lease import LeaseKeeper
 from ._state import RunState
 from ._steps import RecordedStep, iter_steps
@@ -38,12 +38,16 @@ class Matcher:
         state: the run's state.
         writer: the run's journal writer (``reasked`` notes are queued on it).
         lease: the run's lease keeper (a step goes live only under it).
+        flows: the run's flow tracker (who asked; who may still ask for a recorded step).
     """
 
-    def __init__(self, state: RunState, writer: JournalWriter, lease: LeaseKeeper) -> None:
+    def __init__(
+        self, state: RunState, writer: JournalWriter, lease: LeaseKeeper, flows: FlowTracker
+    ) -> None:
         self._state = state
         self._writer = writer
         self._lease = lease
+        self._flows = flows
 
     def match(
         self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None = None
@@ -56,15 +60,34 @@ class Matcher:
             DivergenceError: the step drifted from its record and the policy
                 does not let the run continue.
         """
+        try:
+            return self._match(kind, name, args, key, turn=turn, issue=issue)
+        finally:
+            if issue is not None:
+                self._flows.answered(issue, name)
+
+    def _match(
+        self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None
+    ) -> RecordedStep | None:
         state = self._state
         cursor = state.cursor
         if cursor is None:
             return None
         policy = state.config.policy
         waited_until: float | None = None
+        patient = True
         while True:
+            if patient and cursor.claim_pending(kind, name, args, key, turn=turn, issue=issue):
+                # an identical request is recorded at a sibling flow's point and the sibling
+                # has not asked yet: it is the sibling's unless it asks for another step
+                now = time.monotonic()
+                waited_until = waited_until or now + _SIBLING_WAIT
+                if now < waited_until:
+                    state.sibling_wait.wait(0.005)
+                    continue
+                patient = False  # the sibling never asked: the code moved the call
             try:
-                step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
+                step = cursor.match(kind, name, args, key, turn=turn, issue=issue, patient=patient)
                 if step is None and policy.rule(kind) != "lenient" and not cursor.exhausted:
                     if cursor.frontier(kind, name, issue):
                         return None  # this flow's record ends here, other flows' goes on: live
@@ -81,6 +104,8 @@ class Matcher:
                 if not continue_live(state, self._writer, cursor, kind, name, turn, key, exc):
                     raise
                 return None
+            if step is not None:
+                self._flows.arriving(step.seq)  # its caller will stand at it
             return step
 
     def check_live(self, kind: str, name: str, args: Any, key: str) -> None:

@@ -17,6 +17,7 @@ from ._config import UNSET, redrive_version
 from ._cursor import CAUSAL_TURNS, Cursor
 from ._faces import Wait
 from ._fingerprint import start_fingerprint
+from ._flows import FlowTracker
 from ._lease import LeaseKeeper
 from ._state import RunState
 from ._steps import take_until
@@ -32,12 +33,16 @@ class Opener:
         state: the run's state (its cursor, status and resume point are set here).
         writer: the run's journal writer (positioned after the journal's last frame).
         lease: the run's lease keeper.
+        flows: the run's flow tracker (it follows the rule the run was recorded under).
     """
 
-    def __init__(self, state: RunState, writer: JournalWriter, lease: LeaseKeeper) -> None:
+    def __init__(
+        self, state: RunState, writer: JournalWriter, lease: LeaseKeeper, flows: FlowTracker
+    ) -> None:
         self._state = state
         self._writer = writer
         self._lease = lease
+        self._flows = flows
 
     def stored_input(self) -> Any:
         """The run's input as journaled: canonical, with ``redact`` paths replaced."""
@@ -67,6 +72,8 @@ class Opener:
                 "model_commit": self._state.config.model_commit,
                 # model and tool steps record where they were issued (Cursor.frontier)
                 "turns": CAUSAL_TURNS,
+                # their positions carry spawn paths (FlowTracker: who each caller is)
+                **self._flows.run_flags(),
             },
         }
         try:
@@ -140,6 +147,9 @@ class Opener:
             self._state.config.policy,
             source=self._state.config.journal.url,
         )
+        # steps are issued under the rule the run was recorded with (spawn paths or not)
+        self._flows.follow(self._state.cursor.flags())
+        self._state.cursor.callers.claimable = self._flows.may_still_issue
         self._writer.restart_at(record.next_seq, record.last_chain)
         self._state.resumed_at = record.next_seq
         if record.status == RunStatus.SUSPENDED.value and self._state.config.live:

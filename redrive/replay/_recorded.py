@@ -13,8 +13,10 @@ from re import Pattern
 from typing import Any
 
 from ..frames import Frame, Kind, call_key
+from ._callers import IdenticalRequests
 from ._delta import Expander
 from ._fingerprint import REASKED
+from ._flows import FLOWS_FLAG, SPAWN_RULE
 from ._policy import match_view
 from ._steps import RecordedStep, StepReader
 
@@ -59,6 +61,11 @@ class RecordedIndex:
         self.saw_model = False
         #: seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)
         self.superseded: list[int] = []
+        #: True for a run whose steps' positions carry spawn paths (``flows: spawn`` flag):
+        #: a step recorded at another flow's point never answers a caller
+        self.spawn_rule = False
+        #: which of identical requests recorded at other points answers a caller
+        self.callers = IdenticalRequests()
 
     def load_one(self) -> bool:
         if self.frames is None:
@@ -93,6 +100,8 @@ class RecordedIndex:
             self.saw_model = True
         if step.kind in ISSUED_KINDS and "issue" in step.data:
             self.positioned.add(step.kind)
+            if self.spawn_rule:
+                self.callers.read(step)
         return True
 
     def read_flags(self) -> None:
@@ -100,6 +109,8 @@ class RecordedIndex:
         flags = (self.run_start or {}).get("flags")
         if isinstance(flags, dict) and flags.get("turns") == CAUSAL_TURNS:
             self.positioned.update(ISSUED_KINDS)
+        if isinstance(flags, dict) and flags.get(FLOWS_FLAG) == SPAWN_RULE:
+            self.spawn_rule = True
 
     @property
     def causal(self) -> bool:

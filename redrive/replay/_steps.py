@@ -91,17 +91,6 @@ class RecordedStep:
     resolved_not_done: bool = False
 
     @property
-    def position(self) -> tuple[int, int] | None:
-        """A model or tool step's recorded issue position ``(parent seq, occurrence)``, or None."""
-        issue = self.data.get("issue")
-        if not isinstance(issue, dict):
-            return None
-        parent, occ = issue.get("parent"), issue.get("occ")
-        if not isinstance(parent, int) or not isinstance(occ, int):
-            return None
-        return parent, occ
-
-    @property
     def harmless(self) -> bool:
         """True for a recorded tool call declared read-only or restart-safe."""
         return bool(self.data.get("read_only") or self.data.get("restart_safe"))
