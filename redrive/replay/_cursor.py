@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import shlex
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,11 +21,12 @@ from ..storage import parse_journal_url
 from ._delta import Expander
 from ._diff import caller_location, diff_values, format_diff, short
 from ._fingerprint import REASKED
+from ._flows import FLOWS_FLAG, SPAWN_RULE, recorded_position
 from ._policy import ReplayPolicy, match_view
 from ._steps import STEP_KINDS, RecordedStep, StepReader
 
 if TYPE_CHECKING:
-    from ._state import Issue
+    from ._flows import Issue
 
 __all__ = [
     "CAUSAL_TURNS",
@@ -110,6 +111,12 @@ class Cursor:
         #: with an ``issue`` field (model requests only, in journals of 2026-11)
         self._positioned: set[str] = set()
         self._saw_model = False
+        #: True for a run whose steps' positions carry spawn paths (``flows: spawn`` flag):
+        #: a step recorded at another flow's point never answers a caller
+        self._spawn_rule = False
+        #: ``claimable(parent, spawn, name, occ)``: True when a flow of the running run may
+        #: still ask for step ``name`` at that position (set by the Run: its FlowTracker)
+        self.claimable: Callable[[int, tuple[int, ...], str, int], bool] | None = None
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         #: seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)
         self.superseded: list[int] = []
@@ -158,6 +165,16 @@ class Cursor:
         flags = (self.run_start or {}).get("flags")
         if isinstance(flags, dict) and flags.get("turns") == CAUSAL_TURNS:
             self._positioned.update(ISSUED_KINDS)
+        if isinstance(flags, dict) and flags.get(FLOWS_FLAG) == SPAWN_RULE:
+            self._spawn_rule = True
+
+    def flags(self) -> dict[str, Any]:
+        """The run's ``run_start`` flags (reads the first frame when not read yet)."""
+        while self._reader.run_start is None and self._frames is not None:
+            if not self._load_one():
+                break
+        flags = (self.run_start or {}).get("flags")
+        return flags if isinstance(flags, dict) else {}
 
     @property
     def _causal(self) -> bool:
@@ -231,7 +248,14 @@ class Cursor:
             self._load_one()
 
     def _find_issued(
-        self, turn: int, kind: str, name: str, key: str, issue: Issue | None
+        self,
+        turn: int,
+        kind: str,
+        name: str,
+        key: str,
+        issue: Issue | None,
+        *,
+        patient: bool = True,
     ) -> RecordedStep | None:
         """The step of ``turn`` equal to (kind, name, key) that answers the caller at ``issue``.
 
@@ -241,8 +265,11 @@ class Cursor:
         calls completed in. Without a recorded position (journals recorded
         before it; tool steps before the ``causal`` run flag), or when none is
         recorded at the caller's position (a retried request), the earliest
-        one issued from the caller's parent step answers, else the first one
-        recorded.
+        one issued from the caller's point (parent step and spawn path)
+        answers; else, in a run recorded before spawn paths (or after a
+        re-ask moved positions), the first one recorded. In a run recorded
+        with spawn paths, see :meth:`_elsewhere`: ``patient`` (default) leaves
+        a step another flow may still ask for to that flow.
         """
         first = self._find(turn, kind, name, key)
         if first is None and self._causal and self._frames is not None:
@@ -250,19 +277,81 @@ class Cursor:
             first = self._find(turn, kind, name, key)
         if first is None or issue is None or _position(first) is None:
             return first
-        if _position(first) == (issue.parent, issue.occ):
+        if _position(first) == issue.position:
             return first
         self._load_all()  # concurrent identical requests: look at every one recorded
         alive = [
             s for s in self._by_turn_key.get((turn, kind, name, key), ()) if s.seq in self._steps
         ]
         for step in alive:
-            if _position(step) == (issue.parent, issue.occ):
+            if _position(step) == issue.position:
                 return step
-        siblings = [s for s in alive if (_position(s) or (None, 0))[0] == issue.parent]
+        siblings = [s for s in alive if _point(s) == issue.point]
         if siblings:
-            return min(siblings, key=lambda s: (_position(s) or (0, 0))[1])
+            return min(siblings, key=lambda s: (_position(s) or (0, (), 0))[2])
+        if self._spawn_rule and not self.superseded:
+            return self._elsewhere(alive, kind, name, issue, patient=patient)
         return first
+
+    def _elsewhere(
+        self, alive: list[RecordedStep], kind: str, name: str, issue: Issue, *, patient: bool
+    ) -> RecordedStep | None:
+        """Which of ``alive`` (identical requests recorded at other points) answers ``issue``.
+
+        In a run recorded with spawn paths each flow's steps are recorded at
+        its own point, so one recorded at another point answers the caller
+        only when the code moved the call (it started its flows in another
+        order, or reordered a flow's tool calls), never when it is another
+        flow's step that flow has yet to ask for:
+
+        * recorded by a sibling (same parent step, other spawn path): taken
+          once that sibling has asked for its step at that position and took
+          another (it is free); while the sibling may still ask for it
+          (:attr:`claimable`) it is left to it (``patient``; the run waits for
+          the sibling, see :meth:`claim_pending`);
+        * recorded after another parent step: left alone when the caller is
+          past its own record (:meth:`frontier`: it goes live; a killed run's
+          flow whose next step was lost must not take another flow's), else
+          taken (a flow's tool calls of one turn commute).
+        """
+        siblings = [s for s in alive if (_point(s) or (None, ()))[0] == issue.parent]
+        if siblings:
+            free = [s for s in siblings if not self._claimable(s)]
+            if free:
+                return free[0]
+            return None if patient else siblings[0]
+        if self.frontier(kind, name, issue):
+            return None
+        return alive[0] if alive else None
+
+    def _claimable(self, step: RecordedStep) -> bool:
+        """True when a flow of the run may still ask for ``step`` at its recorded position."""
+        position = _position(step)
+        if position is None or self.claimable is None:
+            return False
+        parent, spawn, occ = position
+        return self.claimable(parent, spawn, step.name, occ)
+
+    def claim_pending(
+        self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None
+    ) -> bool:
+        """True when the step asked for at ``issue`` waits for a sibling flow to ask first.
+
+        So when nothing is recorded at the caller's own position and point,
+        but an identical request is recorded at a sibling's point (same parent
+        step, other spawn path) that the sibling has not asked for yet: it is
+        that sibling's unless the sibling takes another step there. The caller
+        waits a moment and asks again (a sibling started with it issues at once).
+        """
+        if issue is None or kind not in ISSUED_KINDS or not self._spawn_rule or self.superseded:
+            return False
+        if self.policy.rule(kind) == "lenient":
+            return False
+        if self._ignore:
+            key = call_key(name, match_view(args, self._ignore, kind=kind))
+        if self._find_issued(turn, kind, name, key, issue, patient=False) is None:
+            return False
+        return self._find_issued(turn, kind, name, key, issue) is None
 
     def frontier(self, kind: str, name: str, issue: Issue | None) -> bool:
         """True when model or tool step ``name``, asked at ``issue``, is past its flow's record.
@@ -314,14 +403,15 @@ class Cursor:
         steps = self._from_same_point(
             [s for s in self._order if s.seq in self._steps and s.kind in kinds], issue
         )
-        here = (issue.parent, issue.occ)
+        here = issue.position
         return bool(steps) and not any(
             s.kind == kind and s.name == name and _position(s) == here for s in steps
         )
 
     @staticmethod
     def _from_same_point(steps: list[RecordedStep], issue: Issue) -> list[RecordedStep]:
-        return [s for s in steps if (_position(s) or (None, 0))[0] == issue.parent]
+        """The steps recorded at ``issue``'s point: its parent and spawn path."""
+        return [s for s in steps if _point(s) == issue.point]
 
     @property
     def exhausted(self) -> bool:
@@ -371,6 +461,7 @@ class Cursor:
         *,
         turn: int | None = None,
         issue: Issue | None = None,
+        patient: bool = True,
     ) -> RecordedStep | None:
         """Return the recorded step that answers this call, or None to go live.
 
@@ -382,6 +473,8 @@ class Cursor:
             turn: the caller's turn (None: the turn of the first unconsumed step).
             issue: where the caller issued a model or tool step (matches
                 identical requests to the caller that made them), or None.
+            patient: leave a step a sibling flow may still ask for to it (False
+                once the caller waited for the sibling: see :meth:`claim_pending`).
 
         Raises:
             DivergenceError: a strict or warn rule found no matching step where
@@ -398,7 +491,7 @@ class Cursor:
                     (
                         s
                         for s in self._by_key[(kind, name, key)]
-                        if s.seq in self._steps and _position(s) == (issue.parent, issue.occ)
+                        if s.seq in self._steps and _position(s) == issue.position
                     ),
                     found,
                 )
@@ -412,16 +505,21 @@ class Cursor:
             return None
         if turn is None:
             turn = head.turn
-        match = self._find_issued(turn, kind, name, key, issue)
+        match = self._find_issued(turn, kind, name, key, issue, patient=patient)
         if match is None and head.turn != turn:
             # journals recorded before turns were causal number turns by completion
             turn = head.turn
-            match = self._find_issued(turn, kind, name, key, issue)
+            match = self._find_issued(turn, kind, name, key, issue, patient=patient)
         if match is not None:
             self._check_turn_order(match, Found(kind, name, key, args))
             return self.consume(match)
         if self.frontier(kind, name, issue):
             return None  # this flow's record ends here, other flows' goes on: go live
+        elsewhere = self._find(turn, kind, name, key)
+        if elsewhere is not None:
+            # the same request is recorded at another point only: if it waits for a tool
+            # step recorded before it, name that step (the loop reordered its calls)
+            self._check_turn_order(elsewhere, Found(kind, name, key, args))
         window = self._window(turn)
         same_name = [s for s in window if s.kind == kind and s.name == name]
         if rule == "warn" and kind == "tool" and same_name:
@@ -595,15 +693,15 @@ class Cursor:
         )
 
 
-def _position(step: RecordedStep) -> tuple[int, int] | None:
-    """A model or tool step's recorded issue position ``(parent seq, occurrence)``, or None."""
-    issue = step.data.get("issue")
-    if not isinstance(issue, dict):
-        return None
-    parent, occ = issue.get("parent"), issue.get("occ")
-    if not isinstance(parent, int) or not isinstance(occ, int):
-        return None
-    return parent, occ
+def _position(step: RecordedStep) -> tuple[int, tuple[int, ...], int] | None:
+    """A model or tool step's recorded issue position ``(parent, spawn, occ)``, or None."""
+    return recorded_position(step.data.get("issue"))
+
+
+def _point(step: RecordedStep) -> tuple[int, tuple[int, ...]] | None:
+    """A model or tool step's recorded point ``(parent, spawn)``, or None."""
+    position = _position(step)
+    return None if position is None else position[:2]
 
 
 def _harmless(step: RecordedStep) -> bool:

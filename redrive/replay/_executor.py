@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from ._context import _current
+from ._flows import start_child_flow
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -58,6 +59,8 @@ class RunExecutor(concurrent.futures.ThreadPoolExecutor):
         context = contextvars.copy_context()
         if self._run is not None:
             context.run(_current.set, self._run)
+        # the task is a new flow of the run, named by the order the caller submits it in
+        start_child_flow(context, self._run._flows if self._run is not None else None)
 
         def call() -> T:
             return context.run(fn, *args, **kwargs)

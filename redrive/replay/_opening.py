@@ -50,6 +50,8 @@ class Opening(RunState):
                 "model_commit": self.model_commit,
                 # model and tool steps record where they were issued (Cursor.frontier)
                 "turns": CAUSAL_TURNS,
+                # their positions carry spawn paths (FlowTracker: who each caller is)
+                **self._flows.run_flags(),
             },
         }
         try:
@@ -115,6 +117,9 @@ class Opening(RunState):
         self._cursor = Cursor(
             self.run_id, _take_until(frames, limit), self.policy, source=self.journal.url
         )
+        # steps are issued under the rule the run was recorded with (spawn paths or not)
+        self._flows.follow(self._cursor.flags())
+        self._cursor.claimable = self._flows.may_still_issue
         self._writer.restart_at(record.next_seq, record.last_chain)
         self._resumed_at = record.next_seq
         if record.status == RunStatus.SUSPENDED.value and self.live:

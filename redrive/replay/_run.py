@@ -45,6 +45,7 @@ from ._context import (
 )
 from ._events import log_closed, log_opened
 from ._faces import Wait, adrive, drive, off_loop
+from ._flows import watch_tasks
 from ._handle import StepSource
 from ._recorder_steps import RecorderSteps
 from ._redirect import redirected
@@ -198,6 +199,8 @@ class Run(RecorderSteps):
     def _bind(self) -> None:
         """Make this run the current one in the caller's context (after :meth:`_opening`)."""
         self._token = _current.set(self)
+        self._flow_token = self._flows.bind()
+        self._unwatch = watch_tasks()  # tasks created from the run's flows: their spawn order
         _enter(self)
 
     def _unbind(self) -> None:
@@ -205,6 +208,10 @@ class Run(RecorderSteps):
         if self._token is not None:
             _current.reset(self._token)
             self._token = None
+        if self._flow_token is not None:
+            self._flows.unbind(self._flow_token)
+            self._flow_token = None
+        self._unwatch()
         _leave(self)
 
     def recorded_output(self) -> Any:

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextvars
 import difflib
 import importlib.metadata
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal, TypedDict
-
-import attrs
 
 from .._runid import check_run_id
 from ..errors import DivergenceError, ReplayMissError, RunEndedError, TerminalRunError
@@ -25,77 +21,21 @@ from ._diff import caller_location, diff_values, format_diff, short
 from ._drift import continue_live, supersede_leftovers
 from ._engine import OpenOperations
 from ._faces import flow as _flow
+from ._flows import Flow, FlowTracker, Issue, nothing
 from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, scrubber
 from ._steps import iter_steps
 from ._writer import JournalWriter
 
-__all__ = ["Flow", "RunOptions", "RunState"]
+__all__ = ["Flow", "Issue", "RunOptions", "RunState"]
 
 _UNSET: Any = object()
 _DEFAULT_RETRYABLE: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
 
 
-#: At most this many completed steps of a turn are named in a model request's ``after``.
-_AFTER_LIMIT = 32
-
-
-@attrs.frozen
-class Flow:
-    """Where one flow (a thread or asyncio task) of a run stands, as its context carries it.
-
-    A flow's turn is causal: the number of model steps completed in this flow
-    or in the flow that started it (a task or a thread with a copied context
-    inherits its starter's position), never by concurrent siblings. So the
-    turn a step is issued in depends on the loop's code, not on which
-    concurrent call happened to finish first, and is the same on replay.
-
-    Attributes:
-        run: the run's identity token.
-        turn: the flow's turn (model steps completed along its causal path).
-        parent: seq of the last step the flow completed (-1: none yet), which
-            names the flow's position in the record, live and on replay.
-        after: opening seqs of the tool steps the flow completed in this turn
-            (the last :data:`_AFTER_LIMIT`), which a model step must follow.
-    """
-
-    run: object
-    turn: int = 0
-    parent: int = -1
-    after: tuple[int, ...] = ()
-
-
-@attrs.frozen
-class Issue:
-    """Where a model or tool step was issued: what replay matches identical requests by.
-
-    Attributes:
-        turn: the issuing flow's turn.
-        parent: seq of the last step the issuing flow completed (-1: none).
-        occ: how many steps of the same name the run issued from ``parent``
-            before this one (0 first): siblings started from one point issue
-            in the order the loop starts them.
-        after: opening seqs of the tool steps of this turn the flow completed
-            before issuing it.
-    """
-
-    turn: int
-    parent: int
-    occ: int
-    after: tuple[int, ...]
-
-    def payload(self) -> dict[str, Any]:
-        """The ``issue`` field of a ``model_request`` or ``tool_start`` payload."""
-        return {"parent": self.parent, "occ": self.occ, "after": list(self.after)}
-
-
 #: seconds a call waits for a sibling flow to replay a step recorded from the same point
 #: before it calls its own drift a divergence (threads started together race to ask)
 _SIBLING_WAIT = 2.0
-
-_flow_var: contextvars.ContextVar[Flow | None] = contextvars.ContextVar(
-    "redrive_flow_turn", default=None
-)
 
 
 def _version() -> str:
@@ -284,15 +224,10 @@ class RunState:
         self._redact = compile_paths(redact)
         self._lock = threading.RLock()
         self._sibling_wait = threading.Condition(self._lock)
-        self._flow_id = object()
-        #: steps issued so far from each parent, by name (see :meth:`_issue`)
-        self._issued: dict[int, dict[str, int]] = {}
-        #: live :class:`Flow` objects positioned at each parent seq (>= 0), and parents
-        #: whose Flow objects were collected since (drained by :meth:`_issue`): a parent
-        #: no flow stands at can issue nothing more, so its counts are dropped and a long
-        #: run's memory does not grow by one entry per step
-        self._flows_at: dict[int, int] = {}
-        self._flows_gone: collections.deque[int] = collections.deque()
+        #: who the run's concurrent callers are (see :mod:`._flows`)
+        self._flows = FlowTracker()
+        self._flow_token: contextvars.Token[Flow | None] | None = None
+        self._unwatch: Callable[[], None] = nothing
         self._cursor: Cursor | None = None
         self._requests = Expander()
         self._token: contextvars.Token[Any] | None = None
@@ -490,63 +425,25 @@ class RunState:
     # -- flows and turns -------------------------------------------------------------
 
     def _flow(self) -> Flow:
-        """This flow's position in the run (a flow the run never saw starts at turn 0)."""
-        found = _flow_var.get()
-        return found if found is not None and found.run is self._flow_id else Flow(self._flow_id)
+        """This flow's position in the run (see :meth:`FlowTracker.here`)."""
+        return self._flows.here()
 
     @property
     def _turn(self) -> int:
         """The calling flow's turn (see :class:`Flow`)."""
-        return self._flow().turn
+        return self._flows.turn
 
     def _issue(self, name: str) -> Issue:
         """Take the issue position of a model or tool step the calling flow opens now.
 
         Called in the caller's own thread or task, before any work goes off
-        the event loop, so siblings started in order take positions in order.
+        the event loop (see :meth:`FlowTracker.issue`).
         """
-        here = self._flow()
-        with self._lock:
-            gone = self._flows_gone
-            while gone:
-                parent = gone.popleft()
-                left = self._flows_at.get(parent, 0) - 1
-                if left > 0:
-                    self._flows_at[parent] = left
-                else:
-                    self._flows_at.pop(parent, None)
-                    self._issued.pop(parent, None)
-            counts = self._issued.setdefault(here.parent, {})
-            occ = counts.get(name, 0)
-            counts[name] = occ + 1
-        return Issue(turn=here.turn, parent=here.parent, occ=occ, after=here.after)
+        return self._flows.issue(name)
 
     def _completed(self, seq: int | None, *, model: bool, turn: int) -> None:
-        """Move the calling flow past a step it completed (``seq``: its opening frame).
-
-        A model step ends the flow's turn ``turn``; a tool step joins the
-        steps the flow's next model step follows. Sets the caller's context:
-        call it in the caller's thread or task, not off the event loop.
-        """
-        here = self._flow()
-        parent = here.parent if seq is None else seq
-        if model:
-            _flow_var.set(self._track(Flow(self._flow_id, max(here.turn, turn + 1), parent)))
-        elif seq is not None:
-            after = (*here.after, seq)[-_AFTER_LIMIT:]
-            _flow_var.set(self._track(Flow(self._flow_id, here.turn, parent, after)))
-
-    def _track(self, flow: Flow) -> Flow:
-        """Count ``flow`` as standing at its parent until it is collected; return it.
-
-        Flows at parent -1 (a flow the run never saw) are made afresh by
-        :meth:`_flow` and not counted: that parent's counts are kept.
-        """
-        if flow.parent >= 0:
-            with self._lock:
-                self._flows_at[flow.parent] = self._flows_at.get(flow.parent, 0) + 1
-            weakref.finalize(flow, self._flows_gone.append, flow.parent)
-        return flow
+        """Move the calling flow past a step it completed (see :meth:`FlowTracker.completed`)."""
+        self._flows.completed(seq, model=model, turn=turn)
 
     def _match(
         self, kind: str, name: str, args: Any, key: str, issue: Issue | None = None
@@ -556,9 +453,19 @@ class RunState:
             return None
         turn = issue.turn if issue is not None else self._turn
         waited_until: float | None = None
+        patient = True
         while True:
+            if patient and cursor.claim_pending(kind, name, args, key, turn=turn, issue=issue):
+                # an identical request is recorded at a sibling flow's point and the sibling
+                # has not asked yet: it is the sibling's unless it asks for another step
+                now = time.monotonic()
+                waited_until = waited_until or now + _SIBLING_WAIT
+                if now < waited_until:
+                    self._sibling_wait.wait(0.005)
+                    continue
+                patient = False  # the sibling never asked: the code moved the call
             try:
-                step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
+                step = cursor.match(kind, name, args, key, turn=turn, issue=issue, patient=patient)
                 if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
                     if cursor.frontier(kind, name, issue):
                         return None  # this flow's record ends here, other flows' goes on: live

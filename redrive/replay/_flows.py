@@ -1,0 +1,460 @@
+"""The flow tracker: who a run's concurrent callers are, told apart by where they came from.
+
+A *flow* is a thread or asyncio task of a run. Each flow carries, in its
+context, a :class:`Flow`: the seq of the last step it completed (its
+``parent``) and its *spawn path*, the indexes under which it and its
+ancestors were started since that step (the flow that started it, and the
+order that flow started its children in). A model or tool step is issued at
+an :class:`Issue` position ``(parent, spawn, occ)``: ``occ`` counts the steps
+of the same name issued before it at the same ``(parent, spawn)``, so
+identical concurrent requests are matched to the caller that made them by
+the caller's program (which flow, started in which order), not by the order
+the calls reached redrive. That order changes between a cold process (a
+first SDK call awaits its platform detection, an import runs) and a warm
+one; the spawn order does not.
+
+Where a spawn is seen:
+
+* asyncio tasks created on a loop on which a run was entered (the async
+  face, or a sync block entered inside a running loop): a task factory,
+  chained to any factory already installed, gives each task created from a
+  flow of the run its spawn index before the task's first step
+  (:func:`watch_tasks`);
+* threads of :func:`redrive.executor` (:class:`~._executor.RunExecutor`): in
+  ``submit`` order (:func:`start_child_flow`).
+
+A spawn redrive cannot see (a bare thread given ``contextvars.copy_context()``,
+``asyncio.to_thread``, a task created on a loop no run was entered on) keeps
+its starter's flow: such siblings are told apart by the order they issue in,
+as before (the *arrival* rule), which a resumed run's threads may not repeat.
+
+Runs recorded before spawn paths (no ``flows`` run flag) keep the arrival
+rule for every step, so their journals replay as they were recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import inspect
+import threading
+import weakref
+from collections.abc import Callable, Coroutine, Generator, Mapping
+from typing import Any, Literal
+
+import attrs
+
+__all__ = [
+    "FLOWS_FLAG",
+    "SPAWN_RULE",
+    "Flow",
+    "FlowTracker",
+    "Issue",
+    "nothing",
+    "start_child_flow",
+    "watch_tasks",
+]
+
+#: The run flag naming the rule its steps' issue positions were taken under.
+FLOWS_FLAG = "flows"
+#: Its value for runs whose positions carry spawn paths (absent: the arrival rule).
+SPAWN_RULE = "spawn"
+
+Rule = Literal["spawn", "arrival"]
+
+#: At most this many completed steps of a turn are named in a model request's ``after``.
+AFTER_LIMIT = 32
+
+
+@attrs.frozen
+class Flow:
+    """Where one flow (a thread or asyncio task) of a run stands, as its context carries it.
+
+    A flow's turn is causal: the number of model steps completed in this flow
+    or in the flow that started it (a task or a thread started from a flow
+    inherits its starter's position), never by concurrent siblings. So the
+    turn a step is issued in depends on the loop's code, not on which
+    concurrent call happened to finish first, and is the same on replay.
+
+    Attributes:
+        run: the :class:`FlowTracker` of the flow's run (its identity token).
+        turn: the flow's turn (model steps completed along its causal path).
+        parent: seq of the last step the flow completed (-1: none yet), which
+            names the flow's position in the record, live and on replay.
+        after: opening seqs of the tool steps the flow completed in this turn
+            (the last :data:`AFTER_LIMIT`), which a model step must follow.
+        spawn: the spawn path since ``parent``: the index under which each
+            flow from the one standing at ``parent`` down to this one was
+            started by its starter (``()``: the flow that completed
+            ``parent``, or a flow whose start redrive could not see).
+    """
+
+    run: object
+    turn: int = 0
+    parent: int = -1
+    after: tuple[int, ...] = ()
+    spawn: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class Issue:
+    """Where a model or tool step was issued: what replay matches identical requests by.
+
+    Attributes:
+        turn: the issuing flow's turn.
+        parent: seq of the last step the issuing flow completed (-1: none).
+        occ: how many steps of the same name were issued from ``(parent, spawn)``
+            before this one (0 first). Under the arrival rule (runs recorded
+            before spawn paths) ``spawn`` is ``()`` and ``occ`` counts the
+            run's steps from ``parent``: siblings in the order they arrive.
+        after: opening seqs of the tool steps of this turn the flow completed
+            before issuing it.
+        spawn: the issuing flow's spawn path (see :class:`Flow`).
+    """
+
+    turn: int
+    parent: int
+    occ: int
+    after: tuple[int, ...]
+    spawn: tuple[int, ...] = ()
+
+    @property
+    def position(self) -> tuple[int, tuple[int, ...], int]:
+        """``(parent, spawn, occ)``: equal for a step and the recorded step it replays."""
+        return self.parent, self.spawn, self.occ
+
+    @property
+    def point(self) -> tuple[int, tuple[int, ...]]:
+        """``(parent, spawn)``: the flow's point, shared by the steps it issues there."""
+        return self.parent, self.spawn
+
+    def payload(self) -> dict[str, Any]:
+        """The ``issue`` field of a ``model_request`` or ``tool_start`` payload."""
+        payload: dict[str, Any] = {
+            "parent": self.parent,
+            "occ": self.occ,
+            "after": list(self.after),
+        }
+        if self.spawn:
+            payload["spawn"] = list(self.spawn)
+        return payload
+
+
+def recorded_position(issue: Any) -> tuple[int, tuple[int, ...], int] | None:
+    """The ``(parent, spawn, occ)`` of a recorded ``issue`` field, or None when it has none.
+
+    Args:
+        issue: the ``issue`` value of a recorded ``model_request`` or ``tool_start``.
+
+    Returns:
+        The position (``spawn`` is ``()`` when not recorded), or None when
+        ``issue`` is missing or malformed.
+    """
+    if not isinstance(issue, dict):
+        return None
+    parent, occ, spawn = issue.get("parent"), issue.get("occ"), issue.get("spawn", ())
+    if not isinstance(parent, int) or not isinstance(occ, int):
+        return None
+    if not isinstance(spawn, list | tuple) or not all(isinstance(i, int) for i in spawn):
+        return None
+    return parent, tuple(spawn), occ
+
+
+_flow_var: contextvars.ContextVar[Flow | None] = contextvars.ContextVar(
+    "redrive_flow_turn", default=None
+)
+
+
+class FlowTracker:
+    """The identity of a run's concurrent callers: each flow's position and spawn path.
+
+    A Run holds one. Every method is safe from any thread; the ones that
+    read or set the caller's flow (:meth:`here`, :meth:`issue`,
+    :meth:`completed`, :meth:`start_child`) must run in the caller's own
+    thread or task (or a copy of its context), not elsewhere.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rule: Rule = "spawn"
+        #: steps issued so far at each parent, by (spawn path, name) (see :meth:`issue`)
+        self._issued: dict[int, dict[tuple[tuple[int, ...], str], int]] = {}
+        #: flows started so far at each parent, by the starter's spawn path
+        self._spawned: dict[int, dict[tuple[int, ...], int]] = {}
+        #: live :class:`Flow` objects positioned at each parent seq (>= 0), and parents
+        #: whose Flow objects were collected since (drained by :meth:`issue`): a parent
+        #: no flow stands at can issue nothing more, so its counts are dropped and a long
+        #: run's memory does not grow by one entry per step
+        self._flows_at: dict[int, int] = {}
+        self._flows_gone: collections.deque[int] = collections.deque()
+
+    # -- the rule -------------------------------------------------------------------
+
+    @property
+    def rule(self) -> Rule:
+        """``"spawn"`` (new runs) or ``"arrival"`` (runs recorded before spawn paths)."""
+        return self._rule
+
+    def run_flags(self) -> dict[str, str]:
+        """The ``run_start`` flags a run recorded under this tracker's rule carries."""
+        return {FLOWS_FLAG: SPAWN_RULE} if self._rule == "spawn" else {}
+
+    def follow(self, flags: Mapping[str, Any] | None) -> None:
+        """Take the rule a resumed run was recorded under from its ``run_start`` flags.
+
+        Call it before the run's first step: every step of one run is issued
+        under one rule, the one its record was made with.
+
+        Args:
+            flags: the ``flags`` of the run's ``run_start`` (None: none recorded).
+        """
+        spawn = isinstance(flags, Mapping) and flags.get(FLOWS_FLAG) == SPAWN_RULE
+        self._rule = "spawn" if spawn else "arrival"
+
+    # -- the caller's flow ------------------------------------------------------------
+
+    def here(self) -> Flow:
+        """This flow's position in the run (a flow the run never saw starts at the root)."""
+        found = _flow_var.get()
+        return found if found is not None and found.run is self else Flow(self)
+
+    @property
+    def turn(self) -> int:
+        """The calling flow's turn (see :class:`Flow`)."""
+        return self.here().turn
+
+    def bind(self) -> contextvars.Token[Flow | None]:
+        """Make the caller's context the run's root flow (where the run's block is entered).
+
+        Returns:
+            The token for :meth:`unbind`.
+        """
+        return _flow_var.set(Flow(self))
+
+    @staticmethod
+    def unbind(token: contextvars.Token[Flow | None]) -> None:
+        """Undo :meth:`bind` in the context it was made in."""
+        _flow_var.reset(token)
+
+    def issue(self, name: str) -> Issue:
+        """Take the issue position of a model or tool step the calling flow opens now.
+
+        Called in the caller's own thread or task, before any work goes off
+        the event loop.
+
+        Args:
+            name: the step name.
+
+        Returns:
+            Its :class:`Issue`: ``occ`` counts the steps of ``name`` issued
+            before at the flow's ``(parent, spawn)`` (arrival rule: at its parent).
+        """
+        here = self.here()
+        spawn = here.spawn if self._rule == "spawn" else ()
+        with self._lock:
+            self._drain_gone()
+            counts = self._issued.setdefault(here.parent, {})
+            occ = counts.get((spawn, name), 0)
+            counts[(spawn, name)] = occ + 1
+        return Issue(turn=here.turn, parent=here.parent, occ=occ, after=here.after, spawn=spawn)
+
+    def completed(self, seq: int | None, *, model: bool, turn: int) -> None:
+        """Move the calling flow past a step it completed (``seq``: its opening frame).
+
+        A model step ends the flow's turn ``turn``; a tool step joins the
+        steps the flow's next model step follows. A flow that completed a
+        step stands alone at it: its spawn path starts again (``()``). Sets
+        the caller's context: call it in the caller's thread or task.
+
+        Args:
+            seq: the step's opening seq (None: the step has none; the flow stays).
+            model: True for a model step.
+            turn: the turn the model step was issued in.
+        """
+        here = self.here()
+        if model:
+            parent = here.parent if seq is None else seq
+            spawn = here.spawn if seq is None else ()
+            flow = Flow(self, max(here.turn, turn + 1), parent, (), spawn)
+        elif seq is not None:
+            flow = Flow(self, here.turn, seq, (*here.after, seq)[-AFTER_LIMIT:])
+        else:
+            return
+        _flow_var.set(self._track(flow))
+
+    def start_child(self, context: contextvars.Context) -> None:
+        """Make ``context`` a new flow started by the calling flow (its next spawn index).
+
+        Call it in the starter's thread or task, in the order the starter
+        starts its children (task creation, ``submit``): that order is the
+        starter's program order, the same in every process.
+
+        Args:
+            context: the context the child will run in (a copy of the starter's).
+        """
+        here = self.here()
+        with self._lock:
+            started = self._spawned.setdefault(here.parent, {})
+            index = started.get(here.spawn, 0)
+            started[here.spawn] = index + 1
+        child = Flow(self, here.turn, here.parent, here.after, (*here.spawn, index))
+        context.run(_flow_var.set, self._track(child))
+
+    def may_still_issue(self, parent: int, spawn: tuple[int, ...], name: str, occ: int) -> bool:
+        """True when a flow of the run may still issue step ``name`` at ``(parent, spawn, occ)``.
+
+        So when fewer than ``occ + 1`` steps of ``name`` were issued at that
+        point so far, and a flow stands at ``parent`` (the root always does)
+        to issue it or to start the flow that will.
+
+        Args:
+            parent: the position's parent seq.
+            spawn: its spawn path.
+            name: the step name.
+            occ: its occurrence.
+        """
+        with self._lock:
+            self._drain_gone()
+            if self._issued.get(parent, {}).get((spawn, name), 0) > occ:
+                return False
+            return parent < 0 or parent in self._flows_at
+
+    @property
+    def parents_held(self) -> int:
+        """How many parent seqs the tracker keeps counts for (bounded by the live flows)."""
+        with self._lock:
+            return len(self._issued.keys() | self._spawned.keys())
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def _drain_gone(self) -> None:
+        """Drop the counts of parents no flow stands at any more (under the lock)."""
+        gone = self._flows_gone
+        while gone:
+            parent = gone.popleft()
+            left = self._flows_at.get(parent, 0) - 1
+            if left > 0:
+                self._flows_at[parent] = left
+            else:
+                self._flows_at.pop(parent, None)
+                self._issued.pop(parent, None)
+                self._spawned.pop(parent, None)
+
+    def _track(self, flow: Flow) -> Flow:
+        """Count ``flow`` as standing at its parent until it is collected; return it.
+
+        Flows at parent -1 (the root, or a flow the run never saw) are not
+        counted: that parent's counts are kept.
+        """
+        if flow.parent >= 0:
+            with self._lock:
+                self._flows_at[flow.parent] = self._flows_at.get(flow.parent, 0) + 1
+            weakref.finalize(flow, self._flows_gone.append, flow.parent)
+        return flow
+
+
+def start_child_flow(context: contextvars.Context, tracker: FlowTracker | None = None) -> None:
+    """Make ``context`` a child flow of the calling flow, when the caller is in a run.
+
+    Args:
+        context: the context the child will run in (a copy of the caller's).
+        tracker: the run the child joins (default: the calling flow's run;
+            nothing happens when the caller is in none).
+    """
+    if tracker is None:
+        flow = _flow_var.get()
+        if flow is None or not isinstance(flow.run, FlowTracker):
+            return
+        tracker = flow.run
+    tracker.start_child(context)
+
+
+# -- asyncio: a task factory that starts each task created from a flow as a child flow --------
+
+TaskFactory = Callable[..., "asyncio.Future[Any]"]
+
+#: the loops watched: ``[runs entered watching it, our factory, the factory found there]``
+_watched: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = (
+    weakref.WeakKeyDictionary()
+)
+_watched_lock = threading.Lock()
+
+
+def _chained(previous: TaskFactory | None) -> TaskFactory:
+    """A task factory that gives a task created from a run's flow its spawn index.
+
+    ``previous`` (a factory installed before, or None for ``asyncio.Task``)
+    makes the task, in the child context.
+    """
+    takes_context = previous is not None and _accepts_context(previous)
+
+    def factory(
+        loop: asyncio.AbstractEventLoop,
+        coro: Coroutine[Any, Any, Any] | Generator[Any, None, Any],
+        *,
+        context: contextvars.Context | None = None,
+        **kwargs: Any,
+    ) -> asyncio.Future[Any]:
+        flow = _flow_var.get()
+        if flow is not None and isinstance(flow.run, FlowTracker):
+            context = context if context is not None else contextvars.copy_context()
+            flow.run.start_child(context)
+        if previous is None:
+            return asyncio.Task(coro, loop=loop, context=context, **kwargs)
+        if context is not None and takes_context:
+            return previous(loop, coro, context=context, **kwargs)
+        if context is not None:  # a legacy factory: it takes the current context
+            return context.run(previous, loop, coro, **kwargs)
+        return previous(loop, coro, **kwargs)
+
+    return factory
+
+
+def _accepts_context(factory: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return True
+    return any(p.name == "context" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def watch_tasks() -> Callable[[], None]:
+    """Watch task creation on the running loop, if any, while a run is entered.
+
+    Installs (once per loop, chained to the loop's factory) the task factory
+    that starts each task created from a run's flow as that flow's child.
+
+    Returns:
+        The function that stops watching (the factory is removed when the
+        last run entered on the loop stops, if it is still the loop's).
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return nothing
+    with _watched_lock:
+        entry = _watched.get(loop)
+        if entry is None or loop.get_task_factory() is not entry[1]:
+            previous = loop.get_task_factory()
+            factory = _chained(previous)
+            loop.set_task_factory(factory)
+            entry = _watched[loop] = [0, factory, previous]
+        entry[0] += 1
+
+    def unwatch() -> None:
+        with _watched_lock:
+            if _watched.get(loop) is not entry:
+                return
+            entry[0] -= 1
+            if entry[0] > 0:
+                return
+            del _watched[loop]
+            if loop.get_task_factory() is entry[1] and not loop.is_closed():
+                loop.set_task_factory(entry[2])
+
+    return unwatch
+
+
+def nothing() -> None:
+    """Stop watching nothing (no loop was running)."""
