@@ -300,29 +300,24 @@ class Cursor:
 
         In a run recorded with spawn paths each flow's steps are recorded at
         its own point, so one recorded at another point answers the caller
-        only when the code moved the call (it started its flows in another
-        order, or reordered a flow's tool calls), never when it is another
-        flow's step that flow has yet to ask for:
-
-        * recorded by a sibling (same parent step, other spawn path): taken
-          once that sibling has asked for its step at that position and took
-          another (it is free); while the sibling may still ask for it
-          (:attr:`claimable`) it is left to it (``patient``; the run waits for
-          the sibling, see :meth:`claim_pending`);
-        * recorded after another parent step: left alone when the caller is
-          past its own record (:meth:`frontier`: it goes live; a killed run's
-          flow whose next step was lost must not take another flow's), else
-          taken (a flow's tool calls of one turn commute).
+        when the code moved the call (it started its flows in another order,
+        reordered a flow's tool calls, or the call lost its context), never
+        when it is another flow's step that flow may still ask for
+        (:attr:`claimable`: a sibling that has not asked yet, a flow that
+        stands, or is about to stand, at the step's parent). Such a step is
+        left to its flow while ``patient`` (the run waits a moment for that
+        flow, see :meth:`claim_pending`; then the caller goes live past its
+        own record, or diverges); once the caller waited, the first is taken.
+        Siblings (same parent step) come first.
         """
         siblings = [s for s in alive if (_point(s) or (None, ()))[0] == issue.parent]
-        if siblings:
-            free = [s for s in siblings if not self._claimable(s)]
+        for group in (siblings, [s for s in alive if s not in siblings]):
+            free = [s for s in group if not self._claimable(s)]
             if free:
                 return free[0]
-            return None if patient else siblings[0]
-        if self.frontier(kind, name, issue):
-            return None
-        return alive[0] if alive else None
+            if group:
+                return None if patient else group[0]
+        return None
 
     def _claimable(self, step: RecordedStep) -> bool:
         """True when a flow of the run may still ask for ``step`` at its recorded position."""
@@ -335,13 +330,13 @@ class Cursor:
     def claim_pending(
         self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None
     ) -> bool:
-        """True when the step asked for at ``issue`` waits for a sibling flow to ask first.
+        """True when the step asked for at ``issue`` waits for another flow to ask first.
 
         So when nothing is recorded at the caller's own position and point,
-        but an identical request is recorded at a sibling's point (same parent
-        step, other spawn path) that the sibling has not asked for yet: it is
-        that sibling's unless the sibling takes another step there. The caller
-        waits a moment and asks again (a sibling started with it issues at once).
+        but an identical request is recorded at another flow's point that
+        flow may still ask for (see :meth:`_elsewhere`): it is that flow's
+        unless the flow takes another step there. The caller waits a moment
+        and asks again (a flow started with it issues at once).
         """
         if issue is None or kind not in ISSUED_KINDS or not self._spawn_rule or self.superseded:
             return False

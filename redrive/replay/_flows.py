@@ -188,6 +188,10 @@ class FlowTracker:
         #: run's memory does not grow by one entry per step
         self._flows_at: dict[int, int] = {}
         self._flows_gone: collections.deque[int] = collections.deque()
+        #: recorded steps handed to a flow that has not completed them yet
+        self._arriving: set[int] = set()
+        #: positions ``(parent, spawn, name, occ)`` issued and not yet answered
+        self._asking: set[tuple[int, tuple[int, ...], str, int]] = set()
 
     # -- the rule -------------------------------------------------------------------
 
@@ -257,6 +261,7 @@ class FlowTracker:
             counts = self._issued.setdefault(here.parent, {})
             occ = counts.get((spawn, name), 0)
             counts[(spawn, name)] = occ + 1
+            self._asking.add((here.parent, spawn, name, occ))
         return Issue(turn=here.turn, parent=here.parent, occ=occ, after=here.after, spawn=spawn)
 
     def completed(self, seq: int | None, *, model: bool, turn: int) -> None:
@@ -273,6 +278,9 @@ class FlowTracker:
             turn: the turn the model step was issued in.
         """
         here = self.here()
+        if seq is not None and seq in self._arriving:
+            with self._lock:
+                self._arriving.discard(seq)
         if model:
             parent = here.parent if seq is None else seq
             spawn = here.spawn if seq is None else ()
@@ -305,8 +313,9 @@ class FlowTracker:
         """True when a flow of the run may still issue step ``name`` at ``(parent, spawn, occ)``.
 
         So when fewer than ``occ + 1`` steps of ``name`` were issued at that
-        point so far, and a flow stands at ``parent`` (the root always does)
-        to issue it or to start the flow that will.
+        point so far, and a flow stands at ``parent`` (or was handed that
+        step, see :meth:`arriving`) to issue it or to start the flow that will;
+        at the root (-1), when ``spawn`` names a flow the root started.
 
         Args:
             parent: the position's parent seq.
@@ -316,9 +325,29 @@ class FlowTracker:
         """
         with self._lock:
             self._drain_gone()
+            if (parent, spawn, name, occ) in self._asking:
+                return True  # issued, and its flow is being answered now
             if self._issued.get(parent, {}).get((spawn, name), 0) > occ:
                 return False
-            return parent < 0 or parent in self._flows_at
+            if parent < 0:
+                # a flow the root started (or will): it may ask; the root's own point is
+                # also where calls that lost their context land, whose flow means nothing
+                return bool(spawn)
+            return parent in self._flows_at or parent in self._arriving
+
+    def answered(self, issue: Issue, name: str) -> None:
+        """The step ``name`` issued at ``issue`` was matched to the record or went live."""
+        with self._lock:
+            self._asking.discard((issue.parent, issue.spawn, name, issue.occ))
+
+    def arriving(self, seq: int) -> None:
+        """A flow was handed recorded step ``seq``: it will stand there once it completes it.
+
+        Until then :meth:`may_still_issue` counts a flow at ``seq`` (its steps
+        recorded after ``seq`` are its own, not another caller's).
+        """
+        with self._lock:
+            self._arriving.add(seq)
 
     @property
     def parents_held(self) -> int:

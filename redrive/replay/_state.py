@@ -448,6 +448,15 @@ class RunState:
     def _match(
         self, kind: str, name: str, args: Any, key: str, issue: Issue | None = None
     ) -> RecordedStep | None:
+        try:
+            return self._match_step(kind, name, args, key, issue)
+        finally:
+            if issue is not None:
+                self._flows.answered(issue, name)
+
+    def _match_step(
+        self, kind: str, name: str, args: Any, key: str, issue: Issue | None
+    ) -> RecordedStep | None:
         cursor = self._cursor
         if cursor is None:
             return None
@@ -482,6 +491,8 @@ class RunState:
                 if not continue_live(self, cursor, kind, name, turn, key, exc):
                     raise
                 return None
+            if step is not None:
+                self._flows.arriving(step.seq)  # its caller will stand at it
             return step
 
     @property
