@@ -117,6 +117,10 @@ class Cursor:
         #: ``claimable(parent, spawn, name, occ)``: True when a flow of the running run may
         #: still ask for step ``name`` at that position (set by the Run: its FlowTracker)
         self.claimable: Callable[[int, tuple[int, ...], str, int], bool] | None = None
+        #: hashes of the (kind, name, key) of the positioned steps read, and of those read
+        #: more than once (identical requests: who asked each is told by its position)
+        self._seen: set[int] = set()
+        self._repeated: set[int] = set()
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         #: seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)
         self.superseded: list[int] = []
@@ -158,6 +162,11 @@ class Cursor:
             self._saw_model = True
         if step.kind in ISSUED_KINDS and "issue" in step.data:
             self._positioned.add(step.kind)
+            if self._spawn_rule:
+                identity = _identity(step.kind, step.name, step.key)
+                if identity in self._seen:
+                    self._repeated.add(identity)
+                self._seen.add(identity)
         return True
 
     def _read_flags(self) -> None:
@@ -247,6 +256,31 @@ class Cursor:
                 return step
             self._load_one()
 
+    def _lookup(
+        self,
+        head: RecordedStep,
+        turn: int | None,
+        kind: str,
+        name: str,
+        key: str,
+        issue: Issue | None,
+        *,
+        patient: bool,
+    ) -> tuple[RecordedStep | None, int]:
+        """:meth:`_find_issued` in the caller's turn, else in the first unconsumed step's.
+
+        Returns:
+            The step found (or None) and the turn it was looked for in last.
+        """
+        if turn is None:
+            turn = head.turn
+        match = self._find_issued(turn, kind, name, key, issue, patient=patient)
+        if match is None and head.turn != turn:
+            # journals recorded before turns were causal number turns by completion
+            turn = head.turn
+            match = self._find_issued(turn, kind, name, key, issue, patient=patient)
+        return match, turn
+
     def _find_issued(
         self,
         turn: int,
@@ -310,6 +344,8 @@ class Cursor:
         own record, or diverges); once the caller waited, the first is taken.
         Siblings (same parent step) come first.
         """
+        if _identity(kind, name, alive[0].key) not in self._repeated:
+            return alive[0]  # one request of its kind: whoever asks for it is its caller
         siblings = [s for s in alive if (_point(s) or (None, ()))[0] == issue.parent]
         for group in (siblings, [s for s in alive if s not in siblings]):
             free = [s for s in group if not self._claimable(s)]
@@ -344,9 +380,14 @@ class Cursor:
             return False
         if self._ignore:
             key = call_key(name, match_view(args, self._ignore, kind=kind))
-        if self._find_issued(turn, kind, name, key, issue, patient=False) is None:
+        head = self._head()
+        if head is None:
             return False
-        return self._find_issued(turn, kind, name, key, issue) is None
+        if self._lookup(head, turn, kind, name, key, issue, patient=False)[0] is None:
+            return False
+        if _identity(kind, name, key) not in self._repeated:
+            return False  # one request of its kind: whoever asks for it is its caller
+        return self._lookup(head, turn, kind, name, key, issue, patient=True)[0] is None
 
     def frontier(self, kind: str, name: str, issue: Issue | None) -> bool:
         """True when model or tool step ``name``, asked at ``issue``, is past its flow's record.
@@ -498,13 +539,7 @@ class Cursor:
         head = self._head()
         if head is None:
             return None
-        if turn is None:
-            turn = head.turn
-        match = self._find_issued(turn, kind, name, key, issue, patient=patient)
-        if match is None and head.turn != turn:
-            # journals recorded before turns were causal number turns by completion
-            turn = head.turn
-            match = self._find_issued(turn, kind, name, key, issue, patient=patient)
+        match, turn = self._lookup(head, turn, kind, name, key, issue, patient=patient)
         if match is not None:
             self._check_turn_order(match, Found(kind, name, key, args))
             return self.consume(match)
@@ -691,6 +726,11 @@ class Cursor:
 def _position(step: RecordedStep) -> tuple[int, tuple[int, ...], int] | None:
     """A model or tool step's recorded issue position ``(parent, spawn, occ)``, or None."""
     return recorded_position(step.data.get("issue"))
+
+
+def _identity(kind: str, name: str, key: str) -> int:
+    """A small stand-in for a request's ``(kind, name, key)`` (for sets of many of them)."""
+    return hash((kind, name, key))
 
 
 def _point(step: RecordedStep) -> tuple[int, tuple[int, ...]] | None:
