@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import redrive
@@ -258,9 +258,20 @@ def test_concurrent_calls_replay_to_their_callers(
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("face", ["async", "threads"])
 @settings(max_examples=25)
-@given(program=programs, cut=st.integers(0, 10_000), data=st.data())
+@given(program=programs, cut=st.integers(0, 10_000), distinct=st.booleans())
+# found by the thorough profile: flows 0 and 2 replayed their first calls, flow 1's second
+# call was lost with the kill; it took flow 2's recorded answer (recorded after another step)
+@example(
+    program=[
+        [("model", 0, 0), ("model", 0, 0)],
+        [("model", 0, 1)] * 2,
+        [("model", 0, 0), ("model", 0, 1)],
+    ],
+    cut=10,
+    distinct=False,
+)
 def test_concurrent_calls_resume_after_a_kill(
-    backend: str, face: Face, program: Program, cut: int, data: st.DataObject
+    backend: str, face: Face, program: Program, cut: int, distinct: bool
 ) -> None:
     """A concurrent run of model and tool calls killed at a random frame resumes with every
     recorded outcome kept, and replays as it resumed.
@@ -272,7 +283,7 @@ def test_concurrent_calls_resume_after_a_kill(
     issue from one point are told apart by the order they issue in, which a
     resumed run's threads may not repeat.
     """
-    distinct = face == "threads" or data.draw(st.booleans(), label="distinct")
+    distinct = face == "threads" or distinct
     for journal in _journals(backend):
         _resume_after_kill(face, journal, program, cut, distinct=distinct)
 
