@@ -207,7 +207,7 @@ class Claims(Opening):
                 self.policy,
                 source=self.journal.url,
             )
-            cursor.claimable = self._flows.may_still_issue
+            cursor.callers.claimable = self._flows.may_still_issue
             ready = self._fast_forward(cursor, first, reopen, keep, opened, own_outcomes)
             return cursor, record, ready or RunStatus(record.status).terminal
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import shlex
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -18,10 +18,13 @@ import attrs
 from ..errors import DivergenceError
 from ..frames import Frame, Kind, call_key
 from ..storage import parse_journal_url
+from ._callers import IdenticalRequests
+from ._callers import point as _point
+from ._callers import position as _position
 from ._delta import Expander
 from ._diff import caller_location, diff_values, format_diff, short
 from ._fingerprint import REASKED
-from ._flows import FLOWS_FLAG, SPAWN_RULE, recorded_position
+from ._flows import FLOWS_FLAG, SPAWN_RULE
 from ._policy import ReplayPolicy, match_view
 from ._steps import STEP_KINDS, RecordedStep, StepReader
 
@@ -114,13 +117,8 @@ class Cursor:
         #: True for a run whose steps' positions carry spawn paths (``flows: spawn`` flag):
         #: a step recorded at another flow's point never answers a caller
         self._spawn_rule = False
-        #: ``claimable(parent, spawn, name, occ)``: True when a flow of the running run may
-        #: still ask for step ``name`` at that position (set by the Run: its FlowTracker)
-        self.claimable: Callable[[int, tuple[int, ...], str, int], bool] | None = None
-        #: hashes of the (kind, name, key) of the positioned steps read, and of those read
-        #: more than once (identical requests: who asked each is told by its position)
-        self._seen: set[int] = set()
-        self._repeated: set[int] = set()
+        #: which of identical requests recorded at other points answers a caller
+        self.callers = IdenticalRequests()
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         #: seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)
         self.superseded: list[int] = []
@@ -163,10 +161,7 @@ class Cursor:
         if step.kind in ISSUED_KINDS and "issue" in step.data:
             self._positioned.add(step.kind)
             if self._spawn_rule:
-                identity = _identity(step.kind, step.name, step.key)
-                if identity in self._seen:
-                    self._repeated.add(identity)
-                self._seen.add(identity)
+                self.callers.read(step)
         return True
 
     def _read_flags(self) -> None:
@@ -302,8 +297,8 @@ class Cursor:
         one issued from the caller's point (parent step and spawn path)
         answers; else, in a run recorded before spawn paths (or after a
         re-ask moved positions), the first one recorded. In a run recorded
-        with spawn paths, see :meth:`_elsewhere`: ``patient`` (default) leaves
-        a step another flow may still ask for to that flow.
+        with spawn paths, see :meth:`IdenticalRequests.answer`: ``patient``
+        (default) leaves a step another flow may still ask for to that flow.
         """
         first = self._find(turn, kind, name, key)
         if first is None and self._causal and self._frames is not None:
@@ -324,44 +319,8 @@ class Cursor:
         if siblings:
             return min(siblings, key=lambda s: (_position(s) or (0, (), 0))[2])
         if self._spawn_rule and not self.superseded:
-            return self._elsewhere(alive, kind, name, issue, patient=patient)
+            return self.callers.answer(alive, issue, patient=patient)
         return first
-
-    def _elsewhere(
-        self, alive: list[RecordedStep], kind: str, name: str, issue: Issue, *, patient: bool
-    ) -> RecordedStep | None:
-        """Which of ``alive`` (identical requests recorded at other points) answers ``issue``.
-
-        In a run recorded with spawn paths each flow's steps are recorded at
-        its own point, so one recorded at another point answers the caller
-        when the code moved the call (it started its flows in another order,
-        reordered a flow's tool calls, or the call lost its context), never
-        when it is another flow's step that flow may still ask for
-        (:attr:`claimable`: a sibling that has not asked yet, a flow that
-        stands, or is about to stand, at the step's parent). Such a step is
-        left to its flow while ``patient`` (the run waits a moment for that
-        flow, see :meth:`claim_pending`; then the caller goes live past its
-        own record, or diverges); once the caller waited, the first is taken.
-        Siblings (same parent step) come first.
-        """
-        if _identity(kind, name, alive[0].key) not in self._repeated:
-            return alive[0]  # one request of its kind: whoever asks for it is its caller
-        siblings = [s for s in alive if (_point(s) or (None, ()))[0] == issue.parent]
-        for group in (siblings, [s for s in alive if s not in siblings]):
-            free = [s for s in group if not self._claimable(s)]
-            if free:
-                return free[0]
-            if group:
-                return None if patient else group[0]
-        return None
-
-    def _claimable(self, step: RecordedStep) -> bool:
-        """True when a flow of the run may still ask for ``step`` at its recorded position."""
-        position = _position(step)
-        if position is None or self.claimable is None:
-            return False
-        parent, spawn, occ = position
-        return self.claimable(parent, spawn, step.name, occ)
 
     def claim_pending(
         self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None
@@ -370,7 +329,7 @@ class Cursor:
 
         So when nothing is recorded at the caller's own position and point,
         but an identical request is recorded at another flow's point that
-        flow may still ask for (see :meth:`_elsewhere`): it is that flow's
+        flow may still ask for (:meth:`IdenticalRequests.answer`): it is that flow's
         unless the flow takes another step there. The caller waits a moment
         and asks again (a flow started with it issues at once).
         """
@@ -385,7 +344,7 @@ class Cursor:
             return False
         if self._lookup(head, turn, kind, name, key, issue, patient=False)[0] is None:
             return False
-        if _identity(kind, name, key) not in self._repeated:
+        if not self.callers.repeated(kind, name, key):
             return False  # one request of its kind: whoever asks for it is its caller
         return self._lookup(head, turn, kind, name, key, issue, patient=True)[0] is None
 
@@ -545,11 +504,6 @@ class Cursor:
             return self.consume(match)
         if self.frontier(kind, name, issue):
             return None  # this flow's record ends here, other flows' goes on: go live
-        elsewhere = self._find(turn, kind, name, key)
-        if elsewhere is not None:
-            # the same request is recorded at another point only: if it waits for a tool
-            # step recorded before it, name that step (the loop reordered its calls)
-            self._check_turn_order(elsewhere, Found(kind, name, key, args))
         window = self._window(turn)
         same_name = [s for s in window if s.kind == kind and s.name == name]
         if rule == "warn" and kind == "tool" and same_name:
@@ -721,22 +675,6 @@ class Cursor:
             context=list(self._recent),
             caller=caller,
         )
-
-
-def _position(step: RecordedStep) -> tuple[int, tuple[int, ...], int] | None:
-    """A model or tool step's recorded issue position ``(parent, spawn, occ)``, or None."""
-    return recorded_position(step.data.get("issue"))
-
-
-def _identity(kind: str, name: str, key: str) -> int:
-    """A small stand-in for a request's ``(kind, name, key)`` (for sets of many of them)."""
-    return hash((kind, name, key))
-
-
-def _point(step: RecordedStep) -> tuple[int, tuple[int, ...]] | None:
-    """A model or tool step's recorded point ``(parent, spawn)``, or None."""
-    position = _position(step)
-    return None if position is None else position[:2]
 
 
 def _harmless(step: RecordedStep) -> bool:

@@ -19,7 +19,7 @@ Where a spawn is seen:
   face, or a sync block entered inside a running loop): a task factory,
   chained to any factory already installed, gives each task created from a
   flow of the run its spawn index before the task's first step
-  (:func:`watch_tasks`);
+  (:func:`._flow_tasks.watch_tasks`);
 * threads of :func:`redrive.executor` (:class:`~._executor.RunExecutor`): in
   ``submit`` order (:func:`start_child_flow`).
 
@@ -34,13 +34,11 @@ rule for every step, so their journals replay as they were recorded.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextvars
-import inspect
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
@@ -51,9 +49,8 @@ __all__ = [
     "Flow",
     "FlowTracker",
     "Issue",
-    "nothing",
+    "calling_tracker",
     "start_child_flow",
-    "watch_tasks",
 ]
 
 #: The run flag naming the rule its steps' issue positions were taken under.
@@ -391,99 +388,12 @@ def start_child_flow(context: contextvars.Context, tracker: FlowTracker | None =
         tracker: the run the child joins (default: the calling flow's run;
             nothing happens when the caller is in none).
     """
-    if tracker is None:
-        flow = _flow_var.get()
-        if flow is None or not isinstance(flow.run, FlowTracker):
-            return
-        tracker = flow.run
-    tracker.start_child(context)
+    tracker = tracker or calling_tracker()
+    if tracker is not None:
+        tracker.start_child(context)
 
 
-# -- asyncio: a task factory that starts each task created from a flow as a child flow --------
-
-TaskFactory = Callable[..., "asyncio.Future[Any]"]
-
-#: the loops watched: ``[runs entered watching it, our factory, the factory found there]``
-_watched: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = (
-    weakref.WeakKeyDictionary()
-)
-_watched_lock = threading.Lock()
-
-
-def _chained(previous: TaskFactory | None) -> TaskFactory:
-    """A task factory that gives a task created from a run's flow its spawn index.
-
-    ``previous`` (a factory installed before, or None for ``asyncio.Task``)
-    makes the task, in the child context.
-    """
-    takes_context = previous is not None and _accepts_context(previous)
-
-    def factory(
-        loop: asyncio.AbstractEventLoop,
-        coro: Coroutine[Any, Any, Any] | Generator[Any, None, Any],
-        *,
-        context: contextvars.Context | None = None,
-        **kwargs: Any,
-    ) -> asyncio.Future[Any]:
-        flow = _flow_var.get()
-        if flow is not None and isinstance(flow.run, FlowTracker):
-            context = context if context is not None else contextvars.copy_context()
-            flow.run.start_child(context)
-        if previous is None:
-            return asyncio.Task(coro, loop=loop, context=context, **kwargs)
-        if context is not None and takes_context:
-            return previous(loop, coro, context=context, **kwargs)
-        if context is not None:  # a legacy factory: it takes the current context
-            return context.run(previous, loop, coro, **kwargs)
-        return previous(loop, coro, **kwargs)
-
-    return factory
-
-
-def _accepts_context(factory: Callable[..., Any]) -> bool:
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
-        return True
-    return any(p.name == "context" or p.kind is p.VAR_KEYWORD for p in parameters)
-
-
-def watch_tasks() -> Callable[[], None]:
-    """Watch task creation on the running loop, if any, while a run is entered.
-
-    Installs (once per loop, chained to the loop's factory) the task factory
-    that starts each task created from a run's flow as that flow's child.
-
-    Returns:
-        The function that stops watching (the factory is removed when the
-        last run entered on the loop stops, if it is still the loop's).
-    """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return nothing
-    with _watched_lock:
-        entry = _watched.get(loop)
-        if entry is None or loop.get_task_factory() is not entry[1]:
-            previous = loop.get_task_factory()
-            factory = _chained(previous)
-            loop.set_task_factory(factory)
-            entry = _watched[loop] = [0, factory, previous]
-        entry[0] += 1
-
-    def unwatch() -> None:
-        with _watched_lock:
-            if _watched.get(loop) is not entry:
-                return
-            entry[0] -= 1
-            if entry[0] > 0:
-                return
-            del _watched[loop]
-            if loop.get_task_factory() is entry[1] and not loop.is_closed():
-                loop.set_task_factory(entry[2])
-
-    return unwatch
-
-
-def nothing() -> None:
-    """Stop watching nothing (no loop was running)."""
+def calling_tracker() -> FlowTracker | None:
+    """The flow tracker of the calling flow's run, or None when the caller is in no run."""
+    flow = _flow_var.get()
+    return flow.run if flow is not None and isinstance(flow.run, FlowTracker) else None

@@ -119,7 +119,7 @@ class Opening(RunState):
         )
         # steps are issued under the rule the run was recorded with (spawn paths or not)
         self._flows.follow(self._cursor.flags())
-        self._cursor.claimable = self._flows.may_still_issue
+        self._cursor.callers.claimable = self._flows.may_still_issue
         self._writer.restart_at(record.next_seq, record.last_chain)
         self._resumed_at = record.next_seq
         if record.status == RunStatus.SUSPENDED.value and self.live:

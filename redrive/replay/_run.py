@@ -45,7 +45,7 @@ from ._context import (
 )
 from ._events import log_closed, log_opened
 from ._faces import Wait, adrive, drive, off_loop
-from ._flows import watch_tasks
+from ._flow_tasks import watch_tasks
 from ._handle import StepSource
 from ._recorder_steps import RecorderSteps
 from ._redirect import redirected

@@ -21,7 +21,8 @@ from ._diff import caller_location, diff_values, format_diff, short
 from ._drift import continue_live, supersede_leftovers
 from ._engine import OpenOperations
 from ._faces import flow as _flow
-from ._flows import Flow, FlowTracker, Issue, nothing
+from ._flow_tasks import nothing
+from ._flows import Flow, FlowTracker, Issue
 from ._lease import LeaseKeeper
 from ._policy import ReplayPolicy, compile_paths, scrubber
 from ._steps import iter_steps

@@ -1,0 +1,113 @@
+"""Identical requests recorded by concurrent flows: which one answers which caller.
+
+In a run recorded with spawn paths (:mod:`._flows`) each flow's steps are
+recorded at its own point ``(parent, spawn)``. A caller is answered by the
+step recorded at its own position; when none is recorded there, a step of
+the same request recorded at another point answers it only when no other
+flow may still ask for that step (the code moved the call: it started its
+flows in another order, reordered a flow's tool calls of one turn, or the
+call lost its context). A request recorded once is its asker's, whoever
+asks: only identical requests need their callers told apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._flows import recorded_position
+from ._steps import RecordedStep
+
+if TYPE_CHECKING:
+    from ._flows import Issue
+
+__all__ = ["IdenticalRequests", "point", "position"]
+
+#: ``claimable(parent, spawn, name, occ)``: True when a flow of the running run may still
+#: ask for step ``name`` at that position (:meth:`FlowTracker.may_still_issue`).
+Claimable = Callable[[int, tuple[int, ...], str, int], bool]
+
+
+def position(step: RecordedStep) -> tuple[int, tuple[int, ...], int] | None:
+    """A model or tool step's recorded issue position ``(parent, spawn, occ)``, or None."""
+    return recorded_position(step.data.get("issue"))
+
+
+def point(step: RecordedStep) -> tuple[int, tuple[int, ...]] | None:
+    """A model or tool step's recorded point ``(parent, spawn)``, or None."""
+    found = position(step)
+    return None if found is None else found[:2]
+
+
+def _identity(kind: str, name: str, key: str) -> int:
+    """A small stand-in for a request's ``(kind, name, key)`` (sets of many of them)."""
+    return hash((kind, name, key))
+
+
+class IdenticalRequests:
+    """The requests a cursor read more than once, and which copy answers which caller.
+
+    Holds two sets of ints (one per distinct request read), not the steps.
+
+    Attributes:
+        claimable: who may still ask for a recorded position (set by the Run
+            from its flow tracker); None: nobody (every step is free).
+    """
+
+    def __init__(self) -> None:
+        self.claimable: Claimable | None = None
+        self._seen: set[int] = set()
+        self._repeated: set[int] = set()
+
+    def read(self, step: RecordedStep) -> None:
+        """Note a positioned model or tool step the cursor read."""
+        identity = _identity(step.kind, step.name, step.key)
+        if identity in self._seen:
+            self._repeated.add(identity)
+        self._seen.add(identity)
+
+    def repeated(self, kind: str, name: str, key: str) -> bool:
+        """True when the request was recorded more than once (among the steps read)."""
+        return _identity(kind, name, key) in self._repeated
+
+    def answer(
+        self, alive: list[RecordedStep], issue: Issue, *, patient: bool
+    ) -> RecordedStep | None:
+        """Which of ``alive`` (one request, recorded at other points than ``issue``'s) answers.
+
+        A step another flow may still ask for (:attr:`claimable`: a sibling
+        that has not asked yet, a flow that stands, or is about to stand, at
+        the step's parent) is left to that flow while ``patient``: the caller
+        waits a moment for it (:meth:`Cursor.claim_pending`), then goes live
+        past its own record or diverges. Once the caller waited, the first is
+        taken. Steps recorded by siblings (same parent step) come first.
+
+        Args:
+            alive: the unconsumed recorded steps of the request, in seq order.
+            issue: where the caller issued it.
+            patient: False once the caller waited for the other flows.
+
+        Returns:
+            The step that answers the caller, or None.
+        """
+        if not alive:
+            return None
+        first = alive[0]
+        if not self.repeated(first.kind, first.name, first.key):
+            return first  # one request of its kind: whoever asks for it is its caller
+        siblings = [s for s in alive if (point(s) or (None, ()))[0] == issue.parent]
+        for group in (siblings, [s for s in alive if s not in siblings]):
+            free = [s for s in group if not self._claimable(s)]
+            if free:
+                return free[0]
+            if group:
+                return None if patient else group[0]
+        return None
+
+    def _claimable(self, step: RecordedStep) -> bool:
+        """True when a flow of the run may still ask for ``step`` at its recorded position."""
+        found = position(step)
+        if found is None or self.claimable is None:
+            return False
+        parent, spawn, occ = found
+        return self.claimable(parent, spawn, step.name, occ)
