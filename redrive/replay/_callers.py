@@ -6,8 +6,9 @@ step recorded at its own position; when none is recorded there, a step of
 the same request recorded at another point answers it only when no other
 flow may still ask for that step (the code moved the call: it started its
 flows in another order, reordered a flow's tool calls of one turn, or the
-call lost its context). A request recorded once is its asker's, whoever
-asks: only identical requests need their callers told apart.
+call lost its context). In a complete record a request recorded once is
+its asker's, whoever asks: only identical requests need their callers told
+apart.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class IdenticalRequests:
         return _identity(kind, name, key) in self._repeated
 
     def answer(
-        self, alive: list[RecordedStep], issue: Issue, *, patient: bool
+        self, alive: list[RecordedStep], issue: Issue, *, patient: bool, complete: bool
     ) -> RecordedStep | None:
         """Which of ``alive`` (one request, recorded at other points than ``issue``'s) answers.
 
@@ -86,6 +87,9 @@ class IdenticalRequests:
             alive: the unconsumed recorded steps of the request, in seq order.
             issue: where the caller issued it.
             patient: False once the caller waited for the other flows.
+            complete: the record has the run's end: a request recorded once is
+                then its asker's, whoever asks (in a record cut short, another
+                flow's copy may be the one that was lost).
 
         Returns:
             The step that answers the caller, or None.
@@ -93,7 +97,7 @@ class IdenticalRequests:
         if not alive:
             return None
         first = alive[0]
-        if not self.repeated(first.kind, first.name, first.key):
+        if complete and not self.repeated(first.kind, first.name, first.key):
             return first  # one request of its kind: whoever asks for it is its caller
         siblings = [s for s in alive if (point(s) or (None, ()))[0] == issue.parent]
         for group in (siblings, [s for s in alive if s not in siblings]):

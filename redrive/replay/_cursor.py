@@ -319,7 +319,8 @@ class Cursor:
         if siblings:
             return min(siblings, key=lambda s: (_position(s) or (0, (), 0))[2])
         if self._spawn_rule and not self.superseded:
-            return self.callers.answer(alive, issue, patient=patient)
+            complete = self.run_end is not None
+            return self.callers.answer(alive, issue, patient=patient, complete=complete)
         return first
 
     def claim_pending(
@@ -344,7 +345,7 @@ class Cursor:
             return False
         if self._lookup(head, turn, kind, name, key, issue, patient=False)[0] is None:
             return False
-        if not self.callers.repeated(kind, name, key):
+        if self.run_end is not None and not self.callers.repeated(kind, name, key):
             return False  # one request of its kind: whoever asks for it is its caller
         return self._lookup(head, turn, kind, name, key, issue, patient=True)[0] is None
 

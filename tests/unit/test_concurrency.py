@@ -270,6 +270,16 @@ def test_concurrent_calls_replay_to_their_callers(
     cut=10,
     distinct=False,
 )
+# the kill left flow 1's lookup in flight and flow 0's unasked: the one recorded lookup is
+# flow 1's, not whoever asks for it first
+@example(
+    program=[
+        [("model", 0, 0), ("model", 0, 1), ("tool", 1, 0)],
+        [("model", 0, 0), ("model", 0, 0), ("tool", 1, 0)],
+    ],
+    cut=230,
+    distinct=False,
+)
 def test_concurrent_calls_resume_after_a_kill(
     backend: str, face: Face, program: Program, cut: int, distinct: bool
 ) -> None:
