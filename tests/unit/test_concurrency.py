@@ -259,8 +259,8 @@ def test_concurrent_calls_replay_to_their_callers(
 @pytest.mark.parametrize("face", ["async", "threads"])
 @settings(max_examples=25)
 @given(program=programs, cut=st.integers(0, 10_000), distinct=st.booleans())
-# found by the thorough profile: flows 0 and 2 replayed their first calls, flow 1's second
-# call was lost with the kill; it took flow 2's recorded answer (recorded after another step)
+# found by the thorough profile: the kill lost flow 1's second call; on resume flow 1 took
+# flow 2's recorded second answer (recorded after flow 2's first step) and flow 2 went live
 @example(
     program=[
         [("model", 0, 0), ("model", 0, 0)],
