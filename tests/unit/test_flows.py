@@ -343,3 +343,33 @@ def test_the_flow_tracker_names_children_by_start_order() -> None:
         assert children[0].run(tracker.issue, "m").position == (-1, (), 0)
     finally:
         tracker.unbind(token)
+
+
+def test_a_loop_task_factory_keeps_working_and_is_put_back() -> None:
+    """A task factory the application installed still makes the run's tasks (which get their
+    spawn index), and is the loop's factory again once the run's block ends."""
+    journal = MemoryJournal()
+    chat = redrive.model(name="model:chat")(_async(_World()))
+    made: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(getattr(coro, "__name__", "?"))
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    async def ask() -> str:
+        return await chat("hi")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(factory)
+        async with redrive.run(journal, "f") as run:
+            assert loop.get_task_factory() is not factory
+            run.finish(await asyncio.gather(ask(), ask()))
+        assert loop.get_task_factory() is factory
+
+    asyncio.run(main())
+    assert made.count("ask") == 2  # (asyncio.run makes its own shutdown tasks after)
+    spawns = [
+        f.data()["issue"].get("spawn") for f in journal.frames("f") if f.kind == "model_request"
+    ]
+    assert sorted(spawns) == [[0], [1]]
