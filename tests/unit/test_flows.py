@@ -108,8 +108,9 @@ def test_identical_requests_replay_to_their_callers_across_cold_and_warm_process
     for attempt in range(3):
         run_id = f"cold-{attempt}"
         live = _in_fresh_process(script, "record", journal, run_id)
-        # the cold path made the second-started task ask first: it got the first answer
-        assert live == {"first": "hi#1", "second": "hi#0"}
+        # the cold path made the second-started task ask first (so, most often, it got
+        # hi#0); on a warm replay the first-started one asks first
+        assert sorted(live.values()) == ["hi#0", "hi#1"]
         for mode in ("replay-warm", "replay-cold"):
             assert _in_fresh_process(script, mode, journal, run_id) == live, mode
 
