@@ -19,17 +19,12 @@ collect-all or fail-fast), :func:`iter_checks` (an iterator).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import contextlib
-import importlib
-import inspect
 import itertools
 import multiprocessing
 import os
 import pickle
 import shlex
-import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -39,11 +34,16 @@ from typing import Any, Literal
 
 import attrs
 
+from ._entry import call_args as _call_args
+from ._entry import drive as _drive
+from ._entry import import_paths as _import_paths
+from ._entry import private_copy as _copy
+from ._entry import resolve as _resolve
 from ._scrub import mask_text
 from .errors import DivergenceError, ReplayError, ReplayMissError
 from .frames import Kind, canonical
 from .replay import REASKED, Run, diff_values, format_diff
-from .storage import Journal, MemoryJournal, RunStatus, copy_run
+from .storage import Journal, MemoryJournal, RunStatus
 
 __all__ = [
     "CheckFailedError",
@@ -173,78 +173,6 @@ def open_run_file(path: str) -> tuple[Journal, str]:
         return text, import_text(path, text).run_id
     rdj = RdjJournal(path)
     return rdj, rdj.run_id
-
-
-def _resolve(entrypoint: str) -> Callable[..., Any]:
-    module_name, _, qualname = entrypoint.partition(":")
-    if not module_name or not qualname:
-        raise ValueError(f"entrypoint {entrypoint!r} is not 'module:qualname'")
-    obj: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        if part == "<locals>":
-            raise ValueError(
-                f"entrypoint {entrypoint!r} is a function defined inside another one; only "
-                "module-level functions can be re-driven by a check"
-            )
-        obj = getattr(obj, part)
-    func = getattr(obj, "__wrapped_durable__", None) or inspect.unwrap(obj)
-    if not callable(func):
-        raise TypeError(f"entrypoint {entrypoint!r} is not callable")
-    return func  # type: ignore[no-any-return]
-
-
-def _call_args(func: Callable[..., Any], given: Any) -> tuple[list[Any], dict[str, Any]]:
-    if given is None:
-        return [], {}
-    if not isinstance(given, dict):
-        raise TypeError(f"the recorded input is a {type(given).__name__}, not a map of arguments")
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    params = inspect.signature(func).parameters
-    for name, value in given.items():
-        param = params.get(name)
-        if param is None:
-            raise TypeError(f"the current entrypoint has no parameter {name!r} (recorded input)")
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            args.extend(value)
-        elif param.kind is inspect.Parameter.VAR_KEYWORD:
-            kwargs.update(value)
-        elif param.kind is inspect.Parameter.POSITIONAL_ONLY:
-            args.append(value)
-        else:
-            kwargs[name] = value
-    return args, kwargs
-
-
-def _copy(journal: Journal, run_id: str) -> MemoryJournal:
-    # named as its source, so the commands a report suggests (``redrive show``) work on it
-    copy = MemoryJournal(journal.url)
-    copy_run(journal, run_id, copy)
-    return copy
-
-
-@contextlib.contextmanager
-def _import_paths(paths: Sequence[str]) -> Iterator[None]:
-    added = [p for p in paths if p not in sys.path]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for p in added:
-            with contextlib.suppress(ValueError):
-                sys.path.remove(p)
-
-
-def _drive(run: Run, func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
-    if inspect.iscoroutinefunction(func):
-
-        async def go() -> Any:
-            async with run:
-                return await func(*args, **kwargs)
-
-        return asyncio.run(go())
-    with run:
-        return func(*args, **kwargs)
 
 
 def _update_hint(source: Source) -> str:

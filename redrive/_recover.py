@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 import attrs
 
-from ._check import _call_args, _import_paths
+from ._entry import call_args as _call_args
+from ._entry import import_paths as _import_paths
 from ._log import log_event
 from .errors import (
     DivergenceError,

@@ -25,7 +25,11 @@ from typing import Any, Literal
 
 import attrs
 
-from ._check import _call_args, _drive, _import_paths, _resolve, open_run_file
+from ._check import open_run_file
+from ._entry import call_args as _call_args
+from ._entry import drive as _drive
+from ._entry import import_paths as _import_paths
+from ._entry import resolve as _resolve
 from ._scrub import DEFAULT
 from .errors import DivergenceError, ReplayError, ReplayMissError
 from .frames import GENESIS, Frame, Kind, call_key, canonical, encode, make_frame

@@ -23,7 +23,11 @@ from typing import Any
 
 import attrs
 
-from ._check import _call_args, _copy, _drive, _import_paths, _resolve
+from ._entry import call_args as _call_args
+from ._entry import drive as _drive
+from ._entry import import_paths as _import_paths
+from ._entry import private_copy as _copy
+from ._entry import resolve as _resolve
 from .errors import DivergenceError, ReplayMissError, UnknownRunError
 from .frames import Kind
 from .replay import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._check import _import_paths
+from .._entry import import_paths as _import_paths
 from .._whatchanged import what_changed
 from ._common import EXIT_FAILED, EXIT_OK, Subparsers, add_import_path, import_paths
 from ._journals import source
