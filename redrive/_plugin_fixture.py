@@ -209,7 +209,7 @@ def _unused_side_effects(
     item: pytest.Item, exc: BaseException, effects: list[str], mode: str, why: str
 ) -> BaseException:
     """The failure of a replay-only test whose code no longer makes recorded side effects."""
-    from redrive.errors import DivergenceError
+    from redrive.errors import DivergenceError, NextStep, NextStepAction
 
     assert isinstance(exc, DivergenceError)
     exc.message = (
@@ -217,12 +217,10 @@ def _unused_side_effects(
         f"({'; '.join(effects)}) of run {exc.run_id!r}; in record mode {mode!r} ({why}) "
         "a recorded side effect the code skips fails the test (unused model steps and "
         "read-only lookups are only listed in the summary).\n"
-        f"{exc.message.partition(chr(10) + 'What to do:')[0]}\n"
-        "What to do: if dropping the call is intended, re-record this test: "
-        f"`{_rerecord_command(item)}`"
+        f"{exc.message}"
     )
-    exc.args = (exc.message,)
-    return exc
+    text = f"if dropping the call is intended, re-record this test: `{_rerecord_command(item)}`"
+    return exc.with_next_steps((NextStep(NextStepAction.RERECORD, text),))
 
 
 def _check_live_tool_names(

@@ -247,7 +247,13 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     """End a replay error's message in a redrive test with the command that re-records it."""
     if "redrive_run" not in getattr(item, "fixturenames", ()):
         return (yield)
-    from redrive.errors import DivergenceError, ReplayMissError, UnknownRunError
+    from redrive.errors import (
+        DivergenceError,
+        NextStep,
+        NextStepAction,
+        ReplayMissError,
+        UnknownRunError,
+    )
 
     try:
         return (yield)
@@ -256,15 +262,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         exc.args = (exc.message,)
         raise
     except (DivergenceError, ReplayMissError) as exc:
-        message = exc.message
-        head, sep, _ = message.partition("\nWhat to do:")
-        if not sep:
-            head = message
-        exc.message = (
-            f"{head}\nWhat to do: if the change is intended, re-record this test: "
-            f"`{_rerecord_command(item)}`"
-        )
-        exc.args = (exc.message,)
+        # in a test, a recording is re-recorded: that is the one next step
+        text = f"if the change is intended, re-record this test: `{_rerecord_command(item)}`"
+        exc.with_next_steps((NextStep(NextStepAction.RERECORD, text),))
         raise
 
 

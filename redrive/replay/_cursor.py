@@ -54,7 +54,9 @@ class Cursor:
         self._ignore = policy.ignore_patterns
         self._idx = RecordedIndex(run_id, frames, self._ignore)
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
-        if "lenient" in (policy.tool, policy.model, policy.value):
+        #: a lenient rule matches by content, out of issue positions
+        self._reorders = "lenient" in (policy.tool, policy.model, policy.value)
+        if self._reorders:
             self._idx.load_all()
 
     @property
@@ -85,11 +87,6 @@ class Cursor:
     def run_end(self) -> dict[str, Any] | None:
         """The decoded ``run_end`` payload, once read."""
         return self._idx.reader.run_end
-
-    @property
-    def frames_read(self) -> int:
-        """How many frames were read so far."""
-        return self._idx.reader.frames_read
 
     @property
     def expander(self) -> Expander:
@@ -225,6 +222,10 @@ class Cursor:
             return False
         if kind != "model" and kind not in self._idx.positioned:
             return False
+        if kind == "tool" and self._reorders and self.side_effect_waiting() is not None:
+            # a lenient rule matched steps out of their positions: a flow's own recorded
+            # side effect may wait where its positions no longer lead (CONTRACT C4)
+            return False
         kinds = self._idx.positioned | {"model"}
         steps = [s for s in self._idx.order if s.seq in self._idx.steps and s.kind in kinds]
         if any(_position(s) is None for s in steps):
@@ -296,6 +297,7 @@ class Cursor:
         turn: int | None = None,
         issue: Issue | None = None,
         patient: bool = True,
+        harmless: bool = False,
     ) -> RecordedStep | None:
         """Return the recorded step that answers this call, or None to go live.
 
@@ -309,10 +311,13 @@ class Cursor:
                 identical requests to the caller that made them), or None.
             patient: leave a step a sibling flow may still ask for to it (False
                 once the caller waited for the sibling: see :meth:`claim_pending`).
+            harmless: a tool call declared read-only or restart-safe (a lenient
+                rule lets it go live whatever waits).
 
         Raises:
             DivergenceError: a strict or warn rule found no matching step where
-                the record has one.
+                the record has one; or a lenient rule found none for a
+                side-effecting tool call while a recorded side effect waits.
         """
         if self._ignore:
             key = call_key(name, match_view(args, self._ignore, kind=kind))
@@ -333,6 +338,11 @@ class Cursor:
                 # no recorded call has these arguments; but a call of this tool whose
                 # outcome is unknown must not be silently followed by another one
                 found = self._unsettled_side_effect(name)
+            if found is None and kind == "tool" and not harmless:
+                # no new side effect while a recorded one waits (CONTRACT C4)
+                waiting = self.side_effect_waiting()
+                if waiting is not None:
+                    raise self.divergence(waiting, Found(kind, name, key, args))
             return self.consume(found) if found is not None else None
         head = self._idx.head()
         if head is None:
@@ -348,10 +358,10 @@ class Cursor:
         if rule == "warn" and kind == "tool" and same_name:
             # a side-effecting tool never gets another call's outcome: for it drift is
             # strict (the drifted call may be a different call, not yet recorded)
-            harmless = [s for s in same_name if s.harmless]
-            if not harmless:
+            replayable = [s for s in same_name if s.harmless]
+            if not replayable:
                 raise self.divergence(same_name[0], Found(kind, name, key, args))
-            same_name = harmless
+            same_name = replayable
         if rule == "warn" and same_name:
             step = same_name[0]
             self._check_turn_order(step, Found(kind, name, key, args))
@@ -412,6 +422,15 @@ class Cursor:
     def supersede(self, step: RecordedStep) -> None:
         """Drop a recorded model step the run re-asks live (it is never replayed)."""
         self._idx.supersede(step)
+
+    def side_effect_waiting(self) -> RecordedStep | None:
+        """The first unconsumed side-effecting tool step (finished or in flight), if any.
+
+        Any flow's: a new side effect is refused while one waits (CONTRACT C4;
+        a step of a concurrent flow is counted too, which errs on the side of
+        stopping).
+        """
+        return next((s for s in self.remaining() if s.kind == "tool" and not s.harmless), None)
 
     def _unsettled_side_effect(self, name: str) -> RecordedStep | None:
         """An unconsumed in-flight call of tool ``name`` that is not restart safe, if any."""
@@ -475,5 +494,4 @@ class Cursor:
             found,
             closest=None if same else self._closest_same(found),
             recent=list(self._recent),
-            source=self.source,
         )

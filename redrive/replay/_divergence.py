@@ -6,17 +6,15 @@ that differs from its record.
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 import attrs
 
 from ..errors import DivergenceError
-from ..storage import parse_journal_url
 from ._diff import caller_location, diff_values, format_diff, short
 from ._steps import RecordedStep
 
-__all__ = ["Found", "ReplayDriftWarning", "divergence_error", "show_command"]
+__all__ = ["Found", "ReplayDriftWarning", "divergence_error"]
 
 
 class ReplayDriftWarning(UserWarning):
@@ -52,15 +50,6 @@ class Found:
     args: Any
 
 
-def show_command(source: str, run_id: str) -> str:
-    """The CLI command that shows this run's record."""
-    if parse_journal_url(source).scheme == "rdj":
-        return f"redrive show {shlex.quote(source)}"
-    if source and source not in ("runs.duckdb", ":memory:"):
-        return f"redrive --journal {shlex.quote(source)} show {shlex.quote(run_id)}"
-    return f"redrive show {shlex.quote(run_id)}"
-
-
 def divergence_error(
     run_id: str,
     step: RecordedStep,
@@ -68,7 +57,6 @@ def divergence_error(
     *,
     closest: RecordedStep | None,
     recent: list[str],
-    source: str,
 ) -> DivergenceError:
     """Build the :class:`DivergenceError` for a recorded step and the step asked for.
 
@@ -79,6 +67,8 @@ def divergence_error(
     unconsumed step of another kind (a model step a lenient rule left
     behind) comes first. The error's ``caller`` is the user's frame that
     asked for the step (``file:line in function``), when it can be told.
+    The run adds the next steps (``next_steps`` and the message's "What to
+    do"), from the whole record: see :mod:`._advice`.
     """
     same = step.kind == found.kind and step.name == found.name
     closest = None if same else closest
@@ -117,12 +107,6 @@ def divergence_error(
         lines.append("  last matching steps: " + "; ".join(recent))
     else:
         lines.append("  no step matched before this one")
-    lines.append(
-        "What to do: if the change is intended, record a new run (new run_id) or fork this "
-        f"one before seq {step.seq} with redrive.fork(); to replay model steps despite prompt "
-        "drift use replay=ReplayPolicy(model='warn'); to look at the record run "
-        f"`{show_command(source, run_id)}`."
-    )
     return DivergenceError(
         "\n".join(lines),
         run_id=run_id,

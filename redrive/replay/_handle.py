@@ -35,6 +35,8 @@ class _ModelWriter(Protocol):
 
     def record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int: ...
 
+    def model_done(self, handle: ModelStep) -> None: ...
+
 
 class _ToolWriter(Protocol):
     def tool_done(self, spec: ToolSpec, plan: ToolPlan, value: Any) -> Any: ...
@@ -144,8 +146,15 @@ class ModelStep:
         return data
 
     async def arecord(self, response: Any, *, view: Any = None, partial: bool = False) -> Any:
-        """The async form of :meth:`record`: the journal write runs off the event loop."""
-        return await off_loop(lambda: self.record(response, view=view, partial=partial))
+        """The async form of :meth:`record`: the journal write runs off the event loop.
+
+        The calling task's flow moves past the step here, in the task itself:
+        the write ran in a copy of its context, so the steps the task asks for
+        next are issued after this one (as on the sync face), whoever records.
+        """
+        data = await off_loop(lambda: self.record(response, view=view, partial=partial))
+        self._writer.model_done(self)
+        return data
 
 
 @attrs.define(eq=False)

@@ -17,9 +17,10 @@ from ._config import unknown_live_tools
 from ._delta import expand_frames
 from ._diff import caller_location, diff_values, format_diff, short
 from ._divergence import Found
-from ._drift import continue_live, supersede_leftovers
+from ._drift import advice_for, continue_live, leftovers, supersede_leftovers
 from ._flows import FlowTracker, Issue
 from ._lease import LeaseKeeper
+from ._places import hold_place, inserted_live
 from ._state import RunState
 from ._steps import RecordedStep, iter_steps
 from ._writer import JournalWriter
@@ -50,34 +51,65 @@ class Matcher:
         self._flows = flows
 
     def match(
-        self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None = None
+        self,
+        kind: str,
+        name: str,
+        args: Any,
+        key: str,
+        *,
+        turn: int,
+        issue: Issue | None = None,
+        harmless: bool = False,
     ) -> RecordedStep | None:
         """Return the recorded step that answers this step, or None to go live.
 
         Called under the run's lock (released while waiting for a sibling).
+        A step that goes live where recorded steps wait takes a place in the
+        record (:mod:`._places`), so the flow's next steps match where the
+        record has them.
+
+        Args:
+            kind: ``"model"``, ``"tool"`` or ``"value"``.
+            name: the step name.
+            args: the canonical (redacted) arguments.
+            key: the match key of ``args``.
+            turn: the calling flow's turn.
+            issue: where the calling flow issued it (None: a value step).
+            harmless: a tool declared read-only or restart-safe.
 
         Raises:
-            DivergenceError: the step drifted from its record and the policy
-                does not let the run continue.
+            DivergenceError: nothing recorded answers it where the record goes on
+                and the policy does not let it go live (its ``next_steps`` say
+                what is safe to do).
         """
         try:
-            return self._match(kind, name, args, key, turn=turn, issue=issue)
+            return self._match(kind, name, args, key, turn=turn, issue=issue, harmless=harmless)
         finally:
             if issue is not None:
                 self._flows.answered(issue, name)
 
     def _match(
-        self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None
+        self,
+        kind: str,
+        name: str,
+        args: Any,
+        key: str,
+        *,
+        turn: int,
+        issue: Issue | None,
+        harmless: bool,
     ) -> RecordedStep | None:
         state = self._state
         cursor = state.cursor
         if cursor is None:
             return None
         policy = state.config.policy
+        places = state.places
+        at = places.in_record(issue)  # where the record has the flow
         waited_until: float | None = None
         patient = True
         while True:
-            if patient and cursor.claim_pending(kind, name, args, key, turn=turn, issue=issue):
+            if patient and cursor.claim_pending(kind, name, args, key, turn=turn, issue=at):
                 # an identical request is recorded at a sibling flow's point and the sibling
                 # has not asked yet: it is the sibling's unless it asks for another step
                 now = time.monotonic()
@@ -87,13 +119,15 @@ class Matcher:
                     continue
                 patient = False  # the sibling never asked: the code moved the call
             try:
-                step = cursor.match(kind, name, args, key, turn=turn, issue=issue, patient=patient)
+                step = cursor.match(
+                    kind, name, args, key, turn=turn, issue=at, patient=patient, harmless=harmless
+                )
                 if step is None and policy.rule(kind) != "lenient" and not cursor.exhausted:
-                    if cursor.frontier(kind, name, issue):
+                    if cursor.frontier(kind, name, at):
                         return None  # this flow's record ends here, other flows' goes on: live
                     raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
             except DivergenceError as exc:
-                if cursor.sibling_pending(kind, name, issue):
+                if cursor.sibling_pending(kind, name, at):
                     # the step recorded from this point may be a sibling flow's, not yet
                     # asked for: give it a moment (the lock is released while waiting)
                     now = time.monotonic()
@@ -101,10 +135,18 @@ class Matcher:
                     if now < waited_until:
                         state.sibling_wait.wait(0.005)
                         continue
-                if not continue_live(state, self._writer, cursor, kind, name, turn, key, exc):
-                    raise
-                return None
-            if step is not None:
+                if continue_live(state, self._writer, cursor, kind, name, turn, key, exc):
+                    superseded = state.reasked[-1].get("step")
+                    old = superseded if isinstance(superseded, int) else None
+                    hold_place(places, cursor, policy, kind, name, issue, at, old)
+                    return None
+                if inserted_live(cursor, policy, kind, harmless, can_write=state.can_write):
+                    hold_place(places, cursor, policy, kind, name, issue, at)
+                    return None
+                raise exc.with_next_steps(advice_for(state, exc, harmless=harmless)) from None
+            if step is None:
+                hold_place(places, cursor, policy, kind, name, issue, at)
+            else:
                 self._flows.arriving(step.seq)  # its caller will stand at it
             return step
 
@@ -192,9 +234,8 @@ class Matcher:
             problem = unknown_live_tools(config.live_tools, recorded)
             if problem:
                 raise ValueError(f"run {state.run_id!r}: {problem}")
-        # a lenient rule lets recorded steps of its kind go unasked (removed calls)
-        left = [s for s in cursor.remaining() if config.policy.rule(s.kind) != "lenient"]
-        if left and cursor.superseded and supersede_leftovers(state, self._writer, left):
+        left = leftovers(state, cursor.remaining())
+        if left and supersede_leftovers(state, self._writer, left):
             return
         if not left:
             return
@@ -207,11 +248,10 @@ class Matcher:
             if counterpart is not None and diff
             else " "
         )
-        raise DivergenceError(
+        error = DivergenceError(
             f"run {state.run_id!r}: the loop finished but the journal has more steps, from "
             f"seq {step.seq} ({step.kind} {step.name}); the code took a shorter path than "
-            f"the record. {len(left)} recorded step(s) were not asked for.{called}If the "
-            "change is intended, record a new run.",
+            f"the record. {len(left)} recorded step(s) were not asked for.{called}",
             run_id=state.run_id,
             seq=step.seq,
             kind=step.kind,
@@ -225,6 +265,7 @@ class Matcher:
             diff=diff,
             context=[s.describe() for s in left],
         )
+        raise error.with_next_steps(advice_for(state, error, left=left))
 
     def _live_counterpart(self, step: RecordedStep) -> tuple[int, list[Any]] | None:
         """The first step of ``step``'s kind and name this execution made live, and their diff.

@@ -166,6 +166,7 @@ class ModelSteps:
                     request["started_at"] = step._started  # for durations in `redrive show`
                 if step._issue is not None:
                     request["issue"] = step._issue.payload()  # who asked: see Cursor.match
+                self._state.places.placed(seq, step._issue)  # a re-ask holds the superseded place
                 payload = self._state.requests.stored(name, request)
                 self._writer.queue(Kind.MODEL_REQUEST, name, payload, step.key)
             else:
@@ -224,8 +225,7 @@ class ModelSteps:
         step = await self.abegin(name, request)
         if step.recorded:
             return decode(step.response)
-        response = await step.arecord(encode(await call()))
-        self.model_done(step)  # in the caller's task (arecord wrote off the loop)
+        response = await step.arecord(encode(await call()))  # moves the caller's flow on
         return decode(response)
 
 

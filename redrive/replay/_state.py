@@ -19,6 +19,7 @@ from ..storage import RunRecord, RunStatus
 from ._config import RunConfig
 from ._cursor import Cursor
 from ._delta import Expander
+from ._places import Places
 
 __all__ = ["RunState"]
 
@@ -47,6 +48,8 @@ class RunState:
     cursor: Cursor | None = None
     #: the last full model request per step name (to store the next one as a delta)
     requests: Expander = attrs.field(factory=Expander)
+    #: live steps that hold a recorded step's place (issue positions as the record has them)
+    places: Places = attrs.field(factory=Places)
     finished_record: RunRecord | None = None
     output: Any = None
     output_set: bool = False

@@ -238,6 +238,7 @@ class ToolSteps:
         key = call_key(spec.name, match_view(stored, kind="tool"), tree=True)  # stored: canonical
         with self._state.lock:
             turn = issue.turn
+            harmless = spec.read_only or spec.restart_safe
             cursor = self._state.cursor
             if spec.params.defaults and cursor is not None:
                 # a parameter added since the record at its default keeps the recorded call
@@ -251,7 +252,9 @@ class ToolSteps:
                     issue=issue,
                     scrub=lambda value: self._writer.prepare(value, "args"),
                 )
-            step = self._matcher.match("tool", spec.name, stored, key, turn=issue.turn, issue=issue)
+            step = self._matcher.match(
+                "tool", spec.name, stored, key, turn=turn, issue=issue, harmless=harmless
+            )
             ask = self._ask(spec, step, key)
             decision = decide_tool(ask)
             if isinstance(decision, Replay):
@@ -282,6 +285,7 @@ class ToolSteps:
                 return self._in_flight(spec, step, stored, key, decision)
             self._matcher.check_live("tool", spec.name, stored, key)
             seq = self._writer.next_seq
+            self._state.places.placed(seq, issue)  # a live call that holds a recorded place
             # a retry of an operation whose last attempt failed retryably keeps its key
             idem = self._ledger.take(spec.name, key) or f"{self._state.run_id}:{seq}:{spec.name}"
             with self._writer.unqueue_on_failure():

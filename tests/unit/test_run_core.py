@@ -567,7 +567,7 @@ def test_long_turn_replays_without_reading_ahead() -> None:
     with redrive.run(journal, "long") as again:
         get_item(0)
         cursor = again._state.cursor
-        assert cursor is not None and cursor.frames_read < 10
+        assert cursor is not None and cursor._idx.reader.frames_read < 10
         for n in range(1, 300):
             get_item(n)
     assert again.replayed_steps == 300
