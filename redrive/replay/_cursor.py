@@ -8,7 +8,6 @@ with the journal. A lenient rule needs the whole index and loads it.
 from __future__ import annotations
 
 import collections
-import shlex
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,6 @@ import attrs
 
 from ..errors import DivergenceError
 from ..frames import Frame, Kind, call_key
-from ..storage import parse_journal_url
 from ._delta import Expander
 from ._diff import caller_location, diff_values, format_diff, short
 from ._fingerprint import REASKED
@@ -371,6 +369,7 @@ class Cursor:
         *,
         turn: int | None = None,
         issue: Issue | None = None,
+        harmless: bool = False,
     ) -> RecordedStep | None:
         """Return the recorded step that answers this call, or None to go live.
 
@@ -382,10 +381,13 @@ class Cursor:
             turn: the caller's turn (None: the turn of the first unconsumed step).
             issue: where the caller issued a model or tool step (matches
                 identical requests to the caller that made them), or None.
+            harmless: a tool call declared read-only or restart-safe (a lenient
+                rule lets it go live whatever waits).
 
         Raises:
             DivergenceError: a strict or warn rule found no matching step where
-                the record has one.
+                the record has one; or a lenient rule found none for a
+                side-effecting tool call while a recorded side effect waits.
         """
         if self._ignore:
             key = call_key(name, match_view(args, self._ignore, kind=kind))
@@ -406,6 +408,11 @@ class Cursor:
                 # no recorded call has these arguments; but a call of this tool whose
                 # outcome is unknown must not be silently followed by another one
                 found = self._unsettled_side_effect(name)
+            if found is None and kind == "tool" and not harmless:
+                # no new side effect while a recorded one waits (CONTRACT C4)
+                waiting = self.side_effect_waiting()
+                if waiting is not None:
+                    raise self.divergence(waiting, Found(kind, name, key, args))
             return self.consume(found) if found is not None else None
         head = self._head()
         if head is None:
@@ -427,10 +434,10 @@ class Cursor:
         if rule == "warn" and kind == "tool" and same_name:
             # a side-effecting tool never gets another call's outcome: for it drift is
             # strict (the drifted call may be a different call, not yet recorded)
-            harmless = [s for s in same_name if _harmless(s)]
-            if not harmless:
+            replayable = [s for s in same_name if _harmless(s)]
+            if not replayable:
                 raise self.divergence(same_name[0], Found(kind, name, key, args))
-            same_name = harmless
+            same_name = replayable
         if rule == "warn" and same_name:
             step = same_name[0]
             self._check_turn_order(step, Found(kind, name, key, args))
@@ -467,6 +474,59 @@ class Cursor:
             self._first_alive(index, key)
         self.superseded.append(step.seq)
 
+    def take_place(self, name: str, issue: Issue | None) -> RecordedStep | None:
+        """Supersede the recorded model step ``name`` a live one is asked in place of.
+
+        For a model step a lenient rule sends live: the unconsumed recorded
+        model step of that name at the caller's issue position (the step the
+        new request replaces) is superseded, and returned so the live step
+        holds its place (:class:`~._places.Places`). None when the record has
+        none there (or no positions).
+        """
+        if issue is None:
+            return None
+        self._load_all()
+        here = (issue.parent, issue.occ)
+        old = next(
+            (
+                s
+                for s in self._order
+                if s.seq in self._steps
+                and s.kind == "model"
+                and s.name == name
+                and _position(s) == here
+            ),
+            None,
+        )
+        if old is not None:
+            self.supersede(old)
+        return old
+
+    def waiting_here(self, issue: Issue | None) -> bool:
+        """True when unconsumed recorded steps were issued from ``issue``'s point."""
+        if issue is None:
+            return False
+        self._load_all()
+        live = [s for s in self._order if s.seq in self._steps]
+        return bool(self._from_same_point(live, issue))
+
+    def side_effect_waiting(self) -> RecordedStep | None:
+        """The first unconsumed side-effecting tool step (finished or in flight), if any.
+
+        Any flow's: a new side effect is refused while one waits (CONTRACT C4;
+        a step of a concurrent flow is counted too, which errs on the side of
+        stopping).
+        """
+        self._load_all()
+        return next(
+            (
+                s
+                for s in self._order
+                if s.seq in self._steps and s.kind == "tool" and not _harmless(s)
+            ),
+            None,
+        )
+
     def _unsettled_side_effect(self, name: str) -> RecordedStep | None:
         """An unconsumed in-flight call of tool ``name`` that is not restart safe, if any."""
         return next(
@@ -481,14 +541,6 @@ class Cursor:
             ),
             None,
         )
-
-    def _show_command(self) -> str:
-        """The CLI command that shows this run's record."""
-        if parse_journal_url(self.source).scheme == "rdj":
-            return f"redrive show {shlex.quote(self.source)}"
-        if self.source and self.source not in ("runs.duckdb", ":memory:"):
-            return f"redrive --journal {shlex.quote(self.source)} show {shlex.quote(self.run_id)}"
-        return f"redrive show {shlex.quote(self.run_id)}"
 
     def _check_turn_order(self, step: RecordedStep, found: Found) -> None:
         """Tool and value steps of a turn commute; a model step comes after them.
@@ -533,6 +585,8 @@ class Cursor:
         unconsumed step of another kind (a model step a lenient rule left
         behind) comes first. The error's ``caller`` is the user's frame that
         asked for the step (``file:line in function``), when it can be told.
+        The run adds the next steps (``next_steps`` and the message's "What to
+        do"), from the whole record: see :mod:`._advice`.
         """
         same = step.kind == found.kind and step.name == found.name
         closest = None if same else self._closest_same(found)
@@ -571,12 +625,6 @@ class Cursor:
             lines.append("  last matching steps: " + "; ".join(self._recent))
         else:
             lines.append("  no step matched before this one")
-        lines.append(
-            "What to do: if the change is intended, record a new run (new run_id) or fork this "
-            f"one before seq {step.seq} with redrive.fork(); to replay model steps despite prompt "
-            "drift use replay=ReplayPolicy(model='warn'); to look at the record run "
-            f"`{self._show_command()}`."
-        )
         return DivergenceError(
             "\n".join(lines),
             run_id=self.run_id,

@@ -12,25 +12,102 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._log import log_event
-from ..errors import DivergenceError
+from ..errors import DivergenceError, NextStep, NextStepAction
 from ..frames import Kind
+from ._advice import divergence_next_steps
 from ._cursor import Cursor, RecordedStep
 from ._engine import decide_drift
 from ._fingerprint import REASKED
+from ._steps import iter_steps
 
 if TYPE_CHECKING:
     from ._state import RunState
 
-__all__ = ["continue_live", "supersede_leftovers"]
+__all__ = ["advice_for", "continue_live", "leftovers", "supersede_leftovers"]
+
+
+def _superseding(step: RecordedStep) -> bool:
+    """True for a recorded step a new path may leave unasked: no side effect goes unseen.
+
+    Model and value steps, and finished read-only tool steps (CONTRACT C6).
+    """
+    if step.kind in ("model", "value"):
+        return True
+    return step.kind == "tool" and bool(step.data.get("read_only")) and step.end is not None
+
+
+def leftovers(self: RunState, remaining: list[RecordedStep]) -> list[RecordedStep]:
+    """The recorded steps the finished loop left unasked that count against it (C6).
+
+    A lenient rule lets recorded steps of its kind go unasked (removed calls),
+    except a side effect: a side-effecting (or unfinished) tool step the new
+    path does not account for always counts.
+    """
+    return [s for s in remaining if self.policy.rule(s.kind) != "lenient" or not _superseding(s)]
+
+
+def _continue_live_step(self: RunState) -> NextStep:
+    policy = self.policy
+    replay = {
+        "tool": policy.tool,
+        "model": policy.model,
+        "value": policy.value,
+        "ignore": list(policy.ignore),
+        "on_drift": "continue_live",
+    }
+    return NextStep(
+        NextStepAction.POLICY,
+        "resume with replay=ReplayPolicy(on_drift='continue_live') (your rules kept): a "
+        "drifted model step is re-asked live, a read-only call the new code inserted runs "
+        "live, finished side effects are replayed and never re-run, and a change that would "
+        "re-run one still stops before its body",
+        {"options": {"replay": replay}},
+    )
+
+
+def advice_for(
+    self: RunState,
+    exc: DivergenceError,
+    *,
+    harmless: bool = False,
+    left: list[RecordedStep] | None = None,
+) -> tuple[NextStep, ...]:
+    """The safe next steps of a divergence of this run (see :mod:`._advice`).
+
+    Reads the run's whole record (the error path only). Proposes
+    ``on_drift="continue_live"`` only where taking it keeps the invariants
+    and gets further: model drift, a read-only (or restart-safe) tool call
+    the record lacks, or a shorter path that leaves only model, value and
+    finished read-only steps unasked; never for a replay-only or finished run.
+
+    Args:
+        self: the run.
+        exc: the divergence (its ``seq`` is the recorded step concerned).
+        harmless: the tool call asked for is read-only or restart-safe.
+        left: the unasked recorded steps, for a loop that finished short.
+    """
+    if exc.seq is None:
+        return exc.next_steps
+    steps = list(iter_steps(self.journal.frames(self.run_id), self.run_id, verify=False))
+    if left is not None:
+        helps = all(_superseding(s) for s in left)
+    else:
+        model_drift = exc.kind == "model" and exc.found_kind == "model"
+        helps = model_drift or (exc.found_kind == "tool" and harmless)
+    policy = None
+    if helps and self._can_write and self.policy.on_drift != "continue_live":
+        policy = _continue_live_step(self)
+    source = self._cursor.source if self._cursor is not None else ""
+    return divergence_next_steps(self.run_id, exc.seq, steps, source=source, policy=policy)
 
 
 def supersede_leftovers(self: RunState, left: list[RecordedStep]) -> bool:
-    """After a re-ask, drop recorded steps the new path never asked for, when harmless.
+    """Drop recorded steps the new path never asked for, when harmless (CONTRACT C6).
 
-    Under ``on_drift="continue_live"``, once a model step was re-asked the
-    loop may take a shorter path: recorded model and value steps, and
-    finished read-only tool steps, it did not ask for are superseded (a
-    ``reasked`` note each, reason ``"not asked after the code changed"``).
+    Under ``on_drift="continue_live"`` the loop may take a shorter path:
+    recorded model and value steps, and finished read-only tool steps, it did
+    not ask for are superseded (a ``reasked`` note each, reason
+    ``"not asked after the code changed"``).
     Any other leftover (a side effect the new path does not account for)
     is not: the caller raises ``DivergenceError``.
 
@@ -39,12 +116,7 @@ def supersede_leftovers(self: RunState, left: list[RecordedStep]) -> bool:
     """
     if self.policy.on_drift != "continue_live" or not self._can_write:
         return False
-    harmless = all(
-        s.kind in ("model", "value")
-        or (s.kind == "tool" and bool(s.data.get("read_only")) and s.end is not None)
-        for s in left
-    )
-    if not harmless:
+    if not all(_superseding(s) for s in left):
         return False
     with self._lock:
         for step in left:

@@ -44,6 +44,7 @@ __all__ = [
     "decide_in_flight",
     "decide_model",
     "decide_tool",
+    "decide_unrecorded_tool",
     "decide_value",
 ]
 
@@ -223,6 +224,30 @@ def decide_drift(
     if on_drift != "continue_live" or not can_write or kind != "model" or others_pending:
         return None
     return ContinueLive(expected)
+
+
+def decide_unrecorded_tool(
+    *, rule: str, on_drift: str, can_write: bool, harmless: bool, side_effect_waits: bool
+) -> bool:
+    """A tool call no recorded step answers, where recorded steps still wait: go live (True)?
+
+    The resume contract (C4, DESIGN invariant 15): a side-effecting tool body
+    never starts while a recorded side-effecting tool step (finished or in
+    flight) waits unreplayed, under every policy. A read-only (or
+    restart-safe) call, or a side-effecting one where only model, value and
+    read-only steps wait, runs live under ``tool="lenient"`` or
+    ``on_drift="continue_live"``; strict and warn diverge.
+
+    Args:
+        rule: the policy's rule for tool steps.
+        on_drift: the policy's ``on_drift``.
+        can_write: the run is live and not already finished.
+        harmless: the tool is declared read-only or restart-safe.
+        side_effect_waits: a recorded side-effecting tool step is still unreplayed.
+    """
+    if not can_write or (rule != "lenient" and on_drift != "continue_live"):
+        return False
+    return harmless or not side_effect_waits
 
 
 ToolDecision = Replay | Claim | Miss | Block | StopBusy | WaitForWorker

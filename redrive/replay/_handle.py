@@ -37,6 +37,8 @@ class _ModelWriter(Protocol):
 
     def _record_model(self, step: ModelStep, response: Any, view: Any, partial: bool) -> int: ...
 
+    def _model_done(self, handle: ModelStep) -> None: ...
+
 
 class _ToolWriter(Protocol):
     def _tool_done(self, spec: ToolSpec, plan: _Plan, value: Any) -> Any: ...
@@ -146,8 +148,15 @@ class ModelStep:
         return data
 
     async def arecord(self, response: Any, *, view: Any = None, partial: bool = False) -> Any:
-        """The async form of :meth:`record`: the journal write runs off the event loop."""
-        return await off_loop(lambda: self.record(response, view=view, partial=partial))
+        """The async form of :meth:`record`: the journal write runs off the event loop.
+
+        The calling task's flow moves past the step here, in the task itself:
+        the write ran in a copy of its context, so the steps the task asks for
+        next are issued after this one (as on the sync face), whoever records.
+        """
+        data = await off_loop(lambda: self.record(response, view=view, partial=partial))
+        self._writer._model_done(self)
+        return data
 
 
 @attrs.define(eq=False)

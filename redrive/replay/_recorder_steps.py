@@ -139,6 +139,7 @@ class RecorderSteps(ToolSteps):
                     request["started_at"] = step._started  # for durations in `redrive show`
                 if step._issue is not None:
                     request["issue"] = step._issue.payload()  # who asked: see Cursor.match
+                self._places.placed(seq, step._issue)  # a re-ask holds the superseded place
                 payload = self._requests.stored(name, request)
                 self._writer.queue(Kind.MODEL_REQUEST, name, payload, step.key)
             else:
@@ -197,8 +198,7 @@ class RecorderSteps(ToolSteps):
         step = await self.abegin_model(name, request)
         if step.recorded:
             return decode(step.response)
-        response = await step.arecord(encode(await call()))
-        self._model_done(step)  # in the caller's task (arecord wrote off the loop)
+        response = await step.arecord(encode(await call()))  # moves the caller's flow on
         return decode(response)
 
     def begin_value(self, name: str, label: str, *, extra: Any = None) -> ValueStep:

@@ -19,13 +19,15 @@ from .._runid import check_run_id
 from ..errors import DivergenceError, ReplayMissError, RunEndedError, TerminalRunError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
+from ._advice import with_next_steps
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander, expand_frames
 from ._diff import caller_location, diff_values, format_diff, short
-from ._drift import continue_live, supersede_leftovers
-from ._engine import OpenOperations
+from ._drift import advice_for, continue_live, leftovers, supersede_leftovers
+from ._engine import OpenOperations, decide_unrecorded_tool
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
+from ._places import Places
 from ._policy import ReplayPolicy, compile_paths, scrubber
 from ._steps import iter_steps
 from ._writer import JournalWriter
@@ -294,6 +296,8 @@ class RunState:
         self._flows_at: dict[int, int] = {}
         self._flows_gone: collections.deque[int] = collections.deque()
         self._cursor: Cursor | None = None
+        #: live steps that hold a recorded step's place (issue positions as the record has them)
+        self._places = Places()
         self._requests = Expander()
         self._token: contextvars.Token[Any] | None = None
         self._finished_record: RunRecord | None = None
@@ -549,22 +553,45 @@ class RunState:
         return flow
 
     def _match(
-        self, kind: str, name: str, args: Any, key: str, issue: Issue | None = None
+        self,
+        kind: str,
+        name: str,
+        args: Any,
+        key: str,
+        issue: Issue | None = None,
+        *,
+        harmless: bool = False,
     ) -> RecordedStep | None:
+        """The recorded step that answers a step asked for at ``issue``, or None to go live.
+
+        Args:
+            kind: ``"model"``, ``"tool"`` or ``"value"``.
+            name: the step name.
+            args: the canonical (redacted) arguments.
+            key: the match key of ``args``.
+            issue: where the calling flow issued it (None: a value step).
+            harmless: a tool declared read-only or restart-safe.
+
+        Raises:
+            DivergenceError: nothing recorded answers it where the record goes on
+                and the policy does not let it go live (its ``next_steps`` say
+                what is safe to do).
+        """
         cursor = self._cursor
         if cursor is None:
             return None
         turn = issue.turn if issue is not None else self._turn
+        at = self._places.in_record(issue)  # where the record has the flow
         waited_until: float | None = None
         while True:
             try:
-                step = cursor.match(kind, name, args, key, turn=turn, issue=issue)
+                step = cursor.match(kind, name, args, key, turn=turn, issue=at, harmless=harmless)
                 if step is None and self.policy.rule(kind) != "lenient" and not cursor.exhausted:
-                    if cursor.frontier(kind, name, issue):
+                    if cursor.frontier(kind, name, at):
                         return None  # this flow's record ends here, other flows' goes on: live
                     raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
             except DivergenceError as exc:
-                if cursor.sibling_pending(kind, name, issue):
+                if cursor.sibling_pending(kind, name, at):
                     # the step recorded from this point may be a sibling flow's, not yet
                     # asked for: give it a moment (the lock is released while waiting)
                     now = time.monotonic()
@@ -572,10 +599,55 @@ class RunState:
                     if now < waited_until:
                         self._sibling_wait.wait(0.005)
                         continue
-                if not continue_live(self, cursor, kind, name, turn, key, exc):
-                    raise
-                return None
+                if continue_live(self, cursor, kind, name, turn, key, exc):
+                    superseded = self.reasked[-1].get("step")
+                    if isinstance(superseded, int):
+                        self._places.take(issue, superseded)  # the re-ask holds its place
+                    return None
+                if self._inserted_live(cursor, kind, harmless, issue, at):
+                    return None
+                raise with_next_steps(exc, advice_for(self, exc, harmless=harmless)) from None
+            if step is None and issue is not None and self.policy.rule(kind) == "lenient":
+                self._lenient_place(cursor, kind, name, issue, at)
             return step
+
+    def _inserted_live(
+        self, cursor: Cursor, kind: str, harmless: bool, issue: Issue | None, at: Issue | None
+    ) -> bool:
+        """A tool call the record has nowhere goes live before the steps that wait (True)?
+
+        See :func:`~._engine.decide_unrecorded_tool`. The live call holds the
+        flow's place, so the recorded steps after it are matched where they are.
+        """
+        if kind != "tool":
+            return False
+        if not decide_unrecorded_tool(
+            rule=self.policy.rule(kind),
+            on_drift=self.policy.on_drift,
+            can_write=self._can_write,
+            harmless=harmless,
+            side_effect_waits=cursor.side_effect_waiting() is not None,
+        ):
+            return False
+        if at is not None:
+            self._places.take(issue, at.parent)
+        return True
+
+    def _lenient_place(
+        self, cursor: Cursor, kind: str, name: str, issue: Issue, at: Issue | None
+    ) -> None:
+        """A step a lenient rule sends live takes the place of what the record has there.
+
+        A model step supersedes the recorded model step at its position (the
+        re-ask of CONTRACT C2); a tool call slots in before the steps that
+        wait at the flow's point. Either way the flow's next steps are matched
+        where the record has them.
+        """
+        old = cursor.take_place(name, at) if kind == "model" else None
+        if old is not None:
+            self._places.take(issue, old.seq)
+        elif kind == "tool" and at is not None and cursor.waiting_here(at):
+            self._places.take(issue, at.parent)
 
     @property
     def redacting(self) -> bool:
@@ -601,9 +673,8 @@ class RunState:
             problem = unknown_live_tools(self.live_tools, self._recorded_tool_names())
             if problem:
                 raise ValueError(f"run {self.run_id!r}: {problem}")
-        # a lenient rule lets recorded steps of its kind go unasked (removed calls)
-        left = [s for s in self._cursor.remaining() if self.policy.rule(s.kind) != "lenient"]
-        if left and self._cursor.superseded and supersede_leftovers(self, left):
+        left = leftovers(self, self._cursor.remaining())
+        if left and supersede_leftovers(self, left):
             return
         if left:
             step = left[0]
@@ -615,11 +686,10 @@ class RunState:
                 if counterpart is not None and diff
                 else " "
             )
-            raise DivergenceError(
+            error = DivergenceError(
                 f"run {self.run_id!r}: the loop finished but the journal has more steps, from "
                 f"seq {step.seq} ({step.kind} {step.name}); the code took a shorter path than "
-                f"the record. {len(left)} recorded step(s) were not asked for.{called}If the "
-                "change is intended, record a new run.",
+                f"the record. {len(left)} recorded step(s) were not asked for.{called}",
                 run_id=self.run_id,
                 seq=step.seq,
                 kind=step.kind,
@@ -633,6 +703,7 @@ class RunState:
                 diff=diff,
                 context=[s.describe() for s in left],
             )
+            raise with_next_steps(error, advice_for(self, error, left=left))
 
     def _live_counterpart(self, step: RecordedStep) -> tuple[int, list[Any]] | None:
         """The first step of ``step``'s kind and name this execution made live, and their diff.

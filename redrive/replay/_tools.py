@@ -253,7 +253,8 @@ class ToolSteps(Claims):
         key = call_key(spec.name, match_view(stored, kind="tool"), tree=True)  # stored: canonical
         with self._lock:
             turn = issue.turn
-            step = self._match("tool", spec.name, stored, key, issue)
+            harmless = spec.read_only or spec.restart_safe
+            step = self._match("tool", spec.name, stored, key, issue, harmless=harmless)
             ask = self._tool_ask(spec, step, key)
             decision = decide_tool(ask)
             if isinstance(decision, Replay):
@@ -282,6 +283,7 @@ class ToolSteps(Claims):
                 return self._tool_in_flight(spec, step, stored, key, decision)
             self._check_live("tool", spec.name, stored, key)
             seq = self._writer.next_seq
+            self._places.placed(seq, issue)  # a live call that holds a recorded one's place
             # a retry of an operation whose last attempt failed retryably keeps its key
             idem = self._open_operations.take(spec.name, key) or f"{self.run_id}:{seq}:{spec.name}"
             with self._writer.unqueue_on_failure():
