@@ -601,52 +601,59 @@ class RunState:
                         continue
                 if continue_live(self, cursor, kind, name, turn, key, exc):
                     superseded = self.reasked[-1].get("step")
-                    if isinstance(superseded, int):
-                        self._places.take(issue, superseded)  # the re-ask holds its place
+                    old = superseded if isinstance(superseded, int) else None
+                    self._hold_place(cursor, kind, name, issue, at, old)
                     return None
-                if self._inserted_live(cursor, kind, harmless, issue, at):
+                if self._inserted_live(cursor, kind, harmless):
+                    self._hold_place(cursor, kind, name, issue, at)
                     return None
                 raise with_next_steps(exc, advice_for(self, exc, harmless=harmless)) from None
-            if step is None and issue is not None and self.policy.rule(kind) == "lenient":
-                self._lenient_place(cursor, kind, name, issue, at)
+            if step is None:
+                self._hold_place(cursor, kind, name, issue, at)
             return step
 
-    def _inserted_live(
-        self, cursor: Cursor, kind: str, harmless: bool, issue: Issue | None, at: Issue | None
-    ) -> bool:
+    def _inserted_live(self, cursor: Cursor, kind: str, harmless: bool) -> bool:
         """A tool call the record has nowhere goes live before the steps that wait (True)?
 
-        See :func:`~._engine.decide_unrecorded_tool`. The live call holds the
-        flow's place, so the recorded steps after it are matched where they are.
+        See :func:`~._engine.decide_unrecorded_tool`.
         """
         if kind != "tool":
             return False
-        if not decide_unrecorded_tool(
+        return decide_unrecorded_tool(
             rule=self.policy.rule(kind),
             on_drift=self.policy.on_drift,
             can_write=self._can_write,
             harmless=harmless,
             side_effect_waits=cursor.side_effect_waiting() is not None,
-        ):
-            return False
-        if at is not None:
-            self._places.take(issue, at.parent)
-        return True
+        )
 
-    def _lenient_place(
-        self, cursor: Cursor, kind: str, name: str, issue: Issue, at: Issue | None
+    def _hold_place(
+        self,
+        cursor: Cursor,
+        kind: str,
+        name: str,
+        issue: Issue | None,
+        at: Issue | None,
+        superseded: int | None = None,
     ) -> None:
-        """A step a lenient rule sends live takes the place of what the record has there.
+        """A step about to go live takes a place in the record (CONTRACT C2).
 
-        A model step supersedes the recorded model step at its position (the
-        re-ask of CONTRACT C2); a tool call slots in before the steps that
-        wait at the flow's point. Either way the flow's next steps are matched
-        where the record has them.
+        The place of the recorded step it supersedes (``superseded``: a
+        re-ask under ``on_drift="continue_live"``; or, under a lenient model
+        rule, the recorded model step at its position), else, when recorded
+        steps still wait at the flow's point, that point itself (a step the
+        new code inserted). Either way the flow's next steps are matched
+        where the record has them. Nothing is taken for a flow past its
+        record (nothing waits at its point).
         """
-        old = cursor.take_place(name, at) if kind == "model" else None
-        if old is not None:
-            self._places.take(issue, old.seq)
-        elif kind == "tool" and at is not None and cursor.waiting_here(at):
+        if issue is None or at is None:
+            return
+        if superseded is None and kind == "model" and self.policy.rule(kind) == "lenient":
+            old = cursor.take_place(name, at)
+            superseded = old.seq if old is not None else None
+        if superseded is not None:
+            self._places.take(issue, superseded)
+        elif cursor.waiting_here(at):
             self._places.take(issue, at.parent)
 
     @property

@@ -173,15 +173,21 @@ def test_strict_rejects_what_lenient_accepts() -> None:
 
 
 def test_lenient_read_only_tool_is_never_blocked() -> None:
-    """Lenient: a read-only tool with new arguments just runs live; an in-flight one re-runs."""
+    """Lenient: a read-only tool with new arguments just runs live; an in-flight one re-runs.
+
+    The loop still asks for the recorded sends: a finished side effect left unasked
+    fails the run's end under every rule (CONTRACT C6).
+    """
     journal = MemoryJournal()
     calls: list[str] = []
     _record_lenient(journal, calls)
     calls.clear()
-    _, _, search = _tools(calls)
+    _, send, search = _tools(calls)
     with redrive.run(journal, "r1", replay="lenient"):
         assert search("y") == "found y"
         assert search("x") == "found x"
+        for to in ("a", "a", "b"):
+            send(to)
     assert calls == ["search:y"]
 
 
