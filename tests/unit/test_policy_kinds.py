@@ -517,3 +517,106 @@ def _recorded_side_effects(journal: Any) -> list[Any]:
 
     steps = iter_steps(journal.frames("r"), "r", verify=False)
     return [s for s in steps if s.kind == "tool" and s.name.startswith("se_")]
+
+
+class Recorder:
+    """A loop that opens model steps through the recorder handles, as an SDK client does.
+
+    ``program`` is a list of ``"m"`` (a model step: ``begin_model`` then ``record``, or
+    their async forms) and ``"t"`` (a side-effecting tool) steps; ``prompts[i]`` is the
+    i-th model step's prompt. The run stops (resumably) after ``stop`` steps.
+    """
+
+    def __init__(self, program: list[str]) -> None:
+        self.program = program
+        self.prompts = ["p"] * len(program)
+        self.ledger: list[int] = []
+
+        @redrive.tool(restart_safe=False)
+        def act(n: int) -> int:
+            self.ledger.append(n)
+            return n
+
+        @redrive.tool(restart_safe=False, name="act")
+        async def aact(n: int) -> int:
+            self.ledger.append(n)
+            return n
+
+        self.act, self.aact = act, aact
+
+    def sync(self, journal: Any, stop: int, **options: Any) -> str:
+        with redrive.run(journal, "h", **options) as run:
+            for n, kind in enumerate(self.program):
+                if n == stop:
+                    raise ConnectionError("cut off")
+                if kind == "m":
+                    step = run.begin_model("model:x", {"prompt": self.prompts[n], "n": n})
+                    if not step.recorded:
+                        step.record({"answer": n})
+                else:
+                    self.act(n)
+            run.finish("done")
+        return run.status
+
+    async def _async(self, journal: Any, stop: int, **options: Any) -> str:
+        async with redrive.run(journal, "h", **options) as run:
+            for n, kind in enumerate(self.program):
+                if n == stop:
+                    raise ConnectionError("cut off")
+                if kind == "m":
+                    step = await run.abegin_model("model:x", {"prompt": self.prompts[n], "n": n})
+                    if not step.recorded:
+                        await step.arecord({"answer": n})
+                else:
+                    await self.aact(n)
+            run.finish("done")
+        return run.status
+
+    def face(self, face: str, journal: Any, stop: int, **options: Any) -> str:
+        """Run the loop on ``face``; the outcome's name (a status or an error class)."""
+        try:
+            if face == "sync":
+                return self.sync(journal, stop, **options)
+            return asyncio.run(self._async(journal, stop, **options))
+        except (ConnectionError, redrive.ReplayError) as exc:
+            return type(exc).__name__
+
+
+def _positions(journal: Any) -> list[tuple[str, int, Any]]:
+    frames = [f for f in journal.frames("h") if f.kind in ("model_request", "tool_start")]
+    return [(f.kind, f.data()["turn"], f.data().get("issue")) for f in frames]
+
+
+@given(
+    program=st.lists(st.sampled_from(["m", "t"]), min_size=1, max_size=6),
+    stop=st.integers(min_value=1, max_value=6),
+    changed=st.integers(min_value=0, max_value=5),
+    how=st.sampled_from(["policy", "env"]),
+)
+@settings(deadline=None)
+def test_property_both_faces_record_and_continue_live_alike(
+    program: list[str], stop: int, changed: int, how: str
+) -> None:
+    """Kind of item 6 (C3): the sync and the async face of the recorder handles record
+    the same issue positions and turns, and a run cut off, its prompt edited, and
+    resumed under on_drift="continue_live" (a ReplayPolicy or REDRIVE_ON_DRIFT) ends
+    the same on both faces, every side effect run once."""
+    outcomes = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for face in ("sync", "async"):
+            journal = MemoryJournal()
+            loop = Recorder(program)
+            first = loop.face(face, journal, stop % len(program))  # cut before the end
+            recorded = _positions(journal)
+            loop.prompts[min(changed, len(program) - 1)] = "p2"
+            if how == "env":
+                patch.setenv("REDRIVE_ON_DRIFT", "continue_live")
+                options: dict[str, Any] = {}
+            else:
+                options = {"replay": CONTINUE}
+            second = loop.face(face, journal, len(program), **options)
+            patch.delenv("REDRIVE_ON_DRIFT", raising=False)
+            assert len(loop.ledger) == len(set(loop.ledger)), loop.ledger
+            outcomes[face] = (first, recorded, second, sorted(loop.ledger))
+    assert outcomes["sync"] == outcomes["async"]
+    assert outcomes["sync"][2] == "succeeded"
