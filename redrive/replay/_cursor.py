@@ -111,7 +111,9 @@ class Cursor:
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         #: seqs of recorded model steps superseded by a re-ask (``reasked`` notes read)
         self.superseded: list[int] = []
-        if "lenient" in (policy.tool, policy.model, policy.value):
+        #: a lenient rule matches by content, out of issue positions
+        self._reorders = "lenient" in (policy.tool, policy.model, policy.value)
+        if self._reorders:
             self._load_all()
 
     # -- loading -------------------------------------------------------------
@@ -288,6 +290,10 @@ class Cursor:
         if self.run_end is not None or (self._saw_model and "model" not in self._positioned):
             return False
         if kind != "model" and kind not in self._positioned:
+            return False
+        if kind == "tool" and self._reorders and self.side_effect_waiting() is not None:
+            # a lenient rule matched steps out of their positions: a flow's own recorded
+            # side effect may wait where its positions no longer lead (CONTRACT C4)
             return False
         kinds = self._positioned | {"model"}
         steps = [s for s in self._order if s.seq in self._steps and s.kind in kinds]
