@@ -387,7 +387,14 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     """End a replay error's message in a redrive test with the command that re-records it."""
     if "redrive_run" not in getattr(item, "fixturenames", ()):
         return (yield)
-    from redrive.errors import DivergenceError, ReplayMissError, UnknownRunError
+    from redrive.errors import (
+        DivergenceError,
+        NextStep,
+        NextStepAction,
+        ReplayMissError,
+        UnknownRunError,
+    )
+    from redrive.replay._advice import with_next_steps
 
     try:
         return (yield)
@@ -396,15 +403,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         exc.args = (exc.message,)
         raise
     except (DivergenceError, ReplayMissError) as exc:
-        message = exc.message
-        head, sep, _ = message.partition("\nWhat to do:")
-        if not sep:
-            head = message
-        exc.message = (
-            f"{head}\nWhat to do: if the change is intended, re-record this test: "
-            f"`{_rerecord_command(item)}`"
-        )
-        exc.args = (exc.message,)
+        # in a test, a recording is re-recorded: that is the one next step
+        text = f"if the change is intended, re-record this test: `{_rerecord_command(item)}`"
+        with_next_steps(exc, (NextStep(NextStepAction.RERECORD, text),))
         raise
 
 
@@ -670,7 +671,8 @@ def _unused_side_effects(
     item: pytest.Item, exc: BaseException, effects: list[str], mode: str, why: str
 ) -> BaseException:
     """The failure of a replay-only test whose code no longer makes recorded side effects."""
-    from redrive.errors import DivergenceError
+    from redrive.errors import DivergenceError, NextStep, NextStepAction
+    from redrive.replay._advice import with_next_steps
 
     assert isinstance(exc, DivergenceError)
     exc.message = (
@@ -678,12 +680,10 @@ def _unused_side_effects(
         f"({'; '.join(effects)}) of run {exc.run_id!r}; in record mode {mode!r} ({why}) "
         "a recorded side effect the code skips fails the test (unused model steps and "
         "read-only lookups are only listed in the summary).\n"
-        f"{exc.message.partition(chr(10) + 'What to do:')[0]}\n"
-        "What to do: if dropping the call is intended, re-record this test: "
-        f"`{_rerecord_command(item)}`"
+        f"{exc.message}"
     )
-    exc.args = (exc.message,)
-    return exc
+    text = f"if dropping the call is intended, re-record this test: `{_rerecord_command(item)}`"
+    return with_next_steps(exc, (NextStep(NextStepAction.RERECORD, text),))
 
 
 def _check_live_tool_names(

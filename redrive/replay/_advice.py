@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
-from ..errors import DivergenceError, NextStep, NextStepAction
+from ..errors import NextStep, NextStepAction, ReplayError
 from ..storage import parse_journal_url
 from ._steps import RecordedStep
+
+E = TypeVar("E", bound=ReplayError)
 
 __all__ = [
     "cli_command",
@@ -153,7 +156,7 @@ def render_next_steps(next_steps: Sequence[NextStep]) -> str:
     return "\n".join(lines)
 
 
-def with_next_steps(exc: DivergenceError, next_steps: tuple[NextStep, ...]) -> DivergenceError:
+def with_next_steps(exc: E, next_steps: tuple[NextStep, ...]) -> E:
     """Set ``exc``'s ``next_steps`` and replace its message's advice with their text.
 
     Returns:
