@@ -121,17 +121,17 @@ def divergence_next_steps(
             "or record a new run (a new run_id); to look at the record run " + f"`{show}`",
         )
         return (fork, *((policy,) if policy else ()), rerecord)
-    commands = [
-        cli_command(source, "what-changed", run_id),
-        show,
-        cli_command(source, "cancel", run_id, "--reason", "..."),
-    ]
+    commands = [cli_command(source, "what-changed", run_id), show]
+    cancel = "cancel it"
+    if not source or parse_journal_url(source).scheme != "rdj":  # an export is read-only
+        commands.append(cli_command(source, "cancel", run_id, "--reason", "..."))
+        cancel = f"cancel it (`{commands[2]}`)"
     person = NextStep(
         NextStepAction.PERSON,
         "a person decides: side effects are recorded at or after seq "
         f"{seq}, so neither a fork nor a re-record may be made without re-running them; "
         f"look at what changed (`{commands[0]}`) and at the record (`{commands[1]}`), then "
-        f"finish the run on the code it was recorded with, or cancel it (`{commands[2]}`)",
+        f"finish the run on the code it was recorded with, or {cancel}",
         {"commands": commands},
     )
     resume = NextStep(
