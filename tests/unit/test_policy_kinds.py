@@ -354,6 +354,7 @@ class Program:
 
     def __init__(self, drive: Drive, calls: list[tuple[str, int]]) -> None:
         self.calls = list(calls)
+        self.recorded = list(calls)  # the code the run was recorded with
         self.prompts = ["p"] * len(calls)
         self.ledger: list[tuple[str, int, frozenset[tuple[str, int]]]] = []
         self.asked: set[tuple[str, int]] = set()
@@ -430,6 +431,9 @@ def _take(
         elif step.action == NextStepAction.POLICY:
             options = step.params["options"]
             drive.run(journal, "r", program.loop, replay=ReplayPolicy(**options["replay"]))
+        elif step.action == NextStepAction.RESUME and step.params == {"code": "recorded"}:
+            program.calls, program.prompts = list(program.recorded), ["p"] * len(program.recorded)
+            drive.run(journal, "r", program.loop, replay=policy)
 
 
 _calls = st.lists(st.sampled_from(_TOOLS), min_size=1, max_size=4).map(
@@ -498,9 +502,7 @@ def test_property_no_policy_runs_a_finished_side_effect_again(
                         s.seq for s in _recorded_side_effects(journal)
                     )
             # the steps are alternatives: take one of those a program can take
-            takeable = [
-                s for s in steps if s.action in (NextStepAction.FORK, NextStepAction.POLICY)
-            ]
+            takeable = [s for s in steps if s.action != NextStepAction.PERSON]
             if takeable:
                 before = len(program.ledger)
                 _take(drive, journal, program, takeable[pick % len(takeable)], chosen)
