@@ -24,10 +24,10 @@ from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander, expand_frames
 from ._diff import caller_location, diff_values, format_diff, short
 from ._drift import advice_for, continue_live, leftovers, supersede_leftovers
-from ._engine import OpenOperations, decide_unrecorded_tool
+from ._engine import OpenOperations
 from ._faces import flow as _flow
 from ._lease import LeaseKeeper
-from ._places import Places
+from ._places import Places, hold_place, inserted_live
 from ._policy import ReplayPolicy, compile_paths, scrubber
 from ._steps import iter_steps
 from ._writer import JournalWriter
@@ -602,59 +602,15 @@ class RunState:
                 if continue_live(self, cursor, kind, name, turn, key, exc):
                     superseded = self.reasked[-1].get("step")
                     old = superseded if isinstance(superseded, int) else None
-                    self._hold_place(cursor, kind, name, issue, at, old)
+                    hold_place(self._places, cursor, self.policy, kind, name, issue, at, old)
                     return None
-                if self._inserted_live(cursor, kind, harmless):
-                    self._hold_place(cursor, kind, name, issue, at)
+                if inserted_live(cursor, self.policy, kind, harmless, can_write=self._can_write):
+                    hold_place(self._places, cursor, self.policy, kind, name, issue, at)
                     return None
                 raise with_next_steps(exc, advice_for(self, exc, harmless=harmless)) from None
             if step is None:
-                self._hold_place(cursor, kind, name, issue, at)
+                hold_place(self._places, cursor, self.policy, kind, name, issue, at)
             return step
-
-    def _inserted_live(self, cursor: Cursor, kind: str, harmless: bool) -> bool:
-        """A tool call the record has nowhere goes live before the steps that wait (True)?
-
-        See :func:`~._engine.decide_unrecorded_tool`.
-        """
-        if kind != "tool":
-            return False
-        return decide_unrecorded_tool(
-            rule=self.policy.rule(kind),
-            on_drift=self.policy.on_drift,
-            can_write=self._can_write,
-            harmless=harmless,
-            side_effect_waits=cursor.side_effect_waiting() is not None,
-        )
-
-    def _hold_place(
-        self,
-        cursor: Cursor,
-        kind: str,
-        name: str,
-        issue: Issue | None,
-        at: Issue | None,
-        superseded: int | None = None,
-    ) -> None:
-        """A step about to go live takes a place in the record (CONTRACT C2).
-
-        The place of the recorded step it supersedes (``superseded``: a
-        re-ask under ``on_drift="continue_live"``; or, under a lenient model
-        rule, the recorded model step at its position), else, when recorded
-        steps still wait at the flow's point, that point itself (a step the
-        new code inserted). Either way the flow's next steps are matched
-        where the record has them. Nothing is taken for a flow past its
-        record (nothing waits at its point).
-        """
-        if issue is None or at is None:
-            return
-        if superseded is None and kind == "model" and self.policy.rule(kind) == "lenient":
-            old = cursor.take_place(name, at)
-            superseded = old.seq if old is not None else None
-        if superseded is not None:
-            self._places.take(issue, superseded)
-        elif cursor.waiting_here(at):
-            self._places.take(issue, at.parent)
 
     @property
     def redacting(self) -> bool:
