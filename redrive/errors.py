@@ -40,8 +40,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
-from collections.abc import Mapping
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
 
 __all__ = [
     "AppendConflictError",
@@ -134,6 +134,22 @@ class NextStepAction(enum.StrEnum):
     ``commands``, the commands that show what they need and record their decision)."""
 
 
+#: The heading of the advice part of an error message.
+_WHAT_TO_DO = "What to do:"
+
+
+def _render_next_steps(next_steps: Sequence[NextStep]) -> str:
+    """The "What to do" part of an error message, made from its ``next_steps``.
+
+    Returns:
+        ``"What to do:"`` and one numbered line per step ("" for no step).
+    """
+    if not next_steps:
+        return ""
+    lines = [_WHAT_TO_DO, *(f"  {n}. {step.text}" for n, step in enumerate(next_steps, 1))]
+    return "\n".join(lines)
+
+
 @dataclasses.dataclass(frozen=True)
 class NextStep:
     """One next step an error proposes, as data a program (or a test) can take.
@@ -195,6 +211,26 @@ class ReplayError(Exception):
 
     def _settle(self, fields: dict[str, Any]) -> None:
         """Complete ``fields`` in place before they are set (derive a reason...)."""
+
+    def with_next_steps(self, next_steps: tuple[NextStep, ...]) -> Self:
+        """Set :attr:`next_steps` and make the message's "What to do" part say them.
+
+        The advice the message had (from ``"What to do:"`` on) is replaced by
+        :func:`_render_next_steps` (a numbered list), so the text and the data cannot drift apart.
+
+        Returns:
+            The error itself.
+        """
+        message = self.message
+        at = 0 if message.startswith(_WHAT_TO_DO) else message.find("\n" + _WHAT_TO_DO)
+        if at >= 0:
+            message = message[:at]
+        rendered = _render_next_steps(next_steps)
+        self.message = f"{message}\n{rendered}" if rendered else message
+        self.args = (self.message,)
+        self.next_steps = next_steps
+        self._fields["next_steps"] = next_steps  # to_fields() and pickling say the same
+        return self
 
     @property
     def fields(self) -> dict[str, Any]:

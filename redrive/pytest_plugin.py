@@ -394,7 +394,6 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         ReplayMissError,
         UnknownRunError,
     )
-    from redrive.replay._advice import with_next_steps
 
     try:
         return (yield)
@@ -405,7 +404,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     except (DivergenceError, ReplayMissError) as exc:
         # in a test, a recording is re-recorded: that is the one next step
         text = f"if the change is intended, re-record this test: `{_rerecord_command(item)}`"
-        with_next_steps(exc, (NextStep(NextStepAction.RERECORD, text),))
+        exc.with_next_steps((NextStep(NextStepAction.RERECORD, text),))
         raise
 
 
@@ -672,7 +671,6 @@ def _unused_side_effects(
 ) -> BaseException:
     """The failure of a replay-only test whose code no longer makes recorded side effects."""
     from redrive.errors import DivergenceError, NextStep, NextStepAction
-    from redrive.replay._advice import with_next_steps
 
     assert isinstance(exc, DivergenceError)
     exc.message = (
@@ -683,7 +681,7 @@ def _unused_side_effects(
         f"{exc.message}"
     )
     text = f"if dropping the call is intended, re-record this test: `{_rerecord_command(item)}`"
-    return with_next_steps(exc, (NextStep(NextStepAction.RERECORD, text),))
+    return exc.with_next_steps((NextStep(NextStepAction.RERECORD, text),))
 
 
 def _check_live_tool_names(

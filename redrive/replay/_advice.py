@@ -10,33 +10,26 @@ can still be finished on the code it was recorded with (``RESUME`` with
 ``{"code": "recorded"}``).
 
 :func:`divergence_next_steps` computes the steps from the recorded steps;
-:func:`render_next_steps` is the one place the message's "What to do" text is
-made from them, so the message and ``next_steps`` say the same.
+:meth:`redrive.errors.ReplayError.with_next_steps` sets them on an error and
+renders its message's "What to do" from them (one place), so the message and
+``next_steps`` say the same.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
 
-from ..errors import NextStep, NextStepAction, ReplayError
+from ..errors import NextStep, NextStepAction
 from ..storage import parse_journal_url
 from ._steps import RecordedStep
-
-E = TypeVar("E", bound=ReplayError)
 
 __all__ = [
     "cli_command",
     "divergence_next_steps",
     "first_safe_fork",
-    "render_next_steps",
     "side_effecting",
-    "with_next_steps",
 ]
-
-#: The heading of the advice part of an error message.
-WHAT_TO_DO = "What to do:"
 
 
 def side_effecting(step: RecordedStep) -> bool:
@@ -141,36 +134,3 @@ def divergence_next_steps(
         {"code": "recorded"},
     )
     return (person, *((policy,) if policy else ()), resume)
-
-
-def render_next_steps(next_steps: Sequence[NextStep]) -> str:
-    """The "What to do" part of an error message, made from its ``next_steps``.
-
-    Returns:
-        ``"What to do:"`` and one numbered line per step ("" for no step).
-    """
-    if not next_steps:
-        return ""
-    lines = [WHAT_TO_DO]
-    lines += [f"  {n}. {step.text}" for n, step in enumerate(next_steps, 1)]
-    return "\n".join(lines)
-
-
-def with_next_steps(exc: E, next_steps: tuple[NextStep, ...]) -> E:
-    """Set ``exc``'s ``next_steps`` and replace its message's advice with their text.
-
-    Returns:
-        ``exc`` itself (its ``message`` and ``args`` end with the rendered steps).
-    """
-    message = exc.message
-    at = message.find("\n" + WHAT_TO_DO)
-    if at < 0 and message.startswith(WHAT_TO_DO):
-        at = 0
-    if at >= 0:
-        message = message[:at]
-    rendered = render_next_steps(next_steps)
-    exc.message = f"{message}\n{rendered}" if rendered else message
-    exc.args = (exc.message,)
-    exc.next_steps = next_steps
-    exc._fields["next_steps"] = next_steps  # to_fields() and pickling say the same
-    return exc

@@ -19,7 +19,6 @@ from .._runid import check_run_id
 from ..errors import DivergenceError, ReplayMissError, RunEndedError, TerminalRunError
 from ..frames import Frame, canonical
 from ..storage import Journal, RunRecord, RunStatus
-from ._advice import with_next_steps
 from ._cursor import Cursor, Found, RecordedStep
 from ._delta import Expander, expand_frames
 from ._diff import caller_location, diff_values, format_diff, short
@@ -607,7 +606,7 @@ class RunState:
                 if inserted_live(cursor, self.policy, kind, harmless, can_write=self._can_write):
                     hold_place(self._places, cursor, self.policy, kind, name, issue, at)
                     return None
-                raise with_next_steps(exc, advice_for(self, exc, harmless=harmless)) from None
+                raise exc.with_next_steps(advice_for(self, exc, harmless=harmless)) from None
             if step is None:
                 hold_place(self._places, cursor, self.policy, kind, name, issue, at)
             return step
@@ -666,7 +665,7 @@ class RunState:
                 diff=diff,
                 context=[s.describe() for s in left],
             )
-            raise with_next_steps(error, advice_for(self, error, left=left))
+            raise error.with_next_steps(advice_for(self, error, left=left))
 
     def _live_counterpart(self, step: RecordedStep) -> tuple[int, list[Any]] | None:
         """The first step of ``step``'s kind and name this execution made live, and their diff.
