@@ -622,3 +622,25 @@ def test_property_both_faces_record_and_continue_live_alike(
             outcomes[face] = (first, recorded, second, sorted(loop.ledger))
     assert outcomes["sync"] == outcomes["async"]
     assert outcomes["sync"][2] == "succeeded"
+
+
+def test_next_steps_and_the_message_say_the_same_and_pickle() -> None:
+    """with_next_steps replaces the message's advice by the steps' text (one rendering),
+    and the steps survive a pickle round trip and to_fields()."""
+    import pickle
+
+    err = redrive.DivergenceError("run 'r' diverged\nWhat to do: the old advice", run_id="r")
+    steps = (
+        redrive.NextStep(NextStepAction.PERSON, "look first", {"commands": ["redrive show r"]}),
+        redrive.NextStep(
+            NextStepAction.RESUME, "resume on the recorded code", {"code": "recorded"}
+        ),
+    )
+    assert err.with_next_steps(steps) is err
+    assert err.message == (
+        "run 'r' diverged\nWhat to do:\n  1. look first\n  2. resume on the recorded code"
+    )
+    assert str(err) == err.message and err.to_fields()["next_steps"] == steps
+    again = pickle.loads(pickle.dumps(err))
+    assert again.next_steps == steps and again.message == err.message
+    assert err.with_next_steps(()).message == "run 'r' diverged"
