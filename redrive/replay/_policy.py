@@ -302,7 +302,9 @@ class ReplayPolicy:
       drifted replays the recorded outcome and emits a
       :class:`~redrive.ReplayDriftWarning` with the diff.
     * ``"lenient"``: the step is matched by content among all unconsumed
-      recorded steps (each consumed once); with no match it runs live.
+      recorded steps (each consumed once); with no match it runs live, except
+      a side-effecting tool call while a recorded side effect waits unreplayed
+      (:class:`~redrive.errors.DivergenceError` before its body).
 
     ``on_drift`` says what a live run does when a recorded model step's
     request drifted (the code changed between a crash and its resume: an
@@ -314,7 +316,9 @@ class ReplayPolicy:
       in the journal names it, the new request's seq and the paths that
       changed. Every completed tool step is still replayed from the journal
       (never re-run); a tool step that drifted follows the rule for tools
-      (strict: ``DivergenceError``, no side effect runs). When the loop
+      (strict: ``DivergenceError``, no side effect runs); a read-only tool
+      call the record lacks (a step the new code inserted) runs live, and the
+      recorded steps after it still replay. When the loop
       finishes on a shorter path, recorded model and value steps and finished
       read-only tool steps it never asked for are superseded too; a side
       effect it never asked for is a divergence. Only a live run
