@@ -17,6 +17,7 @@ import attrs
 from .._runid import check_run_id
 from ..storage import Journal
 from ._fingerprint import current_tools
+from ._lease import lease_for
 from ._policy import ReplayPolicy, compile_paths
 
 __all__ = ["RunConfig", "RunOptions", "live_tool_names", "unknown_live_tools"]
@@ -46,7 +47,7 @@ class RunOptions(TypedDict, total=False):
     replay: Literal["strict", "lenient"] | ReplayPolicy
     on_in_flight: Literal["raise", "tell_model"]
     max_attempts: int
-    lease: float | None
+    lease: float | Literal["auto"] | None
     on_busy: Literal["raise", "wait"]
     busy_timeout: float
     create: bool
@@ -124,10 +125,11 @@ def _check_types(options: dict[str, Any]) -> None:
         raise TypeError(f"max_attempts={max_attempts!r}: use an int of at least 1")
     for option in ("lease", "busy_timeout"):
         value = options[option]
-        if value is None and option == "lease":
+        if option == "lease" and (value is None or value == "auto"):
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise TypeError(f"{option}={value!r}: use a positive number of seconds")
+            also = ", 'auto' (the default) or None" if option == "lease" else ""
+            raise TypeError(f"{option}={value!r}: use a positive number of seconds{also}")
     for option in ("create", "live"):
         if not isinstance(options[option], bool):
             raise TypeError(f"{option}={options[option]!r}: use True or False")
@@ -148,7 +150,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "replay": "strict",
     "on_in_flight": "raise",
     "max_attempts": 3,
-    "lease": None,
+    "lease": "auto",
     "on_busy": "raise",
     "busy_timeout": 30.0,
     "create": True,
@@ -174,6 +176,8 @@ class RunConfig:
         redact: the ``redact`` path patterns as given.
         redact_paths: the same, compiled.
         live_tools: True/False, or the set of tool names whose bodies run on replay.
+        lease: the lease length this run takes, in seconds, ``"auto"`` resolved
+            (:func:`~._lease.lease_for`); None: none.
     """
 
     journal: Journal
@@ -221,7 +225,7 @@ class RunConfig:
             input=chosen["input"],
             on_in_flight=chosen["on_in_flight"],
             max_attempts=chosen["max_attempts"],
-            lease=chosen["lease"],
+            lease=lease_for(chosen["lease"], journal, live=chosen["live"]),
             on_busy=chosen["on_busy"],
             busy_timeout=chosen["busy_timeout"],
             create=chosen["create"],

@@ -44,6 +44,7 @@ __all__ = [
     "decide_tool",
     "decide_unrecorded_tool",
     "decide_value",
+    "blocks_retry",
 ]
 
 
@@ -60,6 +61,9 @@ class ToolAsk:
             replay was opened after that outcome (its parallel siblings may be
             left: they were issued with it). False for any other step.
         failed_at: seq of an earlier failed call with the same arguments, or None.
+        retry_requested: that failed call's body asked to be called again (a
+            framework retry signal, ``retry_requested`` in its ``tool_error``):
+            this call is a retry of its operation and runs.
         max_attempts: starts allowed for one in-flight step.
         known_seq: the first seq written while this execution was alive.
         may_wait: this worker waits for another (on_busy="wait", adoption allowed).
@@ -80,6 +84,7 @@ class ToolAsk:
     leased: bool
     claim_age: float
     busy_timeout: float
+    retry_requested: bool = False
 
 
 @attrs.frozen
@@ -264,6 +269,8 @@ def ended_run(ask: ToolAsk) -> bool:
     if not ask.can_write:
         return False
     error = step.decode_outcome().get("error") or {}
+    if error.get("retry_requested") is True:
+        return False  # the body asked to be called again: the loop decides, as when recorded
     return bool(error.get("retryable")) and ask.exhausted
 
 
@@ -279,10 +286,21 @@ def decide_tool(ask: ToolAsk) -> ToolDecision | InFlightDecision:
     if step is not None:
         # in flight, or a retryable error that ended the last execution: unsettled
         return decide_in_flight(ask)
-    if ask.failed_at is not None and not ask.restart_safe:
+    if blocks_retry(ask):
         # the same block as when recorded (a replay-only run never writes its outcome)
+        assert ask.failed_at is not None
         return Block(ask.failed_at, 1, retry=True, write=ask.can_write)
     return Claim() if ask.can_write else Miss()
+
+
+def blocks_retry(ask: ToolAsk) -> bool:
+    """True when a new call must not run: the same call failed earlier and may have had its effect.
+
+    Not for a restart-safe tool (running it again is harmless), nor after a
+    failure whose body asked to be called again (a retry signal: the body
+    said its effect did not happen, and the call continues that operation).
+    """
+    return ask.failed_at is not None and not ask.restart_safe and not ask.retry_requested
 
 
 def _busy(ask: ToolAsk, step: RecordedStep) -> StopBusy | WaitForWorker | None:

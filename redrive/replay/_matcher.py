@@ -189,8 +189,9 @@ class Matcher:
                 if closest
                 else "  no unconsumed recorded step of that kind"
             )
-            + "\nWhat to do: re-record the run, or find the code change that added this "
-            "call (redrive show / redrive diff).",
+            + "\nWhat to do: find the code change that added this call (redrive show / "
+            "redrive diff); if it is intended, record a new run only where its side "
+            "effects may run again (a test fixture: redrive check --update).",
             run_id=state.run_id,
             seq=self._writer.next_seq,
             kind=kind,

@@ -30,6 +30,8 @@ class OperationLedger:
         self._failed: dict[tuple[str, str], str] = {}
         #: seq of the last failed attempt of a side-effecting call, per (tool, match key)
         self._blocked: dict[tuple[str, str], int] = {}
+        #: tool calls whose last failed attempt asked to be called again (a retry signal)
+        self._asked: set[tuple[str, str]] = set()
 
     def take(self, name: str, match_key: str) -> str | None:
         """Begin a new attempt of ``name`` with arguments ``match_key``.
@@ -54,13 +56,52 @@ class OperationLedger:
             if not keys:
                 del self._open[(name, match_key)]
 
-    def failed(self, name: str, match_key: str, key: str, *, retryable: bool) -> None:
-        """An attempt of the operation ``key`` raised: a retryable error leaves it open."""
+    def failed(
+        self, name: str, match_key: str, key: str, *, retryable: bool, retry_requested: bool = False
+    ) -> None:
+        """An attempt of the operation ``key`` raised: a retryable error leaves it open.
+
+        So does a retry signal (``retry_requested``): the body asked to be
+        called again, so the next same call is a retry of this operation (see
+        :meth:`retry_requested`) until an attempt fails without asking.
+        """
         self._failed[(name, match_key)] = key
-        if retryable:
+        if retry_requested:
+            self._asked.add((name, match_key))
+        else:
+            self._asked.discard((name, match_key))
+        if retryable or retry_requested:
             keys = self._open.setdefault((name, match_key), [])
             if key not in keys:
                 keys.append(key)
+
+    def retry_requested(self, name: str, match_key: str) -> bool:
+        """True when the last failed attempt of ``name`` with ``match_key`` asked for a retry."""
+        return (name, match_key) in self._asked
+
+    def note_failure(
+        self,
+        name: str,
+        match_key: str,
+        seq: int,
+        key: str,
+        *,
+        side_effecting: bool,
+        retryable: bool,
+        asked_again: bool,
+    ) -> None:
+        """Remember a failed attempt (live or replayed) for the calls that follow it.
+
+        A body that ran and failed may have had its side effect, retryable or
+        not: the same call again in this run is blocked unless the tool is
+        restart safe (``side_effecting`` False), or the body asked to be called
+        again (a retry signal, read by the engine from :meth:`retry_requested`).
+        A retryable error or a retry signal leaves the operation open, so its
+        retry keeps the key.
+        """
+        if side_effecting:
+            self.ran_and_failed(name, match_key, seq)
+        self.failed(name, match_key, key, retryable=retryable, retry_requested=asked_again)
 
     def peek(self, name: str, match_key: str) -> str | None:
         """The key a retry of ``name`` with ``match_key`` would name (None: a new operation).

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from .._advice import after_end_advice
 from ..errors import RunEndedError, TerminalRunError
 from ..storage import RunRecord, RunStatus
 from ._config import RunConfig
@@ -145,8 +146,8 @@ class RunState:
             return
         raise TerminalRunError(
             f"run {self.run_id!r} was {self.ended_why} during this execution; "
-            f"{kind} {name!r} was not started: no call goes out after a cancel. Replay it "
-            "read-only (live=False), fork it, or start a new run_id.",
+            f"{kind} {name!r} was not started: no call goes out after a cancel. "
+            + after_end_advice(self.run_id),
             run_id=self.run_id,
             seq=next_seq,
             status=self.status,

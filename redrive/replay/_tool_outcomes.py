@@ -19,11 +19,13 @@ from ..errors import (
 )
 from ..frames import Kind, decode, encode, rebuild, store
 from ._appender import Appender
+from ._blocked import blocked_error
 from ._context import _boundary
-from ._diff import caller_location, diff_values, format_diff, short
+from ._diff import caller_location, diff_values, format_diff
 from ._flows import Issue
 from ._operations import OperationLedger
 from ._policy import redact_paths
+from ._retry import retry_requested
 from ._state import RunState
 from ._steps import RecordedStep
 from ._toolspec import (
@@ -153,6 +155,7 @@ class ToolOutcomes:
                 idem,
                 step.attempts,
                 cause=f"its recover() raised {type(exc).__name__}: {exc}",
+                resolvable=step.end is None,
             ) from exc
         if not isinstance(found, Recovery):
             raise TypeError(
@@ -181,6 +184,7 @@ class ToolOutcomes:
                 step.attempts,
                 idem,
                 cause=found.reason or "recover() could not tell",
+                resolvable=step.end is None,
             )
         return self.rerun(spec, step, idem, key)
 
@@ -205,28 +209,20 @@ class ToolOutcomes:
         attempts: int,
         cause: str = "",
         retry: bool = False,
+        resolvable: bool = False,
     ) -> SideEffectRetryBlockedError:
-        what = (
-            f"tool {spec.name!r} already ran at seq {seq} and failed; calling it again with the "
-            "same arguments could repeat its side effect"
-            if retry
-            else f"tool {spec.name!r} was in flight at seq {seq} when the run stopped: it "
-            "started, and whether its side effect happened is unknown"
-        )
-        return SideEffectRetryBlockedError(
-            f"run {self._state.run_id!r}: {what}. It is not restart-safe, so redrive will not "
-            "run it "
-            f"again.\n  arguments: {short(stored)}\n  idempotency key: {idem}\n"
-            + (f"  cause: {cause}\n" if cause else "")
-            + "What to do: check the external system for this call, then declare the tool "
-            "restart_safe=True (if it dedupes on the idempotency key), give it a recover() hook, "
-            "or resume with on_in_flight='tell_model' to let the model reconcile.",
+        """The error for a call redrive will not run (see :func:`~._blocked.blocked_error`)."""
+        return blocked_error(
             run_id=self._state.run_id,
-            seq=seq,
             tool=spec.name,
+            seq=seq,
             arguments=stored,
             idempotency_key=idem,
             attempts=attempts,
+            has_recover=spec.recover is not None,
+            cause=cause,
+            retry=retry,
+            resolvable=resolvable,
         )
 
     def blocked(
@@ -241,8 +237,9 @@ class ToolOutcomes:
         cause: str = "",
         retry: bool = False,
         issue: Issue | None = None,
+        resolvable: bool = False,
     ) -> ToolPlan:
-        error = self.blocked_error(spec, seq, stored, idem, attempts, cause, retry)
+        error = self.blocked_error(spec, seq, stored, idem, attempts, cause, retry, resolvable)
         if self._config.on_in_flight == "raise":
             raise error
         outcome = {
@@ -340,11 +337,15 @@ class ToolOutcomes:
                 {"step": plan.seq, "error": error_payload(exc, retryable)},
             )
             self._appender.flush()
-            # a body that ran and failed may have had its side effect, retryable or not:
-            # the same call again in this run is blocked unless the tool is restart safe
-            if not (spec.restart_safe or spec.read_only) and plan.match_key:
-                self._ledger.ran_and_failed(spec.name, plan.match_key, plan.seq)
-            if plan.match_key:  # a retryable error leaves the operation open for a retry
-                self._ledger.failed(spec.name, plan.match_key, plan.key, retryable=retryable)
+            if plan.match_key:
+                self._ledger.note_failure(
+                    spec.name,
+                    plan.match_key,
+                    plan.seq,
+                    plan.key,
+                    side_effecting=not (spec.restart_safe or spec.read_only),
+                    retryable=retryable,
+                    asked_again=retry_requested(exc),
+                )
         mark_retryable(exc, retryable)
         _boundary("tool_recorded", self._state.run_id, plan.seq, spec.name)

@@ -14,9 +14,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from ..errors import DivergenceError, RetryLimitExceededError
+from ..errors import DivergenceError
 from ..frames import Kind, call_key, rebuild
 from ._appender import Appender
+from ._blocked import retry_limit_error
 from ._context import _boundary, _current, _current_fence, _current_key, _observe
 from ._diff import caller_location
 from ._engine import (
@@ -225,6 +226,7 @@ class ToolSteps:
             and step.end.kind == Kind.TOOL_ERROR.value
             and cursor.nothing_opened_after(step.end.seq),
             failed_at=self._ledger.blocked_at(spec.name, key),
+            retry_requested=self._ledger.retry_requested(spec.name, key),
             max_attempts=self._config.max_attempts,
             known_seq=self._state.known_seq,
             may_wait=self._state.adoptable,
@@ -328,9 +330,15 @@ class ToolSteps:
             error = outcome.get("error") or {}
             plan.error = rebuild_error(self._state.run_id, step.seq, spec.name, error)
             mark_retryable(plan.error, bool(error.get("retryable")))
-            self._ledger.failed(spec.name, key, idem, retryable=error.get("retryable") is True)
-            if not (spec.restart_safe or spec.read_only):
-                self._ledger.ran_and_failed(spec.name, key, step.seq)
+            self._ledger.note_failure(
+                spec.name,
+                key,
+                step.seq,
+                idem,
+                side_effecting=not (spec.restart_safe or spec.read_only),
+                retryable=error.get("retryable") is True,
+                asked_again=error.get("retry_requested") is True,
+            )
         else:
             where = f"run {self._state.run_id!r} seq {step.seq}: tool {spec.name!r} result"
             plan.value = rebuild(outcome.get("result"), where=where)
@@ -350,18 +358,15 @@ class ToolSteps:
         if step.args is not None:
             stored = step.args  # errors and recover() speak of the call that was in flight
         if isinstance(decision, RetryLimit):
-            raise RetryLimitExceededError(
-                f"run {self._state.run_id!r} seq {step.seq}: tool {spec.name!r} was started "
-                f"{step.attempts} times without finishing (limit {self._config.max_attempts}); "
-                "the run "
-                "stops instead of looping. Find out why the worker dies in this tool, settle the "
-                "outcome by hand, then fork the run or raise max_attempts.",
+            raise retry_limit_error(
                 run_id=self._state.run_id,
-                seq=step.seq,
                 tool=spec.name,
+                seq=step.seq,
                 arguments=stored,
                 idempotency_key=idem,
                 attempts=step.attempts,
+                max_attempts=self._config.max_attempts,
+                restart_safe=spec.restart_safe or spec.read_only,
             )
         if isinstance(decision, AskRecover):
             return self._outcomes.recover(spec, step, stored, key, idem)
@@ -369,7 +374,15 @@ class ToolSteps:
             return self._outcomes.rerun(spec, step, idem, key)
         assert isinstance(decision, Block)
         return self._outcomes.blocked(
-            spec, step.seq, stored, key, step.turn, step.attempts, idem, cause=decision.cause
+            spec,
+            step.seq,
+            stored,
+            key,
+            step.turn,
+            step.attempts,
+            idem,
+            cause=decision.cause,
+            resolvable=step.end is None,
         )
 
 

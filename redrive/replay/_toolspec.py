@@ -26,6 +26,7 @@ import attrs
 
 from ..errors import RecordedToolError
 from ..frames import canonical
+from ._retry import retry_requested
 from ._samecall import ToolParams
 from ._steps import RecordedStep
 
@@ -108,7 +109,7 @@ def error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
         args = canonical(list(exc.args), "error.args")
     except TypeError:
         args = None
-    return {
+    payload: dict[str, Any] = {
         "type": f"{cls.__module__}.{cls.__qualname__}",
         "module": cls.__module__,
         "qualname": cls.__qualname__,
@@ -116,6 +117,9 @@ def error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
         "args": args,
         "retryable": retryable,
     }
+    if retry_requested(exc):  # a retry signal: the next same call continues this operation
+        payload["retry_requested"] = True
+    return payload
 
 
 def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> BaseException:

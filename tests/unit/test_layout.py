@@ -26,6 +26,7 @@ FORBIDDEN = {
     "_credentials.py": ("storage", "replay", "recorders", "frames", "_scrub", "_masking"),
     "_masking.py": ("storage", "replay", "recorders", "frames", "_scrub"),
     "errors.py": ("storage", "replay", "recorders", "frames"),
+    "_advice.py": ("storage", "replay", "recorders", "frames"),
 }
 
 
