@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..recorders import tool as redrive_tool
-from ..replay import Recovery
+from ..replay import Recovery, mark_retry_requested
 
 __all__ = ["hide_key", "missing_extra", "recorded_tool"]
 
@@ -31,8 +31,15 @@ def recorded_tool(
     read_only: bool,
     recover: Callable[[dict[str, Any], str], Recovery] | None,
     retryable: tuple[type[BaseException], ...],
+    retry_signals: tuple[type[BaseException], ...] = (),
 ) -> Callable[..., Any]:
     """Return ``fn`` made a :func:`redrive.tool`, refusing a framework context parameter.
+
+    An exception of one of ``retry_signals`` (the framework's "call me again",
+    e.g. pydantic-ai's ``ModelRetry``) raised by the body is marked with
+    :func:`redrive.replay.mark_retry_requested` before redrive records it, so
+    the model's next call with the same arguments runs as a retry of the same
+    operation (see :class:`redrive.RetryRequested`).
 
     A tool step's arguments are journaled and matched on replay, so every
     argument must be a value (see :func:`redrive.frames.encode_value`); a
@@ -59,7 +66,32 @@ def recorded_tool(
         read_only=read_only,
         recover=recover,
         retryable=retryable,
-    )(fn)
+    )(_marking_retries(fn, retry_signals) if retry_signals else fn)
+
+
+def _marking_retries(
+    fn: Callable[..., Any], signals: tuple[type[BaseException], ...]
+) -> Callable[..., Any]:
+    """Return ``fn`` (same signature, sync or async) marking the ``signals`` it raises."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def acall(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except signals as exc:
+                raise mark_retry_requested(exc)  # noqa: B904 - the same exception, marked
+
+        return acall
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except signals as exc:
+            raise mark_retry_requested(exc)  # noqa: B904 - the same exception, marked
+
+    return call
 
 
 def _is_context(annotation: Any, context_types: tuple[type, ...]) -> bool:

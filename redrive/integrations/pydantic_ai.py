@@ -15,6 +15,16 @@ an agent a tool object, https://ai.pydantic.dev/tools/) over a
 :func:`redrive.tool`, so the call is claimed before its body runs and its
 result journaled; on resume or replay the agent gets the recorded result and
 the body does not run again.
+
+Retries: a body that raises ``pydantic_ai.ModelRetry`` asks the model to call
+it again (https://ai.pydantic.dev/tools/#tool-retries). redrive records that
+outcome as a ``tool_error`` with ``retry_requested: true``; the model's next
+call of the tool with the same arguments is a retry of the same logical
+operation: its body runs again under the same idempotency key, live and on
+resume, even for a tool that is not restart safe (see
+:class:`redrive.RetryRequested`). Raise ``ModelRetry`` only where the side
+effect did not happen; a failure that may have had its effect is an ordinary
+exception, and the same call is then blocked as usual.
 """
 
 from __future__ import annotations
@@ -103,6 +113,7 @@ def tool(
             read_only=read_only,
             recover=recover,
             retryable=retryable,
+            retry_signals=(pydantic_ai.ModelRetry,),
         )
         return pydantic_ai.Tool(
             hide_key(wrapped), takes_ctx=False, name=name or func.__name__, **options

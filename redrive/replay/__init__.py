@@ -20,6 +20,7 @@ from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._policy import ReplayPolicy, match_view, set_default_on_drift
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
 from ._resolve import resolve_step
+from ._retry import RetryRequested, mark_retry_requested, retry_requested
 from ._run import (
     Recovery,
     Run,
@@ -47,6 +48,7 @@ __all__ = [
     "Redirect",
     "ReplayDriftWarning",
     "ReplayPolicy",
+    "RetryRequested",
     "Run",
     "RunDiff",
     "RunExecutor",
@@ -72,6 +74,7 @@ __all__ = [
     "idempotency_key",
     "iter_steps",
     "join_run",
+    "mark_retry_requested",
     "match_view",
     "outside_run",
     "pending_approvals",
@@ -81,6 +84,7 @@ __all__ = [
     "redirected",
     "register_tool",
     "resolve_step",
+    "retry_requested",
     "run",
     "sending_live",
     "sends_live",

@@ -45,6 +45,7 @@ __all__ = [
     "decide_model",
     "decide_tool",
     "decide_value",
+    "blocks_retry",
 ]
 
 
@@ -61,6 +62,9 @@ class ToolAsk:
             replay was opened after that outcome (its parallel siblings may be
             left: they were issued with it). False for any other step.
         failed_at: seq of an earlier failed call with the same arguments, or None.
+        retry_requested: that failed call's body asked to be called again (a
+            framework retry signal, ``retry_requested`` in its ``tool_error``):
+            this call is a retry of its operation and runs.
         max_attempts: starts allowed for one in-flight step.
         known_seq: the first seq written while this execution was alive.
         may_wait: this worker waits for another (on_busy="wait", adoption allowed).
@@ -81,6 +85,7 @@ class ToolAsk:
     leased: bool
     claim_age: float
     busy_timeout: float
+    retry_requested: bool = False
 
 
 @attrs.frozen
@@ -241,6 +246,8 @@ def ended_run(ask: ToolAsk) -> bool:
     if not ask.can_write:
         return False
     error = decode_outcome(step).get("error") or {}
+    if error.get("retry_requested") is True:
+        return False  # the body asked to be called again: the loop decides, as when recorded
     return bool(error.get("retryable")) and ask.exhausted
 
 
@@ -256,10 +263,21 @@ def decide_tool(ask: ToolAsk) -> ToolDecision | InFlightDecision:
     if step is not None:
         # in flight, or a retryable error that ended the last execution: unsettled
         return decide_in_flight(ask)
-    if ask.failed_at is not None and not ask.restart_safe:
+    if blocks_retry(ask):
         # the same block as when recorded (a replay-only run never writes its outcome)
+        assert ask.failed_at is not None
         return Block(ask.failed_at, 1, retry=True, write=ask.can_write)
     return Claim() if ask.can_write else Miss()
+
+
+def blocks_retry(ask: ToolAsk) -> bool:
+    """True when a new call must not run: the same call failed earlier and may have had its effect.
+
+    Not for a restart-safe tool (running it again is harmless), nor after a
+    failure whose body asked to be called again (a retry signal: the body
+    said its effect did not happen, and the call continues that operation).
+    """
+    return ask.failed_at is not None and not ask.restart_safe and not ask.retry_requested
 
 
 def _busy(ask: ToolAsk, step: RecordedStep) -> StopBusy | WaitForWorker | None:
@@ -328,6 +346,8 @@ class OpenOperations:
     def __init__(self) -> None:
         self._open: dict[tuple[str, str], list[str]] = {}
         self._failed: dict[tuple[str, str], str] = {}
+        #: tool calls whose last failed attempt asked to be called again (a retry signal)
+        self._asked: set[tuple[str, str]] = set()
 
     def take(self, name: str, match_key: str) -> str | None:
         """Begin a new attempt of ``name`` with arguments ``match_key``.
@@ -352,13 +372,28 @@ class OpenOperations:
             if not keys:
                 del self._open[(name, match_key)]
 
-    def failed(self, name: str, match_key: str, key: str, *, retryable: bool) -> None:
-        """An attempt of the operation ``key`` raised: a retryable error leaves it open."""
+    def failed(
+        self, name: str, match_key: str, key: str, *, retryable: bool, retry_requested: bool = False
+    ) -> None:
+        """An attempt of the operation ``key`` raised: a retryable error leaves it open.
+
+        So does a retry signal (``retry_requested``): the body asked to be
+        called again, so the next same call is a retry of this operation (see
+        :meth:`retry_requested`) until an attempt fails without asking.
+        """
         self._failed[(name, match_key)] = key
-        if retryable:
+        if retry_requested:
+            self._asked.add((name, match_key))
+        else:
+            self._asked.discard((name, match_key))
+        if retryable or retry_requested:
             keys = self._open.setdefault((name, match_key), [])
             if key not in keys:
                 keys.append(key)
+
+    def retry_requested(self, name: str, match_key: str) -> bool:
+        """True when the last failed attempt of ``name`` with ``match_key`` asked for a retry."""
+        return (name, match_key) in self._asked
 
     def peek(self, name: str, match_key: str) -> str | None:
         """The key a retry of ``name`` with ``match_key`` would name (None: a new operation).

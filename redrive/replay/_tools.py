@@ -52,6 +52,7 @@ from ._engine import (
     decide_tool,
 )
 from ._policy import match_view, redact_paths
+from ._retry import retry_requested
 from ._state import Issue
 from ._writer import _Adopted
 
@@ -130,7 +131,7 @@ def _error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
         args = canonical(list(exc.args), "error.args")
     except TypeError:
         args = None
-    return {
+    payload: dict[str, Any] = {
         "type": f"{cls.__module__}.{cls.__qualname__}",
         "module": cls.__module__,
         "qualname": cls.__qualname__,
@@ -138,6 +139,9 @@ def _error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
         "args": args,
         "retryable": retryable,
     }
+    if retry_requested(exc):  # a retry signal: the next same call continues this operation
+        payload["retry_requested"] = True
+    return payload
 
 
 def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> BaseException:
@@ -240,6 +244,7 @@ class ToolSteps(Claims):
             and step.end.kind == Kind.TOOL_ERROR.value
             and cursor.nothing_opened_after(step.end.seq),
             failed_at=self._failed_keys.get((spec.name, key)),
+            retry_requested=self._open_operations.retry_requested(spec.name, key),
             max_attempts=self.max_attempts,
             known_seq=self._known_seq,
             may_wait=self._adoptable,
@@ -403,11 +408,14 @@ class ToolSteps(Claims):
             error = outcome.get("error") or {}
             plan.error = rebuild_error(self.run_id, step.seq, spec.name, error)
             _mark_retryable(plan.error, bool(error.get("retryable")))
-            self._open_operations.failed(
-                spec.name, key, idem, retryable=error.get("retryable") is True
+            self._note_failure(
+                spec,
+                key,
+                step.seq,
+                idem,
+                retryable=error.get("retryable") is True,
+                asked_again=error.get("retry_requested") is True,
             )
-            if not (spec.restart_safe or spec.read_only):
-                self._failed_keys[(spec.name, key)] = step.seq
         else:
             where = f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} result"
             plan.value = rebuild(outcome.get("result"), where=where)
@@ -624,6 +632,30 @@ class ToolSteps(Claims):
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
         return result
 
+    def _note_failure(
+        self,
+        spec: ToolSpec,
+        match_key: str,
+        seq: int,
+        idem: str,
+        *,
+        retryable: bool,
+        asked_again: bool,
+    ) -> None:
+        """Remember a failed attempt (live or replayed) for the calls that follow it.
+
+        A body that ran and failed may have had its side effect, retryable or
+        not: the same call again in this run is blocked unless the tool is
+        restart safe, or the body asked to be called again (a retry signal,
+        read by the engine from the operation ledger). A retryable error or a
+        retry signal leaves the operation open, so its retry keeps the key.
+        """
+        if not (spec.restart_safe or spec.read_only):
+            self._failed_keys[(spec.name, match_key)] = seq
+        self._open_operations.failed(
+            spec.name, match_key, idem, retryable=retryable, retry_requested=asked_again
+        )
+
     def _tool_failed(self, spec: ToolSpec, plan: _Plan, exc: BaseException) -> None:
         if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | GeneratorExit):
             return  # cancelled mid-body: the outcome is unknown, the step stays in flight
@@ -646,13 +678,14 @@ class ToolSteps(Claims):
                 {"step": plan.seq, "error": _error_payload(exc, retryable)},
             )
             self._flush()
-            # a body that ran and failed may have had its side effect, retryable or not:
-            # the same call again in this run is blocked unless the tool is restart safe
-            if not (spec.restart_safe or spec.read_only) and plan.match_key:
-                self._failed_keys[(spec.name, plan.match_key)] = plan.seq
-            if plan.match_key:  # a retryable error leaves the operation open for a retry
-                self._open_operations.failed(
-                    spec.name, plan.match_key, plan.key, retryable=retryable
+            if plan.match_key:
+                self._note_failure(
+                    spec,
+                    plan.match_key,
+                    plan.seq,
+                    plan.key,
+                    retryable=retryable,
+                    asked_again=retry_requested(exc),
                 )
         _mark_retryable(exc, retryable)
         _boundary("tool_recorded", self.run_id, plan.seq, spec.name)
