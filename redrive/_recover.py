@@ -26,6 +26,7 @@ from ._check import _call_args, _import_paths
 from ._log import log_event
 from .errors import (
     DivergenceError,
+    NextStep,
     ReplayError,
     RunBusyError,
     SideEffectRetryBlockedError,
@@ -70,6 +71,8 @@ class RecoverResult:
         message: what happened, for a person.
         replayed_steps, live_steps: the execution's counters (0 when it did not run).
         duration: seconds spent on it.
+        next_steps: what to do next, safest first, as the error that stopped the
+            run proposed it (a ``blocked`` run: ``redrive resolve`` first); ().
     """
 
     run_id: str
@@ -79,9 +82,10 @@ class RecoverResult:
     replayed_steps: int = 0
     live_steps: int = 0
     duration: float = attrs.field(default=0.0, eq=False)
+    next_steps: tuple[NextStep, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the result as JSON-ready data."""
+        """Return the result as JSON-ready data (``next_steps`` as action, text, params)."""
         return {
             "run_id": self.run_id,
             "outcome": self.outcome,
@@ -90,6 +94,10 @@ class RecoverResult:
             "replayed_steps": self.replayed_steps,
             "live_steps": self.live_steps,
             "duration_s": round(self.duration, 3),
+            "next_steps": [
+                {"action": str(n.action), "text": n.text, "params": dict(n.params)}
+                for n in self.next_steps
+            ],
         }
 
 
@@ -181,7 +189,12 @@ def _recover_one(journal: Journal, record: RunRecord, lease: float) -> RecoverRe
     started = time.perf_counter()
     rid = record.run_id
 
-    def result(outcome: RecoverOutcome, message: str, run: Run | None = None) -> RecoverResult:
+    def result(
+        outcome: RecoverOutcome,
+        message: str,
+        run: Run | None = None,
+        next_steps: tuple[NextStep, ...] = (),
+    ) -> RecoverResult:
         now = journal.get_run(rid)
         return RecoverResult(
             run_id=rid,
@@ -191,6 +204,7 @@ def _recover_one(journal: Journal, record: RunRecord, lease: float) -> RecoverRe
             replayed_steps=run.replayed_steps if run is not None else 0,
             live_steps=run.live_steps if run is not None else 0,
             duration=time.perf_counter() - started,
+            next_steps=next_steps,
         )
 
     try:
@@ -220,7 +234,8 @@ def _recover_one(journal: Journal, record: RunRecord, lease: float) -> RecoverRe
     except TerminalRunError as exc:
         return result("already_done", f"run {rid!r} ended meanwhile: {exc}")
     except SideEffectRetryBlockedError as exc:
-        return result("blocked", str(exc))
+        # its message ends with the same steps, rendered: `redrive resolve` first
+        return result("blocked", str(exc), next_steps=exc.next_steps)
     except DivergenceError as exc:
         return result("diverged", str(exc))
     except ReplayError as exc:

@@ -29,14 +29,14 @@ from ..errors import (
     DivergenceError,
     DivergenceReason,
     RecordedToolError,
-    RetryLimitExceededError,
     SideEffectRetryBlockedError,
 )
 from ..frames import Kind, call_key, canonical, decode, encode, rebuild, store
+from ._blocked import blocked_error, retry_limit_error
 from ._claims import Claims
 from ._context import _boundary, _observe
 from ._cursor import RecordedStep, decode_outcome
-from ._diff import caller_location, diff_values, format_diff, short
+from ._diff import caller_location, diff_values, format_diff
 from ._engine import (
     AskRecover,
     Block,
@@ -435,17 +435,15 @@ class ToolSteps(Claims):
         if step.args is not None:
             stored = step.args  # errors and recover() speak of the call that was in flight
         if isinstance(decision, RetryLimit):
-            raise RetryLimitExceededError(
-                f"run {self.run_id!r} seq {step.seq}: tool {spec.name!r} was started "
-                f"{step.attempts} times without finishing (limit {self.max_attempts}); the run "
-                "stops instead of looping. Find out why the worker dies in this tool, settle the "
-                "outcome by hand, then fork the run or raise max_attempts.",
+            raise retry_limit_error(
                 run_id=self.run_id,
-                seq=step.seq,
                 tool=spec.name,
+                seq=step.seq,
                 arguments=stored,
                 idempotency_key=idem,
                 attempts=step.attempts,
+                max_attempts=self.max_attempts,
+                restart_safe=spec.restart_safe or spec.read_only,
             )
         if isinstance(decision, AskRecover):
             return self._recover(spec, step, stored, key, idem)
@@ -453,7 +451,15 @@ class ToolSteps(Claims):
             return self._rerun(spec, step, idem, key)
         assert isinstance(decision, Block)
         return self._blocked(
-            spec, step.seq, stored, key, step.turn, step.attempts, idem, cause=decision.cause
+            spec,
+            step.seq,
+            stored,
+            key,
+            step.turn,
+            step.attempts,
+            idem,
+            cause=decision.cause,
+            resolvable=step.end is None,
         )
 
     def _recover(
@@ -471,6 +477,7 @@ class ToolSteps(Claims):
                 idem,
                 step.attempts,
                 cause=f"its recover() raised {type(exc).__name__}: {exc}",
+                resolvable=step.end is None,
             ) from exc
         if not isinstance(found, Recovery):
             raise TypeError(
@@ -499,6 +506,7 @@ class ToolSteps(Claims):
                 step.attempts,
                 idem,
                 cause=found.reason or "recover() could not tell",
+                resolvable=step.end is None,
             )
         return self._rerun(spec, step, idem, key)
 
@@ -523,27 +531,19 @@ class ToolSteps(Claims):
         attempts: int,
         cause: str = "",
         retry: bool = False,
+        resolvable: bool = False,
     ) -> SideEffectRetryBlockedError:
-        what = (
-            f"tool {spec.name!r} already ran at seq {seq} and failed; calling it again with the "
-            "same arguments could repeat its side effect"
-            if retry
-            else f"tool {spec.name!r} was in flight at seq {seq} when the run stopped: it "
-            "started, and whether its side effect happened is unknown"
-        )
-        return SideEffectRetryBlockedError(
-            f"run {self.run_id!r}: {what}. It is not restart-safe, so redrive will not run it "
-            f"again.\n  arguments: {short(stored)}\n  idempotency key: {idem}\n"
-            + (f"  cause: {cause}\n" if cause else "")
-            + "What to do: check the external system for this call, then declare the tool "
-            "restart_safe=True (if it dedupes on the idempotency key), give it a recover() hook, "
-            "or resume with on_in_flight='tell_model' to let the model reconcile.",
+        return blocked_error(
             run_id=self.run_id,
-            seq=seq,
             tool=spec.name,
+            seq=seq,
             arguments=stored,
             idempotency_key=idem,
             attempts=attempts,
+            has_recover=spec.recover is not None,
+            cause=cause,
+            retry=retry,
+            resolvable=resolvable,
         )
 
     def _blocked(
@@ -558,8 +558,9 @@ class ToolSteps(Claims):
         cause: str = "",
         retry: bool = False,
         issue: Issue | None = None,
+        resolvable: bool = False,
     ) -> _Plan:
-        error = self._blocked_error(spec, seq, stored, idem, attempts, cause, retry)
+        error = self._blocked_error(spec, seq, stored, idem, attempts, cause, retry, resolvable)
         if self.on_in_flight == "raise":
             raise error
         outcome = {
