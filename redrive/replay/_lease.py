@@ -36,7 +36,34 @@ from ..errors import LeaseLostError, RunBusyError
 from ..storage import Journal, RunRecord, held_by_other
 from ._faces import Wait
 
-__all__ = ["LeaseKeeper", "takeover_grace"]
+__all__ = ["SHARED_JOURNAL_LEASE", "LeaseKeeper", "lease_for", "takeover_grace"]
+
+#: Seconds of the run lease a run takes by default (``lease="auto"``) on a journal made
+#: for many workers (Postgres): renewed every third of it while the run executes; a
+#: worker that dies holding it is taken over once it lapses (plus :func:`takeover_grace`).
+SHARED_JOURNAL_LEASE = 30.0
+
+
+def lease_for(option: float | str | None, journal: object, *, live: bool) -> float | None:
+    """The lease length a run takes, in seconds, from its ``lease`` option (None: no lease).
+
+    ``"auto"`` (the default) takes :data:`SHARED_JOURNAL_LEASE` on a journal
+    that declares itself shared by many workers (a class attribute
+    ``shared_by_workers = True``: Postgres), so two workers started together
+    on one run never both execute it (nor both pay for a model call); none on
+    a journal one process owns (DuckDB, memory, ``.rdj``), nor for a replay-only
+    run. A number is taken as given; None takes no lease (on a shared journal,
+    two workers may then both run a model step; side effects stay once).
+
+    Args:
+        option: the run's ``lease`` option: ``"auto"``, seconds, or None.
+        journal: the run's journal.
+        live: the run may record (a replay-only run never takes a lease).
+    """
+    if option != "auto":
+        return None if option is None else float(option)
+    shared = getattr(journal, "shared_by_workers", False) is True
+    return SHARED_JOURNAL_LEASE if shared and live else None
 
 
 def takeover_grace(ttl: float) -> float:

@@ -535,6 +535,13 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
         on_in_flight: ``"raise"`` (default) or ``"tell_model"``.
         max_attempts: starts allowed for one in-flight step (default 3).
         lease: hold a run lease of this many seconds (renewed in the background).
+            Default ``"auto"``: a lease of 30 seconds on a journal made for many
+            workers (Postgres), so two workers started together on one run never
+            both execute it or pay for a model call twice (the second gets
+            ``RunBusyError`` with reason ``leased``, or waits under
+            ``on_busy="wait"``); none on DuckDB, memory and ``.rdj`` journals.
+            ``None``: no lease; on Postgres, two workers may then both pay for
+            a model call (side effects still run once: claims are atomic).
         on_busy: ``"raise"`` (``RunBusyError``) or ``"wait"`` (up to ``busy_timeout`` s).
         busy_timeout: seconds to wait for another worker under ``on_busy="wait"`` (default 30).
         create: start the run when missing (default True; False raises UnknownRunError).

@@ -25,7 +25,7 @@ from ._diff import caller_location, diff_values, format_diff, short
 from ._drift import continue_live, supersede_leftovers
 from ._engine import OpenOperations
 from ._faces import flow as _flow
-from ._lease import LeaseKeeper
+from ._lease import LeaseKeeper, lease_for
 from ._policy import ReplayPolicy, compile_paths, scrubber
 from ._steps import iter_steps
 from ._writer import JournalWriter
@@ -126,10 +126,11 @@ def _check_options(
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise TypeError(f"max_attempts={max_attempts!r}: use an int of at least 1")
     for option, value in (("lease", lease), ("busy_timeout", busy_timeout)):
-        if value is None and option == "lease":
+        if option == "lease" and (value is None or value == "auto"):
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise TypeError(f"{option}={value!r}: use a positive number of seconds")
+            also = ", 'auto' (the default) or None" if option == "lease" else ""
+            raise TypeError(f"{option}={value!r}: use a positive number of seconds{also}")
     for option, value in (("create", create), ("live", live)):
         if not isinstance(value, bool):
             raise TypeError(f"{option}={value!r}: use True or False")
@@ -151,7 +152,7 @@ class RunOptions(TypedDict, total=False):
     replay: Literal["strict", "lenient"] | ReplayPolicy
     on_in_flight: Literal["raise", "tell_model"]
     max_attempts: int
-    lease: float | None
+    lease: float | Literal["auto"] | None
     on_busy: Literal["raise", "wait"]
     busy_timeout: float
     create: bool
@@ -232,7 +233,7 @@ class RunState:
         replay: str | ReplayPolicy = "strict",
         on_in_flight: Literal["raise", "tell_model"] = "raise",
         max_attempts: int = 3,
-        lease: float | None = None,
+        lease: float | Literal["auto"] | None = "auto",
         on_busy: Literal["raise", "wait"] = "raise",
         busy_timeout: float = 30.0,
         create: bool = True,
@@ -267,7 +268,8 @@ class RunState:
         self.policy = ReplayPolicy.of(replay)
         self.on_in_flight = on_in_flight
         self.max_attempts = max_attempts
-        self.lease = lease
+        #: the lease length this run takes, in seconds (None: none); "auto" resolved
+        self.lease = lease_for(lease, journal, live=live)
         self.on_busy = on_busy
         self.busy_timeout = busy_timeout
         self.create = create
@@ -301,7 +303,7 @@ class RunState:
         self._output_set = False
         self._short_circuited = False
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
-        self._lease = LeaseKeeper(journal, run_id, lease, on_busy, busy_timeout)
+        self._lease = LeaseKeeper(journal, run_id, self.lease, on_busy, busy_timeout)
         self._writer = JournalWriter(journal, run_id, self._lease, scrubber(redact))
         self._adoptable = False
         self._known_seq = 0

@@ -131,6 +131,9 @@ class PostgresJournal(SqlJournal):
     double_type: ClassVar[str] = "DOUBLE PRECISION"
     durable = True
     read_only = False
+    #: made for many workers: a run takes a lease by default (``lease="auto"``), so two
+    #: workers started together on one run never both execute it
+    shared_by_workers: ClassVar[bool] = True
 
     def __init__(
         self,

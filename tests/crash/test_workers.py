@@ -105,7 +105,7 @@ def _journal() -> Any:
 def interrupt(journal: Any, run_id: str) -> None:
     """Run the first part of ``run_id`` and stop it there (status stays running)."""
     try:
-        with redrive.run(journal, run_id, input=run_id):
+        with redrive.run(journal, run_id, input=run_id, lease=None):  # an unleased start
             agent(run_id, stop_early=True)
     except Interrupted:
         return
@@ -141,7 +141,9 @@ def serve() -> None:
         if not words or words[0] != "go":
             continue
         for run_id in words[1:]:
-            _say(_execute(journal, run_id, on_busy="wait", busy_timeout=30))
+            # unleased (lease=None; Postgres takes a lease by default): these workers race
+            # inside the same run, so the atomic claims are what keeps side effects once
+            _say(_execute(journal, run_id, lease=None, on_busy="wait", busy_timeout=30))
     journal.close()
 
 

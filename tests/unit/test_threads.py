@@ -159,14 +159,17 @@ def in_run(
     """Run the coroutine ``loop()`` inside ``redrive.run(journal, run_id)`` with ``face``.
 
     With ``abandon``, the run is entered and never exited, as a crash leaves it
-    (then forgotten by the registry, as the dead process would be).
+    (then forgotten by the registry, as the dead process would be). The run takes
+    no lease (``lease=None``, also on Postgres): an abandoned Run of this process
+    would keep renewing one, as a frozen worker does (a lease's takeover after a
+    real kill is tested in ``tests/crash/test_workers.py``).
 
     Returns:
         The loop's value.
     """
 
     async def main() -> Any:
-        run = redrive.run(journal, run_id)
+        run = redrive.run(journal, run_id, lease=None)
         if face == "sync":
             run.__enter__()
         else:
