@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import redrive
+import redrive.testing
 from tests.crash.workerproc import Worker as _Process
 
 pytestmark = [pytest.mark.crash, pytest.mark.postgres]
@@ -231,6 +232,4 @@ def test_after_the_first_worker_dies_two_resumers_pay_each_model_call_once(
 
 
 if __name__ == "__main__":
-    import redrive.testing  # noqa: F401 - crash_at
-
     serve()
