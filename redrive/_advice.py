@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from .errors import NextStep, NextStepAction
 
 __all__ = [
+    "after_end_advice",
     "blocked_next_steps",
+    "divergence_next_steps",
     "render_next_steps",
     "retry_limit_next_steps",
 ]
@@ -30,13 +32,29 @@ def render_next_steps(steps: Sequence[NextStep]) -> str:
         steps: the error's next steps, safest first.
 
     Returns:
-        ``"What to do, safest first:"`` and one numbered line per step.
+        ``"What to do:"`` and one numbered line per step, safest first.
     """
     if not steps:
         return ""
-    lines = ["What to do, safest first:"]
+    lines = ["What to do:"]
     lines += [f"  {i}. {step.text}" for i, step in enumerate(steps, start=1)]
     return "\n".join(lines)
+
+
+def after_end_advice(run_id: str) -> str:
+    """What to do with a run that ended (succeeded, failed, cancelled): text only.
+
+    Replaying it read-only runs nothing. A fork continues it in a new run, and
+    is safe only after its last side-effecting tool step: a fork before a
+    finished side effect makes the new run run it again. (No "start a new
+    run_id": a new run of the same job repeats every side effect it made.)
+    """
+    return (
+        "Replay it read-only (live=False); to continue it in a new run, fork it at a seq "
+        "after its last side-effecting tool step (`redrive show "
+        f"{shlex.quote(run_id)}` lists them; a fork before a finished side effect runs it "
+        "again)."
+    )
 
 
 def _resolve(run_id: str, seq: int, tool: str, idempotency_key: str) -> NextStep:
@@ -172,4 +190,71 @@ def retry_limit_next_steps(
                 {"options": {"max_attempts": attempts + 1}},
             )
         )
+    return tuple(steps)
+
+
+def divergence_next_steps(
+    *, run_id: str, seq: int, kind: str, side_effects_from: Sequence[int], show: str
+) -> tuple[NextStep, ...]:
+    """The next steps of a ``DivergenceError`` at ``seq`` (the loop no longer makes the record).
+
+    A fork before ``seq`` drops every recorded step from ``seq`` on, and the new
+    run makes them again: it is proposed only when none of them is a
+    side-effecting tool call (finished or in flight). Otherwise a person
+    decides (``redrive what-changed``, ``redrive show``, ``redrive cancel``) and
+    the run can be finished on the code version that recorded it.
+
+    Args:
+        run_id: the run.
+        seq: the seq of the recorded step the loop diverged from.
+        kind: that step's kind (a model step may be replayed despite drift).
+        side_effects_from: seqs of the side-effecting tool steps (not read-only,
+            not restart safe) recorded at or after ``seq``.
+        show: the command that shows the run (naming its journal).
+
+    Returns:
+        FORK first when it is safe, else PERSON and a RESUME on the recorded code;
+        for a model step, a policy that replays the recorded response with a warning.
+    """
+    run = shlex.quote(run_id)
+    steps: list[NextStep] = []
+    if not side_effects_from:
+        steps.append(
+            NextStep(
+                NextStepAction.FORK,
+                f"if the change is intended, fork the run before seq {seq} "
+                f"(redrive.fork(journal, {run_id!r}, {seq}, NEW_RUN_ID)): no side-effecting "
+                "tool step was recorded from there on, so nothing runs twice",
+                {"before": seq},
+            )
+        )
+    else:
+        listed = ", ".join(str(s) for s in side_effects_from[:5])
+        commands = [f"redrive what-changed {run}", show, f"redrive cancel {run} --reason TEXT"]
+        steps.append(
+            NextStep(
+                NextStepAction.PERSON,
+                f"a person decides: side-effecting tool steps were recorded at seq {listed} "
+                f"(at or after seq {seq}), so a fork or a new run would run them again; see "
+                f"`{commands[0]}` and `{commands[1]}`, and to stop the run, `{commands[2]}`",
+                {"commands": commands},
+            )
+        )
+    if kind == "model":
+        steps.append(
+            NextStep(
+                NextStepAction.POLICY,
+                "to replay recorded model responses despite the prompt change, resume with "
+                "replay=ReplayPolicy(model='warn')",
+                {"options": {"replay": {"model": "warn"}}},
+            )
+        )
+    steps.append(
+        NextStep(
+            NextStepAction.RESUME,
+            "finish the run with the code version that recorded it (its fingerprint names "
+            f"it: `redrive what-changed {run}`), then deploy the change for new runs",
+            {"code": "recorded"},
+        )
+    )
     return tuple(steps)

@@ -324,7 +324,7 @@ class PartialEnd:
             f"run {self.run_id!r} seq {self.seq}: the recorded stream of {self.name!r} was "
             f"closed by the loop after {self.events} event(s), but the replayed loop reads on "
             "past them. The loop is not deterministic here: make it stop reading where it "
-            "stopped when recorded, or start a new run.",
+            "stopped when recorded (a new run would make this run's side effects again).",
             run_id=self.run_id,
             seq=self.seq,
             kind="model",

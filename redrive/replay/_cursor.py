@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._advice import divergence_next_steps, render_next_steps
 from ..errors import DivergenceError
 from ..frames import Frame, Kind, call_key
 from ..storage import parse_journal_url
@@ -571,12 +572,14 @@ class Cursor:
             lines.append("  last matching steps: " + "; ".join(self._recent))
         else:
             lines.append("  no step matched before this one")
-        lines.append(
-            "What to do: if the change is intended, record a new run (new run_id) or fork this "
-            f"one before seq {step.seq} with redrive.fork(); to replay model steps despite prompt "
-            "drift use replay=ReplayPolicy(model='warn'); to look at the record run "
-            f"`{self._show_command()}`."
+        advice = divergence_next_steps(
+            run_id=self.run_id,
+            seq=step.seq,
+            kind=step.kind,
+            side_effects_from=self._side_effects_from(step.seq),
+            show=self._show_command(),
         )
+        lines.append(render_next_steps(advice))
         return DivergenceError(
             "\n".join(lines),
             run_id=self.run_id,
@@ -592,7 +595,19 @@ class Cursor:
             diff=diff,
             context=list(self._recent),
             caller=caller,
+            next_steps=advice,
         )
+
+    def _side_effects_from(self, seq: int) -> list[int]:
+        """Seqs of the side-effecting tool steps recorded at or after ``seq`` (a fork's loss).
+
+        Reads the rest of the journal (an error path). Consumed steps leave the
+        order only from its front, so every step after an unconsumed one is here.
+        """
+        self._load_all()
+        return [
+            s.seq for s in self._order if s.seq >= seq and s.kind == "tool" and not _harmless(s)
+        ]
 
 
 def _position(step: RecordedStep) -> tuple[int, int] | None:

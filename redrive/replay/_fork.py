@@ -70,8 +70,8 @@ def fork(journal: Journal, run_id: str, at_seq: int, new_run_id: str) -> RunReco
         raise ValueError(
             f"cannot fork run {run_id!r} at seq {at_seq}: the step opened at seq {first} "
             f"({opened.kind} {opened.name}) has its outcome at or after it, so the "
-            f"fork would hold a step in flight. Fork at seq {before} (before that step) or "
-            f"{after} (after it)."
+            "fork would hold a step in flight. "
+            + _boundary_hint(journal, run_id, before, after, at_seq)
         )
     try:
         return copy_run(
@@ -85,6 +85,29 @@ def fork(journal: Journal, run_id: str, at_seq: int, new_run_id: str) -> RunReco
         )
     except AppendConflictError:
         raise ValueError(f"cannot fork into run {new_run_id!r}: it was created meanwhile") from None
+
+
+def _boundary_hint(journal: Journal, run_id: str, before: int, after: int, at_seq: int) -> str:
+    """Name the boundaries around a refused cut; the earlier one only when it is safe.
+
+    A fork before a recorded side-effecting tool step (not read-only, not
+    restart safe) makes the new run call it again (DESIGN C5), so the earlier
+    boundary is named with that warning instead of as a choice.
+    """
+    unsafe = [
+        step
+        for step in iter_steps((f for f in journal.frames(run_id) if f.seq < at_seq), run_id)
+        if before <= step.seq < at_seq
+        and step.kind == "tool"
+        and not (step.data.get("read_only") or step.data.get("restart_safe"))
+    ]
+    if not unsafe:
+        return f"Fork at seq {before} (before that step) or {after} (after it)."
+    names = ", ".join(sorted({f"{s.name} (seq {s.seq})" for s in unsafe}))
+    return (
+        f"Fork at seq {after} (after it). A fork at seq {before}, before it, would make the "
+        f"new run call the side-effecting {names} again."
+    )
 
 
 def _boundaries(journal: Journal, run_id: str) -> list[int]:

@@ -10,6 +10,7 @@ import contextlib
 import time
 from typing import Any
 
+from .._advice import after_end_advice
 from ..errors import AppendConflictError, RunInputMismatchError, TerminalRunError
 from ..frames import FORMAT_VERSION, Kind, fingerprint, make_frame
 from ..storage import RunRecord, RunStatus, RunUpdate
@@ -105,8 +106,8 @@ class Opening(RunState):
             raise TerminalRunError(
                 f"run {self.run_id!r} already ended with status {record.status}"
                 + (f" ({record.error})" if record.error else "")
-                + "; it cannot execute again. Replay it read-only with live=False, fork it with "
-                "redrive.fork(), or start a new run_id.",
+                + "; it cannot execute again. "
+                + after_end_advice(self.run_id),
                 run_id=self.run_id,
                 status=record.status,
             )

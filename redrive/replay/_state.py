@@ -15,6 +15,7 @@ from typing import Any, Literal, TypedDict
 
 import attrs
 
+from .._advice import after_end_advice
 from .._runid import check_run_id
 from ..errors import DivergenceError, ReplayMissError, RunEndedError, TerminalRunError
 from ..frames import Frame, canonical
@@ -383,8 +384,9 @@ class RunState:
                     if closest
                     else "  no unconsumed recorded step of that kind"
                 )
-                + "\nWhat to do: re-record the run, or find the code change that added this "
-                "call (redrive show / redrive diff).",
+                + "\nWhat to do: find the code change that added this call (redrive show / "
+                "redrive diff); if it is intended, record a new run only where its side "
+                "effects may run again (a test fixture: redrive check --update).",
                 run_id=self.run_id,
                 seq=self._writer.next_seq,
                 kind=kind,
@@ -482,8 +484,8 @@ class RunState:
             return
         raise TerminalRunError(
             f"run {self.run_id!r} was {self._ended_why} during this execution; "
-            f"{kind} {name!r} was not started: no call goes out after a cancel. Replay it "
-            "read-only (live=False), fork it, or start a new run_id.",
+            f"{kind} {name!r} was not started: no call goes out after a cancel. "
+            + after_end_advice(self.run_id),
             run_id=self.run_id,
             seq=self._writer.next_seq,
             status=self.status,

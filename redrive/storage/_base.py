@@ -10,6 +10,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import attrs
 
+from .._advice import after_end_advice
 from .._scrub import DEFAULT as _SCRUB
 from ..errors import (
     AppendConflictError,
@@ -375,8 +376,7 @@ def check_open(record: RunRecord) -> None:
             if record.status == RunStatus.CANCELLED.value
             else TerminalRunError(
                 f"run {record.run_id!r} already ended with status {record.status}; nothing "
-                "more can be written to it. Replay it read-only (live=False), fork it, or "
-                "start a new run_id.",
+                "more can be written to it. " + after_end_advice(record.run_id),
                 run_id=record.run_id,
                 seq=record.next_seq,
                 status=record.status,
@@ -388,8 +388,7 @@ def cancelled_error(record: RunRecord) -> TerminalRunError:
     """Return the error for a write to (or a step of) a run that was cancelled."""
     return TerminalRunError(
         f"run {record.run_id!r} was cancelled ({record.error or 'cancelled'}); this worker "
-        "stops: no step runs after a cancel. Replay it read-only (live=False), fork it, or "
-        "start a new run_id.",
+        "stops: no step runs after a cancel. " + after_end_advice(record.run_id),
         run_id=record.run_id,
         seq=record.next_seq,
         status=record.status,

@@ -67,11 +67,16 @@ def test_fork_replays_prefix_then_goes_live(recorded: tuple[MemoryJournal, list[
 
 
 def test_fork_refuses_a_cut_inside_a_step(recorded: tuple[MemoryJournal, list[str]]) -> None:
-    """A fork seq between a step's start and its outcome is refused, naming the boundaries."""
+    """A fork seq between a step's start and its outcome is refused, naming the boundaries;
+    the one before a side-effecting tool step only with the warning that the new run would
+    call it again (issue 23 item 7: advice never repeats a side effect unannounced)."""
     journal, _ = recorded
-    tool_start = next(s for s, kind, _ in _step_seqs(journal, "a") if kind == "tool_start")
-    with pytest.raises(ValueError, match=f"Fork at seq {tool_start}"):
+    seqs = _step_seqs(journal, "a")
+    tool_start = next(s for s, kind, _ in seqs if kind == "tool_start")
+    after = next(s for s, kind, _ in seqs if s > tool_start and kind != "tool_start") + 1
+    with pytest.raises(ValueError, match=f"Fork at seq {after} ") as info:
         redrive.fork(journal, "a", tool_start + 1, "b")
+    assert f"A fork at seq {tool_start}, before it, would make the new run call" in str(info.value)
     assert journal.get_run("b") is None
 
 

@@ -230,3 +230,102 @@ def test_recover_reports_the_blocked_run_with_resolve_first(tmp_path: Path) -> N
     assert data["next_steps"][1]["params"] == {"options": {"on_in_flight": "tell_model"}}
     assert result.message.index("redrive resolve") < result.message.index("restart_safe=True")
     assert app.effects() == []
+
+
+class Stock:
+    """A warehouse outside the runs: every reservation that reaches it is kept."""
+
+    def __init__(self) -> None:
+        self.reserved: list[str] = []
+        self.asked: list[str] = []
+
+
+def shop(drive: Drive, stock: Stock) -> tuple[Step, Step, Step]:
+    """``reserve_stock`` (side effect), ``check_fraud`` (read-only), ``plan`` (a model)."""
+
+    def reserve_stock(order: str) -> str:
+        stock.reserved.append(order)
+        return f"reserved {order}"
+
+    def check_fraud(order: str) -> bool:
+        return False
+
+    def plan(prompt: str) -> str:
+        stock.asked.append(prompt)
+        return f"plan: {prompt}"
+
+    return (
+        drive.tool(restart_safe=False)(reserve_stock),
+        drive.tool(read_only=True)(check_fraud),
+        drive.model(plan),
+    )
+
+
+def test_a_divergence_before_a_finished_side_effect_proposes_no_fork(
+    drive: Drive, journal: MemoryJournal
+) -> None:
+    """New code inserts check_fraud before a finished reserve_stock: the error proposes a
+    person and a resume on the recorded code, never a fork or a new run (either would
+    reserve again); taking the RESUME step (the recorded code) finishes with one reservation."""
+    stock = Stock()
+    reserve, fraud, plan = shop(drive, stock)
+
+    def v1(run: redrive.Run) -> Loop:
+        yield reserve("A")
+        return (yield plan("ship A"))
+
+    def v2(run: redrive.Run) -> Loop:
+        yield fraud("A")
+        yield reserve("A")
+        return (yield plan("ship A"))
+
+    drive.crash(journal, "t", "model_before", "model:plan", v1)
+    with pytest.raises(redrive.DivergenceError) as info:
+        drive.run(journal, "t", v2)
+    steps = info.value.next_steps
+    assert steps[0].action == NextStepAction.PERSON
+    assert "redrive what-changed t" in steps[0].params["commands"]
+    assert not any(s.action in (NextStepAction.FORK, NextStepAction.RERECORD) for s in steps)
+    assert "redrive.fork(" not in str(info.value)
+    (resume,) = [s for s in steps if s.action == NextStepAction.RESUME]
+    assert resume.params == {"code": "recorded"}
+    _, value = drive.run(journal, "t", v1)  # the recorded code finishes the run
+    assert value == "plan: ship A" and stock.reserved == ["A"]
+
+
+def test_a_divergence_after_the_last_side_effect_proposes_a_fork_that_is_safe(
+    drive: Drive, journal: MemoryJournal
+) -> None:
+    """A prompt change after the reservation: a fork before the model step is proposed;
+    taking it (the new run on the new code) replays the reservation, it does not repeat."""
+    stock = Stock()
+    reserve, _, plan = shop(drive, stock)
+
+    def loop(prompt: str) -> Any:
+        def run_loop(run: redrive.Run) -> Loop:
+            yield reserve("A")
+            return (yield plan(prompt))
+
+        return run_loop
+
+    drive.crash(journal, "t", "model_recorded", "model:plan", loop("ship A"))
+    with pytest.raises(redrive.DivergenceError) as info:
+        drive.run(journal, "t", loop("ship A now"))
+    steps = info.value.next_steps
+    assert steps[0].action == NextStepAction.FORK
+    assert [s.action for s in steps[1:]] == [NextStepAction.POLICY, NextStepAction.RESUME]
+    redrive.fork(journal, "t", steps[0].params["before"], "t2")
+    _, value = drive.run(journal, "t2", loop("ship A now"))
+    assert value == "plan: ship A now" and stock.reserved == ["A"]
+
+
+def test_an_ended_run_is_not_advised_to_start_again(journal: MemoryJournal) -> None:
+    """A failed run opened again: replay read-only, or fork after the last side effect;
+    no "start a new run_id", which would repeat every side effect the run made."""
+    with pytest.raises(KeyError), redrive.run(journal, "t"):
+        raise KeyError("a bug ends the run")
+    with pytest.raises(redrive.TerminalRunError) as info, redrive.run(journal, "t"):
+        pass
+    message = str(info.value)
+    assert "new run_id" not in message
+    assert "after its last side-effecting tool step" in message
