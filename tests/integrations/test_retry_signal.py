@@ -125,3 +125,49 @@ def test_model_retry_recorded_then_the_worker_stops_the_resume_runs_the_retry() 
         server.add(_call_tool(2), _chat({"role": "assistant", "content": FINAL}))
         assert _run(journal, tickets, server) == FINAL
         assert tickets.keys == ["ticket:9:3:open_ticket"] * 2 and tickets.opened == ["printer"]
+
+
+def test_retry_requested_through_the_openai_agents_sdk_runs_the_retry_once() -> None:
+    """The Agents SDK has no retry signal of its own: a body raising redrive.RetryRequested
+    reaches the model through failure_error_function, and the model's retry runs (same key)."""
+    need("agents")
+    import agents
+    from openai import AsyncOpenAI
+
+    from redrive.integrations.openai_agents import function_tool
+
+    agents.set_tracing_disabled(True)
+    tickets = Tickets()
+
+    @function_tool(restart_safe=False)
+    def open_ticket(subject: str, idempotency_key: str) -> str:
+        """Open a support ticket."""
+        tickets.keys.append(idempotency_key)
+        if len(tickets.keys) == 1:
+            raise redrive.RetryRequested("ticket service busy, try again")
+        tickets.opened.append(subject)
+        return f"T-{len(tickets.opened)}"
+
+    async def drive(base_url: str) -> Any:
+        raw = AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+        client = redrive.wrap(raw)
+        model = agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)
+        agent = agents.Agent(name="a", instructions="Help.", model=model, tools=[open_ticket])
+        try:
+            return (await agents.Runner.run(agent, "open a ticket")).final_output
+        finally:
+            await client.close()
+            await raw.close()
+
+    journal = redrive.open_journal(":memory:")
+    with serve() as server:
+        server.add(_call_tool(1), _call_tool(2), _chat({"role": "assistant", "content": FINAL}))
+
+        async def main(live: bool) -> Any:
+            async with redrive.run(journal, "ticket:a", live=live) as run:
+                return run.finish(await drive(server.url + "/v1"))
+
+        assert asyncio.run(main(True)) == FINAL
+        assert len(set(tickets.keys)) == 1 and len(tickets.keys) == 2
+        assert tickets.opened == ["printer"]
+        assert asyncio.run(main(False)) == FINAL and len(tickets.keys) == 2
