@@ -250,9 +250,10 @@ class LeaseKeeper:
             if self.on_busy == "raise" or time.monotonic() > deadline:
                 raise RunBusyError(
                     f"run {self.run_id!r} is leased by {record.lease_owner!r}: another worker "
-                    "is executing it, and this worker has no lease. Retry later, pass "
-                    "on_busy='wait' to wait for it, or give every worker a lease "
-                    "(lease=seconds) so a dead one's run is taken over when its lease ends.",
+                    "is executing it, and this worker has no lease (lease=None). Retry later, "
+                    "pass on_busy='wait' to wait for it, or give every worker a lease "
+                    "(lease='auto', the default, or seconds) so a dead one's run is taken "
+                    "over when its lease ends.",
                     run_id=self.run_id,
                     seq=record.next_seq,
                     owner=record.lease_owner,

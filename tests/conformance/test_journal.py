@@ -375,7 +375,9 @@ def test_claim_race_runs_body_once(journal: Journal) -> None:
             # each simulated worker has its own handle, as a process of its own would
             # (one process opens one live block per run on one journal object)
             handle = worker_handle(journal)
-            with redrive.run(handle, "claim", input="x", on_busy="wait") as run:
+            # unleased (lease=None; Postgres takes a lease by default, which would keep
+            # the others out of the run): the atomic claim alone keeps the body once
+            with redrive.run(handle, "claim", input="x", on_busy="wait", lease=None) as run:
                 barrier.wait()  # every worker is inside the run before the first claim
                 ticket = open_ticket("refund")
                 run.finish([ticket, send_email(f"bob-{ticket}")])
@@ -414,7 +416,10 @@ def test_claim_race_raises_when_asked(journal: Journal) -> None:
 
     def worker() -> None:
         try:
-            with redrive.run(worker_handle(journal), "pay", input=1, on_busy="raise") as run:
+            # unleased (lease=None, as above): both workers get inside the run
+            with redrive.run(
+                worker_handle(journal), "pay", input=1, on_busy="raise", lease=None
+            ) as run:
                 barrier.wait()
                 run.finish(charge_card(500))
             outcome = "ok"
