@@ -36,8 +36,7 @@ MAX_MODULE_LINES = 500
 
 #: modules over :data:`MAX_MODULE_LINES` that other work is changing right now (issue 23);
 #: each is split once that work has landed, and its entry removed. Nothing else goes here.
-TOO_LONG_FOR_NOW = {
-}
+TOO_LONG_FOR_NOW = {}
 
 #: the packages whose ``__all__`` must equal their public names
 PUBLIC_PACKAGES = ("redrive", "redrive.replay", "redrive.storage", "redrive.recorders")
