@@ -3,6 +3,7 @@ a journal (Postgres), off where one process owns it; ``lease=None`` still means 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,26 @@ def test_a_run_on_postgres_takes_a_lease_by_default(pg_url: str, pg_schema: str)
             assert run._state.config.lease is None and journal.get_run("none").lease_owner is None  # type: ignore[union-attr]
         with redrive.run(journal, "auto", live=False) as run:  # a replay takes no lease
             assert run._state.config.lease is None
+    finally:
+        journal.close()
+
+
+@pytest.mark.postgres
+def test_the_async_face_takes_the_same_default_lease(pg_url: str, pg_schema: str) -> None:
+    """``async with redrive.run(...)`` on Postgres holds the default lease while it runs."""
+    from redrive.storage.postgres import PostgresJournal
+
+    journal = PostgresJournal(pg_url, schema=pg_schema, max_size=2)
+
+    async def main() -> tuple[float | None, str | None]:
+        async with redrive.run(journal, "async") as run:
+            record = journal.get_run("async")
+            run.finish(None)
+            return run._state.config.lease, record.lease_owner if record is not None else None
+
+    try:
+        lease, owner = asyncio.run(main())
+        assert lease == SHARED_JOURNAL_LEASE and owner is not None
     finally:
         journal.close()
 
