@@ -2,23 +2,51 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ..replay import (
     Recovery,
     ToolSpec,
     join_run,
+    mark_retry_requested,
     register_tool,
     remember_params,
     tool_digest,
     tool_params,
 )
 
-__all__ = ["CLAUSE_WORDS", "SAFE_VERBS", "UNSAFE_WORDS", "guess_restart_safe", "tool"]
+__all__ = [
+    "CLAUSE_WORDS",
+    "RETRY_SIGNALS",
+    "SAFE_VERBS",
+    "UNSAFE_WORDS",
+    "framework_retry_signals",
+    "guess_restart_safe",
+    "tool",
+]
+
+#: Exceptions agent frameworks define for a tool to ask to be called again, by
+#: ``(module, qualname)`` of a class in the exception's MRO (nothing is imported):
+#: pydantic-ai's ``ModelRetry`` (https://ai.pydantic.dev/tools/#tool-retries). A body
+#: raising one is recorded as a retry signal (:class:`redrive.RetryRequested`).
+RETRY_SIGNALS: frozenset[tuple[str, str]] = frozenset({("pydantic_ai.exceptions", "ModelRetry")})
+
+
+@contextlib.contextmanager
+def framework_retry_signals() -> Iterator[None]:
+    """Mark a framework's retry signal raised in the block (see :data:`RETRY_SIGNALS`)."""
+    try:
+        yield
+    except Exception as exc:
+        if any((c.__module__, c.__qualname__) in RETRY_SIGNALS for c in type(exc).__mro__):
+            mark_retry_requested(exc)
+        raise
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -280,7 +308,8 @@ def tool(
                     return await func(*args, **kwargs)
 
                 async def body(key: str) -> Any:
-                    return await func(*args, **with_key(args, kwargs, key))
+                    with framework_retry_signals():
+                        return await func(*args, **with_key(args, kwargs, key))
 
                 return build(await run.atool_step(spec, arguments(args, kwargs), body))
 
@@ -292,11 +321,16 @@ def tool(
             run = join_run("tool", step_name)
             if run is None:
                 return func(*args, **kwargs)
+
+            def body(key: str) -> Any:
+                with framework_retry_signals():
+                    return func(*args, **with_key(args, kwargs, key))
+
             return build(
                 run.tool_step(
                     spec,
                     arguments(args, kwargs),
-                    lambda key: func(*args, **with_key(args, kwargs, key)),
+                    body,
                 )
             )
 
