@@ -42,7 +42,7 @@ from .replay import (
     read_fingerprint,
     unreplayed_steps,
 )
-from .storage import Journal
+from .storage import Journal, RunStatus
 
 __all__ = [
     "Change",
@@ -406,8 +406,18 @@ def _dry_replay(
             + (f" ({', '.join(p for p, _a, _b in exc.diff or [])})" if exc.diff else ""),
         )
         found = (str(exc), step)
-    except ReplayMissError:
-        pass  # an unfinished run replays up to where it would go live: no change
+    except ReplayMissError as exc:
+        record = copy.get_run(run_id)
+        if record is not None and record.status == RunStatus.SUCCEEDED.value:
+            # a finished run's record is complete: the current code makes a call it lacks
+            # (`redrive check` fails it as went_live); an unfinished run goes live there
+            step = StepAtRisk(
+                seq=exc.seq if exc.seq is not None else -1,
+                kind=exc.kind or "?",
+                name=exc.name or "?",
+                why="the current code makes this call, which the finished run's record lacks",
+            )
+            found = (str(exc), step)
     except Exception as exc:  # the code itself fails on the recorded input
         found = (f"{type(exc).__name__}: {exc}", None)
     return run.replayed_steps, found[0], found[1], _unanswered(run)
