@@ -29,9 +29,19 @@ __all__ = ["IdenticalRequests", "point", "position"]
 Claimable = Callable[[int, tuple[int, ...], str, int], bool]
 
 
+_NONE: tuple[()] = ()
+
+
 def position(step: RecordedStep) -> tuple[int, tuple[int, ...], int] | None:
-    """A model or tool step's recorded issue position ``(parent, spawn, occ)``, or None."""
-    return recorded_position(step.data.get("issue"))
+    """A model or tool step's recorded issue position ``(parent, spawn, occ)``, or None.
+
+    Parsed once per step (kept on the step): matching asks for it several times.
+    """
+    cached = step.position_cache
+    if cached is None:
+        found = recorded_position(step.data.get("issue"))
+        step.position_cache = cached = _NONE if found is None else found
+    return cached or None
 
 
 def point(step: RecordedStep) -> tuple[int, tuple[int, ...]] | None:

@@ -54,6 +54,8 @@ class Cursor:
         self._ignore = policy.ignore_patterns
         self._idx = RecordedIndex(run_id, frames, self._ignore)
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
+        #: the step :meth:`claim_pending` just found at the caller's own position
+        self._own: RecordedStep | None = None
         #: a lenient rule matches by content, out of issue positions
         self._reorders = "lenient" in (policy.tool, policy.model, policy.value)
         if self._reorders:
@@ -167,6 +169,13 @@ class Cursor:
             match = self._find_issued(turn, kind, name, key, issue, patient=patient)
         return match, turn
 
+    def _take_own(self, kind: str, name: str, key: str) -> RecordedStep | None:
+        """The step :meth:`claim_pending` just found at the caller's own position, if still it."""
+        own, self._own = self._own, None
+        if own is None or own.seq not in self._idx.steps:
+            return None
+        return own if (own.kind, own.name, own.key) == (kind, name, key) else None
+
     def claim_pending(
         self, kind: str, name: str, args: Any, key: str, *, turn: int, issue: Issue | None
     ) -> bool:
@@ -187,7 +196,11 @@ class Cursor:
         head = self._idx.head()
         if head is None:
             return False
-        if self._lookup(head, turn, kind, name, key, issue, patient=False)[0] is None:
+        found = self._lookup(head, turn, kind, name, key, issue, patient=False)[0]
+        if found is not None and _position(found) == issue.position:
+            self._own = found  # the usual case: :meth:`match` takes it without looking again
+            return False
+        if found is None:
             return False
         if self.run_end is not None and not self.callers.repeated(kind, name, key):
             return False  # one request of its kind: whoever asks for it is its caller
@@ -222,7 +235,7 @@ class Cursor:
             return False
         if kind != "model" and kind not in self._idx.positioned:
             return False
-        if kind == "tool" and self._reorders and self.side_effect_waiting() is not None:
+        if kind == "tool" and self._reorders and self._idx.side_effect_waiting() is not None:
             # a lenient rule matched steps out of their positions: a flow's own recorded
             # side effect may wait where its positions no longer lead (CONTRACT C4)
             return False
@@ -337,17 +350,21 @@ class Cursor:
             if found is None and kind == "tool":
                 # no recorded call has these arguments; but a call of this tool whose
                 # outcome is unknown must not be silently followed by another one
-                found = self._unsettled_side_effect(name)
+                found = self._idx.unsettled_side_effect(name)
             if found is None and kind == "tool" and not harmless:
                 # no new side effect while a recorded one waits (CONTRACT C4)
-                waiting = self.side_effect_waiting()
+                waiting = self._idx.side_effect_waiting()
                 if waiting is not None:
                     raise self.divergence(waiting, Found(kind, name, key, args))
             return self.consume(found) if found is not None else None
         head = self._idx.head()
         if head is None:
             return None
-        match, turn = self._lookup(head, turn, kind, name, key, issue, patient=patient)
+        match = self._take_own(kind, name, key)
+        if match is None:
+            match, turn = self._lookup(head, turn, kind, name, key, issue, patient=patient)
+        elif turn is None:
+            turn = match.turn
         if match is not None:
             self._check_turn_order(match, Found(kind, name, key, args))
             return self.consume(match)
@@ -419,33 +436,13 @@ class Cursor:
         model = next((s for s in window if s.kind == "model"), None)
         return model, any(s.kind != "model" for s in window)
 
+    def side_effect_waiting(self) -> RecordedStep | None:
+        """The first unconsumed side-effecting tool step, if any (any flow's; CONTRACT C4)."""
+        return self._idx.side_effect_waiting()
+
     def supersede(self, step: RecordedStep) -> None:
         """Drop a recorded model step the run re-asks live (it is never replayed)."""
         self._idx.supersede(step)
-
-    def side_effect_waiting(self) -> RecordedStep | None:
-        """The first unconsumed side-effecting tool step (finished or in flight), if any.
-
-        Any flow's: a new side effect is refused while one waits (CONTRACT C4;
-        a step of a concurrent flow is counted too, which errs on the side of
-        stopping).
-        """
-        return next((s for s in self.remaining() if s.kind == "tool" and not s.harmless), None)
-
-    def _unsettled_side_effect(self, name: str) -> RecordedStep | None:
-        """An unconsumed in-flight call of tool ``name`` that is not restart safe, if any."""
-        return next(
-            (
-                s
-                for s in self._idx.order
-                if s.seq in self._idx.steps
-                and s.kind == "tool"
-                and s.name == name
-                and s.end is None
-                and not s.harmless
-            ),
-            None,
-        )
 
     def _check_turn_order(self, step: RecordedStep, found: Found) -> None:
         """Tool and value steps of a turn commute; a model step comes after them.

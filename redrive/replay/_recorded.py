@@ -208,3 +208,32 @@ class RecordedIndex:
         ):
             self.first_alive(index, key)
         self.superseded.append(step.seq)
+
+    def side_effect_waiting(self) -> RecordedStep | None:
+        """The first unconsumed side-effecting tool step (finished or in flight), if any.
+
+        Any flow's: a new side effect is refused while one waits (CONTRACT C4;
+        a step of a concurrent flow is counted too, which errs on the side of
+        stopping).
+        """
+        return next((s for s in self.remaining() if s.kind == "tool" and not s.harmless), None)
+
+    def unsettled_side_effect(self, name: str) -> RecordedStep | None:
+        """An unconsumed in-flight call of tool ``name`` that is not restart safe, if any."""
+        return next(
+            (
+                s
+                for s in self.order
+                if s.seq in self.steps
+                and s.kind == "tool"
+                and s.name == name
+                and s.end is None
+                and not s.harmless
+            ),
+            None,
+        )
+
+    def remaining(self) -> list[RecordedStep]:
+        """The unconsumed recorded steps (loads the rest of the journal)."""
+        self.load_all()
+        return [s for s in self.order if s.seq in self.steps]

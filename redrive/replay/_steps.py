@@ -89,6 +89,8 @@ class RecordedStep:
     last_attempt_seq: int | None = None
     reopenable: bool = False
     resolved_not_done: bool = False
+    #: the parsed issue position (:func:`redrive.replay._callers.position`), once asked
+    position_cache: Any = attrs.field(default=None, repr=False)
 
     @property
     def harmless(self) -> bool:
