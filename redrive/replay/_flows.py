@@ -336,10 +336,15 @@ class FlowTracker:
                 return bool(spawn)
             return parent in self._flows_at or parent in self._arriving
 
-    def answered(self, issue: Issue, name: str) -> None:
-        """The step ``name`` issued at ``issue`` was matched to the record or went live."""
+    def answered(self, issue: Issue, name: str, *, arriving: int | None = None) -> None:
+        """The step ``name`` issued at ``issue`` was matched to the record or went live.
+
+        ``arriving``: the recorded step's seq it was matched to (see :meth:`arriving`).
+        """
         with self._lock:
             self._asking.discard((issue.parent, issue.spawn, name, issue.occ))
+            if arriving is not None:
+                self._arriving.add(arriving)
 
     def arriving(self, seq: int) -> None:
         """A flow was handed recorded step ``seq``: it will stand there once it completes it.

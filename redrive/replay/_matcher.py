@@ -82,11 +82,13 @@ class Matcher:
                 and the policy does not let it go live (its ``next_steps`` say
                 what is safe to do).
         """
+        step: RecordedStep | None = None
         try:
-            return self._match(kind, name, args, key, turn=turn, issue=issue, harmless=harmless)
+            step = self._match(kind, name, args, key, turn=turn, issue=issue, harmless=harmless)
+            return step
         finally:
-            if issue is not None:
-                self._flows.answered(issue, name)
+            if issue is not None:  # its caller will stand at the recorded step it was handed
+                self._flows.answered(issue, name, arriving=step.seq if step is not None else None)
 
     def _match(
         self,
@@ -146,8 +148,6 @@ class Matcher:
                 raise exc.with_next_steps(advice_for(state, exc, harmless=harmless)) from None
             if step is None:
                 hold_place(places, cursor, policy, kind, name, issue, at)
-            else:
-                self._flows.arriving(step.seq)  # its caller will stand at it
             return step
 
     def check_live(self, kind: str, name: str, args: Any, key: str) -> None:
