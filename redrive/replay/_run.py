@@ -121,6 +121,11 @@ class Run:
         return self._state.config.live
 
     @property
+    def lease(self) -> float | None:
+        """The run lease this execution takes, in seconds (``lease="auto"`` resolved), or None."""
+        return self._state.config.lease
+
+    @property
     def entrypoint(self) -> str | None:
         """``"module:qualname"`` of the function driving the run, when known."""
         return self._state.config.entrypoint

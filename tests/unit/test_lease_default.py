@@ -16,7 +16,7 @@ from redrive.storage import MemoryJournal
 
 def _run_lease(journal: Any, **options: Any) -> float | None:
     with redrive.run(journal, "r", **options) as run:
-        lease = run._state.config.lease  # the resolved lease length
+        lease = run.lease  # the resolved lease length
         run.finish(None)
     return lease
 
@@ -32,14 +32,14 @@ def test_a_run_on_postgres_takes_a_lease_by_default(pg_url: str, pg_schema: str)
         with redrive.run(journal, "auto") as run:
             record = journal.get_run("auto")
             assert record is not None and record.lease_owner is not None
-            assert run._state.config.lease == SHARED_JOURNAL_LEASE == 30.0
+            assert run.lease == SHARED_JOURNAL_LEASE == 30.0
         assert journal.get_run("auto").lease_owner is None  # type: ignore[union-attr]
         with redrive.run(journal, "given", lease=5) as run:
-            assert run._state.config.lease == 5.0
+            assert run.lease == 5.0
         with redrive.run(journal, "none", lease=None) as run:
-            assert run._state.config.lease is None and journal.get_run("none").lease_owner is None  # type: ignore[union-attr]
+            assert run.lease is None and journal.get_run("none").lease_owner is None  # type: ignore[union-attr]
         with redrive.run(journal, "auto", live=False) as run:  # a replay takes no lease
-            assert run._state.config.lease is None
+            assert run.lease is None
     finally:
         journal.close()
 
@@ -55,7 +55,7 @@ def test_the_async_face_takes_the_same_default_lease(pg_url: str, pg_schema: str
         async with redrive.run(journal, "async") as run:
             record = journal.get_run("async")
             run.finish(None)
-            return run._state.config.lease, record.lease_owner if record is not None else None
+            return run.lease, record.lease_owner if record is not None else None
 
     try:
         lease, owner = asyncio.run(main())
