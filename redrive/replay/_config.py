@@ -17,7 +17,7 @@ import attrs
 from .._runid import check_run_id
 from ..storage import Journal
 from ._fingerprint import current_tools
-from ._lease import lease_for
+from ._lease import lease_for, takeover_grace
 from ._policy import ReplayPolicy, compile_paths
 
 __all__ = ["RunConfig", "RunOptions", "live_tool_names", "unknown_live_tools"]
@@ -218,6 +218,12 @@ class RunConfig:
         chosen = {**OPTION_DEFAULTS, **options}
         _check_types(chosen)
         redact = tuple(chosen["redact"])
+        lease = lease_for(chosen["lease"], journal, live=chosen["live"])
+        busy_timeout = chosen["busy_timeout"]
+        if "busy_timeout" not in options and lease is not None:
+            # waiting for a dead holder lasts its lease plus the takeover grace: by default,
+            # wait that long (a lease of 30 s would otherwise outlast a 30 s wait)
+            busy_timeout = max(busy_timeout, lease + takeover_grace(lease) + 1.0)
         return cls(
             journal=journal,
             run_id=run_id,
@@ -225,9 +231,9 @@ class RunConfig:
             input=chosen["input"],
             on_in_flight=chosen["on_in_flight"],
             max_attempts=chosen["max_attempts"],
-            lease=lease_for(chosen["lease"], journal, live=chosen["live"]),
+            lease=lease,
             on_busy=chosen["on_busy"],
-            busy_timeout=chosen["busy_timeout"],
+            busy_timeout=busy_timeout,
             create=chosen["create"],
             live=chosen["live"],
             redact=redact,

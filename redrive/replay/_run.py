@@ -420,7 +420,9 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
             ``None``: no lease; on Postgres, two workers may then both pay for
             a model call (side effects still run once: claims are atomic).
         on_busy: ``"raise"`` (``RunBusyError``) or ``"wait"`` (up to ``busy_timeout`` s).
-        busy_timeout: seconds to wait for another worker under ``on_busy="wait"`` (default 30).
+        busy_timeout: seconds to wait for another worker under ``on_busy="wait"`` (default
+            30, or the run's lease plus its takeover grace and a second when it takes
+            one: long enough to take over from a worker that died holding it).
         create: start the run when missing (default True; False raises UnknownRunError).
         live: False replays only: any step not in the journal raises ReplayMissError.
         redact: path patterns of argument fields never written to the journal.

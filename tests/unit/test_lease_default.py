@@ -94,3 +94,20 @@ def test_lease_for_reads_the_journal_capability_not_its_class() -> None:
 def test_a_bad_lease_option_is_refused_naming_the_choices(bad: Any) -> None:
     with pytest.raises(TypeError, match="'auto'"):
         redrive.run(MemoryJournal(), "r", lease=bad)
+
+
+def test_the_default_wait_outlasts_a_dead_holders_lease() -> None:
+    """Under the default lease, on_busy='wait' waits long enough to take over a run whose
+    worker died holding the lease (its length plus the takeover grace); a busy_timeout
+    given is kept."""
+    from redrive.replay import Run
+    from redrive.replay._lease import takeover_grace
+
+    class Shared(MemoryJournal):
+        shared_by_workers = True
+
+    waits = Run(Shared(), "r", on_busy="wait")._state.config
+    assert waits.lease == SHARED_JOURNAL_LEASE
+    assert waits.busy_timeout > SHARED_JOURNAL_LEASE + takeover_grace(SHARED_JOURNAL_LEASE)
+    assert Run(Shared(), "r", busy_timeout=5)._state.config.busy_timeout == 5
+    assert Run(MemoryJournal(), "r")._state.config.busy_timeout == 30.0
