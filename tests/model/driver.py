@@ -18,13 +18,14 @@ import contextvars
 import dataclasses
 import gc
 import itertools
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import redrive
 from redrive.replay import set_boundary_hook
-from tests.model.resume_model import Batch, Call, Item, callers
+from tests.model.resume_model import Call, Item, callers
 
 ENTRYPOINT = "tests.model.driver:entry"
 RETRY = "<retry signal>"
@@ -63,6 +64,7 @@ class World:
     lock: Any = dataclasses.field(default_factory=threading.Lock)
     retried: set[tuple[str, str]] = dataclasses.field(default_factory=set)
     by_key: dict[str | None, Any] = dataclasses.field(default_factory=dict)
+    ledger_file: str | None = None
 
     def answer(self, what: str, unique: bool = True) -> str:
         """A live answer, unique unless told otherwise."""
@@ -75,6 +77,11 @@ class World:
         """A tool body: one ledger line, maybe a retry signal, then the answer."""
         with self.lock:
             self.ledger.append((name, arg, redrive.idempotency_key()))
+            if self.ledger_file is not None:  # outside the process: survives a SIGKILL
+                with open(self.ledger_file, "a") as fh:
+                    fh.write(f"{name} {arg} {redrive.idempotency_key()}\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
             first = (name, arg) not in self.retried
             if retry_signal and first:
                 self.retried.add((name, arg))
@@ -312,7 +319,8 @@ def attempt(
         else:
             run.__exit__(None, None, None)
 
-    set_boundary_hook(crash)
+    if crash is not None:
+        set_boundary_hook(crash)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -323,7 +331,8 @@ def attempt(
         except BaseException as exc:  # a crash, a run error, a divergence: observed
             error = exc
         finally:
-            set_boundary_hook(None)
+            if crash is not None:
+                set_boundary_hook(None)
     gc.collect()  # an abandoned run lets go of its in-process hold
     record = journal.get_run(run_id)
     warned = sum(1 for w in caught if w.category is redrive.ReplayDriftWarning)

@@ -16,21 +16,30 @@ Rules implemented (CONTRACT = /work/wt/CONTRACT.md, "Cn"; DESIGN invariant numbe
   ``running``, advice RESOLVE then POLICY ``{"on_in_flight": "tell_model"}``;
   ``"tell_model"`` -> the caller gets a told outcome. A read-only step in flight re-runs
   (harmless). A model step is journaled with its answer: a cut before it leaves no record.
-* R3 (C1) Match: same kind, name and key (arguments) at the caller's position. A tool
-  parameter added since the record with its default, not passed, keeps the key.
-* R4 (I11, C8) Callers are told apart by where they came from: each batch member is its
-  own flow (batch ordinal, member index), so identical concurrent requests each get the
-  answer recorded for their own flow, whatever the completion order.
-* R5 (I5, C3) Drift at a position: strict -> DivergenceError before the call; warn ->
-  (same name) the recorded answer replays with a warning; lenient -> a record of the same
-  key elsewhere in the flow answers it, else the call goes live; on_drift="continue_live"
-  -> a model step is re-asked live (sync and async faces alike).
-* R6 (C2) A model step re-asked live takes the superseded recorded model step's place;
-  the flow's later records still wait to be replayed.
-* R7 (I15, C4) A side-effecting body never starts while a recorded side-effecting step
-  of the same flow (done, in flight or failed) waits unreplayed, under every policy:
-  DivergenceError before the body. A read-only tool or a side-effecting one where only
-  model/value/read-only records wait goes live under a lenient tool rule or continue_live.
+* R3 (C1, I5) Match. A step is answered by an unreplayed record of the same kind, name
+  and key (arguments) in the caller's *turn* (the model steps completed along its causal
+  path); among several, the one at the caller's issue position (parent = the last step
+  the flow completed, occ = how many steps of that name the run issued from that parent
+  before). Tool steps of one turn may come in any order; a model step follows the steps
+  recorded before it (all of its recorded ancestors replayed first). A tool parameter
+  added since the record with its default, not passed, keeps the key.
+* R4 (I11, C8) Callers are told apart by where they came from: batch members start from
+  their starter's position and take occurrences in the order they are started, so
+  identical concurrent requests each get their own recorded answer.
+* R5 (I5, C3) Drift (no match; the record at the caller's position has its name, other
+  arguments): strict -> DivergenceError before the call; warn -> the recorded answer
+  replays (with a warning); lenient -> a record with the same key in any turn answers
+  it, else the call goes live; on_drift="continue_live" -> a model step is re-asked
+  live (sync and async faces alike).
+* R6 (C2) A model step re-asked live takes the superseded recorded model step's place:
+  the flow stands where that record stood, so the records after it still wait to be
+  replayed (or diverge).
+* R7 (I15, C4) A call with no match goes live only when none of its flow's records wait
+  (the unreplayed records descending from where the flow started). Where some wait: a
+  side-effecting body never starts while a recorded side-effecting step waits (done,
+  in flight or retried), under every policy: DivergenceError before the body; otherwise
+  a lenient rule for the call's kind or continue_live lets it go live (A2), strict and
+  warn raise DivergenceError.
 * R8 (C6) At the loop's end unreplayed records: strict/warn -> DivergenceError; a record
   whose kind has a lenient rule, or any model/value/read-only record under continue_live,
   is superseded; a side-effecting leftover always raises (advice: PERSON).
@@ -39,43 +48,66 @@ Rules implemented (CONTRACT = /work/wt/CONTRACT.md, "Cn"; DESIGN invariant numbe
   logical operation: its body runs again (one logical operation, two executions).
 * R10 (C5, I17) Advice: a FORK only before a step with no finished or in-flight
   side-effecting step at or after it; otherwise PERSON first, then RESUME
-  ``{"code": "recorded"}``.
+  ``{"code": "recorded"}``. A blocked step: RESOLVE first.
 * R11 (I12, I13) Status: success -> ``succeeded``; a crash, a blocked step or a
   divergence leave the run ``running`` (resumable); an approval with no decision
   -> ``suspended``. A finished run replays only: a step it never recorded is
   ReplayMissError.
-* R12 (C10) what-changed/check agree with a strict resume: both see exactly the
-  divergences :func:`attempt` reports under the strict policy.
+* R12 (C10) what-changed and check call a run unreplayable exactly where the strict
+  replay-only attempt (``attempt(..., replay_only=True)``) stops: a divergence, or for a
+  finished run any step it cannot answer.
 
 Where the contract is ambiguous, the model chooses (and says so):
 
-* A1 "Position" is per flow: the first unreplayed record of the caller's flow is the one
-  "at the position" (C1, C2); the library's (parent seq, occurrence) positions reduce to
-  this for the programs generated here (batches are spawned by the main flow only).
-* A2 C2 says a step with no record at its position goes live only when none waits; C4 and
-  C3 relax it: under a lenient rule for the call's kind, or continue_live, a model,
-  value or read-only call with no match goes live while records wait (R7 still guards
-  side effects). Under continue_live a *model* call facing a non-model record goes live
-  too (continue_live re-asks model steps); only a model record is superseded by it.
+* A1 "A flow's recorded steps" (C2, C4): the unreplayed records descending (by parent
+  links) from where the flow started: the run's start for the main flow, the spawn
+  point for a batch member. "At the same issue position" (C1) is relaxed to "in the
+  same turn" for distinct requests, as ``ReplayPolicy`` documents for strict (the steps
+  of one turn may arrive in any order); the position decides between identical ones.
+* A2 C2 says a step with no record at its position goes live only when none waits; C3 and
+  C4 relax it: under a lenient rule for the call's kind, or continue_live, a model or
+  read-only call (or a side effect, where no side effect waits) with no match goes live
+  while records wait. Under continue_live only a *model* record at the caller's position
+  is superseded by the re-ask; an inserted model step goes live beside the records.
 * A3 continue_live does not cover value steps: a drifted value step follows the value
   rule (C3/C4 name model and read-only steps only); leftover value steps are superseded
   (C6 names them).
 * A4 live_tools re-runs a matched tool's body by design (tests' own resources): those
   executions are counted apart, not as a second run of a logical operation.
+* A5 Approvals are value steps named ``approval``; with no decision the attempt ends
+  ``suspended`` before anything else of the loop runs.
 * A6 A value step is written with the next durable write (a step's claim or answer, or
   the run's exit): values after the last model or tool record are lost to a kill and
   drawn again on resume (no side effect depended on them).
-* A5 Approvals are value steps named ``approval``; with no decision the attempt ends
-  ``suspended`` before anything else of the loop runs.
+* A7 C4 says DivergenceError; where the waiting side effect is a call of the *same tool*
+  still in flight and the tool rule is lenient, the model expects
+  SideEffectRetryBlockedError (as R2: its outcome must be settled first; both stop
+  before the body, and the blocked error's RESOLVE advice is the one that helps).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Literal
+
+from tests.model.terms import (
+    MODEL_BOUNDARIES,
+    TOOL_BOUNDARIES,
+    Attempt,
+    Batch,
+    Call,
+    Crash,
+    Flow,
+    Item,
+    Journal,
+    Policy,
+    Record,
+)
 
 __all__ = [
+    "MODEL_BOUNDARIES",
+    "TOOL_BOUNDARIES",
+    "Item",
     "Attempt",
     "Batch",
     "Call",
@@ -88,166 +120,6 @@ __all__ = [
     "callers",
     "fork_is_safe",
 ]
-
-Kind = Literal["model", "effect", "read", "value", "approval"]
-Rule = Literal["strict", "warn", "lenient"]
-#: Boundaries a crash can hit, per step kind, in the order a step passes them.
-TOOL_BOUNDARIES = ("tool_claimed", "tool_body_done", "tool_recorded")
-MODEL_BOUNDARIES = ("model_before", "model_after", "model_recorded")
-
-
-@dataclasses.dataclass(frozen=True)
-class Call:
-    """One call of the loop.
-
-    Attributes:
-        kind: model, effect (side-effecting tool), read (read-only tool), value, approval.
-        name: the step's name (tool name, value label, approval name; "chat" for models).
-        arg: the call's argument (the prompt of a model step).
-        added_default: the tool now declares a parameter with a default that the call
-            does not pass (C1: the key is unchanged).
-        retry_signal: the body raises a retry signal on its first execution and the loop
-            calls it again with the same arguments (C7).
-    """
-
-    kind: Kind
-    name: str
-    arg: str = ""
-    added_default: bool = False
-    retry_signal: bool = False
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        """The match key (R3): kind class, name, arguments; ``added_default`` is not in it."""
-        return (self.rule_kind, self.name, self.arg)
-
-    @property
-    def rule_kind(self) -> str:
-        """The policy kind whose rule applies: model, tool or value."""
-        return {"effect": "tool", "read": "tool", "approval": "value"}.get(self.kind, self.kind)
-
-
-@dataclasses.dataclass(frozen=True)
-class Batch:
-    """Calls made at once, each from its own asyncio task or thread (R4)."""
-
-    calls: tuple[Call, ...]
-    via: Literal["tasks", "threads"] = "tasks"
-
-
-Item = Call | Batch
-
-
-@dataclasses.dataclass(frozen=True)
-class Policy:
-    """A replay policy and the run options the model needs."""
-
-    tool: Rule = "strict"
-    model: Rule = "strict"
-    value: Rule = "strict"
-    on_drift: Literal["raise", "continue_live"] = "raise"
-    live_tools: bool = False
-    on_in_flight: Literal["raise", "tell_model"] = "raise"
-
-    def rule(self, call: Call) -> Rule:
-        """The rule for ``call``'s kind."""
-        rule: Rule = getattr(self, call.rule_kind)
-        return rule
-
-    def relaxed(self, call: Call) -> bool:
-        """Whether a call with no matching record may go live while records wait (A2)."""
-        if self.rule(call) == "lenient":
-            return True
-        return self.on_drift == "continue_live" and call.kind in ("model", "read", "effect")
-
-
-@dataclasses.dataclass
-class Record:
-    """One recorded step of the abstract journal.
-
-    Attributes:
-        call: what was called.
-        turn: the issuing flow's turn (model steps completed along its causal path).
-        parent: the id (``origin``) of the last step the issuing flow completed, or None.
-        occ: how many steps of the same name the run issued from ``parent`` before it.
-        state: done, in_flight (claimed, no outcome), retry (a retry signal was recorded),
-            superseded (re-asked or left over).
-        origin: the caller (and attempt) whose live answer this record holds; its id.
-    """
-
-    call: Call
-    turn: int
-    parent: tuple[int, str] | None
-    occ: int
-    state: str
-    origin: tuple[int, str]
-    consumed: bool = False
-
-
-@dataclasses.dataclass
-class Journal:
-    """The abstract journal of one run: its records in issue order, its status, decisions."""
-
-    records: list[Record] = dataclasses.field(default_factory=list)
-    status: str = "new"
-    decided: set[str] = dataclasses.field(default_factory=set)
-    attempts: int = 0
-
-    def copy(self) -> Journal:
-        """A copy whose records start unconsumed (calls are frozen)."""
-        return Journal(
-            [dataclasses.replace(r, consumed=r.state == "superseded") for r in self.records],
-            self.status,
-            set(self.decided),
-            self.attempts,
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class Crash:
-    """Abandon the attempt at ``boundary`` of the (live) step of caller ``caller``."""
-
-    caller: str
-    boundary: str
-    how: str = "kill"
-
-
-@dataclasses.dataclass
-class Attempt:
-    """What one attempt does.
-
-    Attributes:
-        bodies: (name, arg) of every tool body started, in order (live_tools ones apart).
-        rerun: bodies re-run by live_tools (A4).
-        answers: caller -> ("recorded", origin) | ("live",) | ("told",) | ("retry",).
-        error: None, "crash", "suspended", or an error class name.
-        at: the caller the error was raised at (before its body), or "end" (R8).
-        advice: the first next step the error must propose (R10), or "".
-        status: the run's status afterwards.
-        journal: the journal afterwards.
-        warned: callers answered under ``warn`` with a drift warning.
-    """
-
-    bodies: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    rerun: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    answers: dict[str, tuple[object, ...]] = dataclasses.field(default_factory=dict)
-    error: str | None = None
-    at: str = ""
-    advice: str = ""
-    status: str = "running"
-    journal: Journal = dataclasses.field(default_factory=Journal)
-    warned: list[str] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass
-class Flow:
-    """Where a flow stands: its turn, the last step it completed (``parent``, for the
-    positions of its live steps) and the last recorded step it replayed or superseded
-    (``point``: the records after it are this flow's, and wait, R6/R7)."""
-
-    turn: int = 0
-    parent: tuple[int, str] | None = None
-    point: tuple[int, str] | None = None
 
 
 class _Stop(Exception):
@@ -298,7 +170,7 @@ class _Sim:
                 count += 1
                 continue
             for k, call in enumerate(item.calls):  # issued in the order they are started
-                self.call(dataclasses.replace(main), f"b{batch}.{k}", call)
+                self.call(dataclasses.replace(main, start=main.point), f"b{batch}.{k}", call)
             batch += 1
 
     def call(self, flow: Flow, caller: str, call: Call) -> None:
@@ -309,8 +181,20 @@ class _Sim:
             self.crash = crash
 
     def waiting(self, flow: Flow) -> list[Record]:
-        """Unreplayed records after the flow's point (R6, R7)."""
-        return [r for r in self.j.records if not r.consumed and self.after(r, flow.point)]
+        """Unreplayed records after the flow's start (R7)."""
+        return [r for r in self.j.records if not r.consumed and self.after(r, flow.start)]
+
+    def follows(self, rec: Record) -> bool:
+        """A model record answers only once the steps before it in its flow replayed."""
+        parent = rec.parent
+        while parent is not None:
+            up = self.by_id.get(parent)
+            if up is None:
+                return True
+            if not up.consumed:
+                return False
+            parent = up.parent
+        return True
 
     def after(self, rec: Record, point: tuple[int, str] | None) -> bool:
         parent = rec.parent
@@ -325,11 +209,14 @@ class _Sim:
         if call.kind not in ("value", "approval"):
             self.issued[(flow.parent, name)] = occ + 1
         open_ = [r for r in self.j.records if not r.consumed]
-        same = [r for r in open_ if r.call.key == call.key]
+        same = [
+            r for r in open_ if r.call.key == call.key and (call.kind != "model" or self.follows(r))
+        ]
         here = [r for r in same if r.turn == flow.turn]
         mine = [r for r in here if (r.parent, r.occ) == (flow.parent, occ)]
         rule = self.policy.rule(call)
-        found = (mine or here or (same if rule == "lenient" else []) or [None])[0]
+        cands = mine or here or (same if rule == "lenient" else [])
+        found = cands[0] if cands else None
         if found is not None:
             return self.replay(flow, caller, found, call, occ)
         waiting = self.waiting(flow)
@@ -337,11 +224,11 @@ class _Sim:
             if self.replay_only:
                 raise _Stop("ReplayMissError", caller)
             return self.live(flow, caller, call, occ)
-        drifted = next(
+        drifted = next(  # the record at the caller's position, of its kind and name
             (
                 r
                 for r in waiting
-                if r.turn == flow.turn
+                if (r.parent, r.occ) == (flow.parent, occ)
                 and r.call.rule_kind == call.rule_kind
                 and r.call.name == call.name
             ),
@@ -351,6 +238,9 @@ class _Sim:
             self.out.warned.append(caller)
             return self.replay(flow, caller, drifted, call, occ)
         advice = self.advice()
+        unsettled = [r for r in waiting if r.call.name == call.name and r.state == "in_flight"]
+        if call.kind == "effect" and rule == "lenient" and unsettled:
+            raise _Stop("SideEffectRetryBlockedError", caller, "resolve")  # A7
         if call.kind == "effect" and any(r.call.kind == "effect" for r in waiting):
             raise _Stop("DivergenceError", caller, advice)  # R7
         if not self.policy.relaxed(call):
