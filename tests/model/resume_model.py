@@ -60,9 +60,9 @@ Rules implemented (CONTRACT = /work/wt/CONTRACT.md, "Cn"; DESIGN invariant numbe
 Where the contract is ambiguous, the model chooses (and says so):
 
 * A1 "A flow's recorded steps" (C2, C4): the unreplayed records descending (by parent
-  links) from where the flow started: the run's start for the main flow, the spawn
-  point for a batch member. "At the same issue position" (C1) is relaxed to "in the
-  same turn" for distinct requests, as ``ReplayPolicy`` documents for strict (the steps
+  links) from where the flow started; a batch member counts as started where its starter
+  started (it may not go live past records its starter still waits for). "At the same
+  issue position" (C1) is relaxed to "in the same turn" for distinct requests, as ``ReplayPolicy`` documents for strict (the steps
   of one turn may arrive in any order); the position decides between identical ones.
 * A2 C2 says a step with no record at its position goes live only when none waits; C3 and
   C4 relax it: under a lenient rule for the call's kind, or continue_live, a model or
@@ -79,6 +79,10 @@ Where the contract is ambiguous, the model chooses (and says so):
 * A6 A value step is written with the next durable write (a step's claim or answer, or
   the run's exit): values after the last model or tool record are lost to a kill and
   drawn again on resume (no side effect depended on them).
+* A8 Value steps (clock, uuid, approvals) have no issue position: a value record that
+  waits keeps only value steps from going live; a model or tool call goes live beside
+  it (a value has no side effect), and a value never asked is a leftover (R8). Warn
+  replays a drifted record only if it has an outcome (not one in flight).
 * A7 C4 says DivergenceError; where the waiting side effect is a call of the *same tool*
   still in flight and the tool rule is lenient, the model expects
   SideEffectRetryBlockedError (as R2: its outcome must be settled first; both stop
@@ -170,7 +174,7 @@ class _Sim:
                 count += 1
                 continue
             for k, call in enumerate(item.calls):  # issued in the order they are started
-                self.call(dataclasses.replace(main, start=main.point), f"b{batch}.{k}", call)
+                self.call(dataclasses.replace(main), f"b{batch}.{k}", call)
             batch += 1
 
     def call(self, flow: Flow, caller: str, call: Call) -> None:
@@ -180,9 +184,16 @@ class _Sim:
             self.step(flow, caller + "'", call)
             self.crash = crash
 
-    def waiting(self, flow: Flow) -> list[Record]:
-        """Unreplayed records after the flow's start (R7)."""
-        return [r for r in self.j.records if not r.consumed and self.after(r, flow.start)]
+    def waiting(self, flow: Flow, call: Call) -> list[Record]:
+        """Unreplayed records after the flow's start (R7); value records keep only value
+        steps from going live (A8)."""
+        return [
+            r
+            for r in self.j.records
+            if not r.consumed
+            and self.after(r, flow.start)
+            and (call.rule_kind == "value" or r.call.rule_kind != "value")
+        ]
 
     def follows(self, rec: Record) -> bool:
         """A model record answers only once the steps before it in its flow replayed."""
@@ -219,7 +230,7 @@ class _Sim:
         found = cands[0] if cands else None
         if found is not None:
             return self.replay(flow, caller, found, call, occ)
-        waiting = self.waiting(flow)
+        waiting = self.waiting(flow, call)
         if not waiting:
             if self.replay_only:
                 raise _Stop("ReplayMissError", caller)
@@ -234,7 +245,7 @@ class _Sim:
             ),
             None,
         )
-        if rule == "warn" and drifted is not None:
+        if rule == "warn" and drifted is not None and drifted.state != "in_flight":
             self.out.warned.append(caller)
             return self.replay(flow, caller, drifted, call, occ)
         advice = self.advice()
