@@ -62,8 +62,9 @@ Where the contract is ambiguous, the model chooses (and says so):
 * A1 "A flow's recorded steps" (C2, C4): the unreplayed records descending (by parent
   links) from where the flow started; a batch member counts as started where its starter
   started (it may not go live past records its starter still waits for). "At the same
-  issue position" (C1) is relaxed to "in the same turn" for distinct requests, as ``ReplayPolicy`` documents for strict (the steps
-  of one turn may arrive in any order); the position decides between identical ones.
+  issue position" (C1) is relaxed to "in the same turn" for distinct requests, as
+  ``ReplayPolicy`` documents for strict (the steps of one turn may arrive in any order);
+  the position decides between identical ones.
 * A2 C2 says a step with no record at its position goes live only when none waits; C3 and
   C4 relax it: under a lenient rule for the call's kind, or continue_live, a model or
   read-only call (or a side effect, where no side effect waits) with no match goes live
