@@ -80,10 +80,13 @@ Where the contract is ambiguous, the model chooses (and says so):
 * A6 A value step is written with the next durable write (a step's claim or answer, or
   the run's exit): values after the last model or tool record are lost to a kill and
   drawn again on resume (no side effect depended on them).
-* A8 Value steps (clock, uuid, approvals) have no issue position: a value record that
-  waits keeps only value steps from going live; a model or tool call goes live beside
-  it (a value has no side effect), and a value never asked is a leftover (R8). Warn
-  replays a drifted record only if it has an outcome (not one in flight).
+* A8 Value steps (clock, uuid, approvals) have no issue position and no turn: they are
+  matched by key in their own order; in a live run a value record that waits keeps only
+  value steps from going live (a model or tool call goes live beside it: a value has no
+  side effect); a value never asked is a leftover (R8). A replay-only run (finished, or
+  ``live=False``) treats any waiting record as waiting. Warn replays a drifted record
+  only if it has an outcome (not one in flight) and the call is not one already
+  replayed (the code making a recorded call again is not a drift).
 * A7 C4 says DivergenceError; where the waiting side effect is a call of the *same tool*
   still in flight and the tool rule is lenient, the model expects
   SideEffectRetryBlockedError (as R2: its outcome must be settled first; both stop
@@ -193,7 +196,7 @@ class _Sim:
             for r in self.j.records
             if not r.consumed
             and self.after(r, flow.start)
-            and (call.rule_kind == "value" or r.call.rule_kind != "value")
+            and (self.replay_only or call.rule_kind == "value" or r.call.rule_kind != "value")
         ]
 
     def follows(self, rec: Record) -> bool:
@@ -224,7 +227,7 @@ class _Sim:
         same = [
             r for r in open_ if r.call.key == call.key and (call.kind != "model" or self.follows(r))
         ]
-        here = [r for r in same if r.turn == flow.turn]
+        here = [r for r in same if r.turn == flow.turn or call.rule_kind == "value"]
         mine = [r for r in here if (r.parent, r.occ) == (flow.parent, occ)]
         rule = self.policy.rule(call)
         cands = mine or here or (same if rule == "lenient" else [])
@@ -246,7 +249,8 @@ class _Sim:
             ),
             None,
         )
-        if rule == "warn" and drifted is not None and drifted.state != "in_flight":
+        again = any(r.consumed and r.call.key == call.key for r in self.j.records)
+        if rule == "warn" and drifted is not None and drifted.state != "in_flight" and not again:
             self.out.warned.append(caller)
             return self.replay(flow, caller, drifted, call, occ)
         advice = self.advice()

@@ -15,7 +15,9 @@ compared again.
 
 Rules of CONTRACT.md not implemented on main yet are off in :data:`IMPLEMENTED`: their
 generators draw nothing that needs them, and ``test_contract_rule_is_on`` skips, naming
-the rule, for each one that is off. Flip a rule on when its fix lands.
+the rule, for each one that is off. Flip a rule on when its fix lands (or try them all:
+``REDRIVE_CONTRACT_RULES=C1,C2,C3,C4,C5,C6,C7,C8,C10,C1-order pytest ...``). The kept
+``@example`` of an off rule draws its today-safe variant until the rule is on.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from tests.model import driver
 from tests.model import resume_model as m
 
 #: CONTRACT rules the library implements today. Flip one on when its fix lands.
-IMPLEMENTED: frozenset[str] = frozenset(os.environ.get("REDRIVE_CONTRACT_RULES", "").split(","))
+IMPLEMENTED: frozenset[str] = frozenset(
+    rule for rule in os.environ.get("REDRIVE_CONTRACT_RULES", "").split(",") if rule
+)
 #: What each rule switches on in the generators (shown by the skips).
 RULES = {
     "C1": "the code change 'add a defaulted parameter' (match ignores it)",
@@ -50,6 +54,7 @@ RULES = {
     "C7": "tools raising pydantic-ai ModelRetry, called again with the same arguments",
     "C8": "identical concurrent requests in a cold process (tests/crash/test_differential_cold.py)",
     "C10": "what-changed and check compared with the model's strict dry replay",
+    "C1-order": "strict: a model step moved before a parallel batch that preceded it diverges",
 }
 
 POLICIES: dict[str, tuple[m.Policy, dict[str, Any]]] = {
@@ -413,7 +418,8 @@ def check(scenario: dict[str, Any]) -> None:
 #: Examples per profile: the default one fits the edit-test loop (~30 s here), ``ci`` is
 #: derandomized, ``thorough`` draws 10x more at random.
 EXAMPLES = {"default": 30, "ci": 60, "thorough": 1000}[hypothesis_profile()]
-P, E, R = m.Call("model", "chat", "p"), m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
+P, Q = m.Call("model", "chat", "p"), m.Call("model", "chat", "q")
+E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
 
 
 @settings(max_examples=EXAMPLES)
@@ -439,6 +445,41 @@ P, E, R = m.Call("model", "chat", "p"), m.Call("effect", "send", "a"), m.Call("r
         "policy": "lenient_tool" if on("C4") else "strict",
         "face": "sync",
         "duckdb": False,
+    },
+)
+@example(  # C1-order bug: strict resumes a program whose model step moved before the batch
+    # of tool calls that preceded it (the batch's records, of turn 0, replay in turn 1)
+    scenario={
+        "program": (m.Batch((R, R)), P, Q),
+        "changed": (P, m.Batch((R, R)), Q) if on("C1-order") else (m.Batch((R, R)), P, Q),
+        "how": "reorder",
+        "crash": ("m1", "model_before", "kill"),
+        "policy": "strict",
+        "face": "sync",
+        "duckdb": False,
+    },
+)
+@example(  # C7 (issue 23 #9): a retry signal from a tool not declared restart-safe
+    scenario={
+        "program": (P, dataclasses.replace(E, retry_signal=on("C7")), R),
+        "changed": (P, dataclasses.replace(E, retry_signal=on("C7")), R),
+        "how": "none",
+        "crash": ("m2", "tool_claimed", "kill"),
+        "policy": "strict",
+        "face": "async",
+        "duckdb": False,
+    },
+)
+@example(  # C8 (threads, warm, seen once in ~200): three identical model requests from
+    # redrive.executor() threads; on replay one caller got another thread's recorded answer
+    scenario={
+        "program": (m.Call("approval", "ok"), m.Call("value", "uuid4"), m.Batch((Q, Q, Q)), Q),
+        "changed": (m.Call("approval", "ok"), m.Call("value", "uuid4"), m.Batch((Q, Q, Q)), Q),
+        "how": "none",
+        "crash": None,
+        "policy": "strict",
+        "face": "sync" if on("C8") else "async",
+        "duckdb": True,
     },
 )
 def test_the_library_follows_the_model(scenario: dict[str, Any]) -> None:
