@@ -21,7 +21,7 @@ import pytest
 from tests.model import driver
 from tests.model import resume_model as m
 from tests.model.child import items_of
-from tests.unit.test_differential import RULES, on
+from tests.model.harness import RULES, on
 
 pytestmark = pytest.mark.crash
 

@@ -86,7 +86,14 @@ Where the contract is ambiguous, the model chooses (and says so):
   side effect); a value never asked is a leftover (R8). A replay-only run (finished, or
   ``live=False``) treats any waiting record as waiting. Warn replays a drifted record
   only if it has an outcome (not one in flight) and the call is not one already
-  replayed (the code making a recorded call again is not a drift).
+  replayed (the code making a recorded call again is not a drift). The differential
+  test never moves, adds, drops or renames a value step: where a value waits is not
+  settled by the contract (the library matches values in record order, apart from
+  the issue positions of model and tool steps).
+* A9 Changed code replayed over a *finished* run (replay only): the contract says it
+  makes no call (I2) and stops if it cannot be answered (R11); whether the stop is a
+  DivergenceError or a ReplayMissError, and at which step, is the library's choice: the
+  test compares only that it stops, that no body runs, and what each answered caller got.
 * A7 C4 says DivergenceError; where the waiting side effect is a call of the *same tool*
   still in flight and the tool rule is lenient, the model expects
   SideEffectRetryBlockedError (as R2: its outcome must be settled first; both stop
