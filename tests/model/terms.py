@@ -46,7 +46,11 @@ class Call:
 
 @dataclasses.dataclass(frozen=True)
 class Batch:
-    """Calls made at once, each from its own asyncio task or thread (R4)."""
+    """Calls made at once, each from its own asyncio task or thread (R4).
+
+    ``via`` is informational: the driver makes asyncio tasks on the async face and
+    ``redrive.executor()`` threads on the sync face (the model treats both alike).
+    """
 
     calls: tuple[Call, ...]
     via: Literal["tasks", "threads"] = "tasks"
