@@ -28,8 +28,9 @@ Rules implemented (CONTRACT = /work/wt/CONTRACT.md, "Cn"; DESIGN invariant numbe
   identical concurrent requests each get their own recorded answer.
 * R5 (I5, C3) Drift (no match; the record at the caller's position has its name, other
   arguments): strict -> DivergenceError before the call; warn -> the recorded answer
-  replays (with a warning); lenient -> a record with the same key in any turn answers
-  it, else the call goes live; on_drift="continue_live" -> a model step is re-asked
+  replays (with a warning), except a side-effecting tool's, which never answers another
+  call (DivergenceError: the drifted call may be a new side effect); lenient -> a record
+  with the same key in any turn answers it, else the call goes live; on_drift="continue_live" -> a model step is re-asked
   live (sync and async faces alike).
 * R6 (C2) A model step re-asked live takes the superseded recorded model step's place:
   the flow stands where that record stood, so the records after it still wait to be
@@ -257,7 +258,13 @@ class _Sim:
             None,
         )
         again = any(r.consumed and r.call.key == call.key for r in self.j.records)
-        if rule == "warn" and drifted is not None and drifted.state != "in_flight" and not again:
+        if (
+            rule == "warn"
+            and drifted is not None
+            and drifted.call.kind != "effect"
+            and drifted.state != "in_flight"
+            and not again
+        ):
             self.out.warned.append(caller)
             return self.replay(flow, caller, drifted, call, occ)
         advice = self.advice()
