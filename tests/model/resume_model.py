@@ -30,8 +30,8 @@ Rules implemented (CONTRACT = /work/wt/CONTRACT.md, "Cn"; DESIGN invariant numbe
   arguments): strict -> DivergenceError before the call; warn -> the recorded answer
   replays (with a warning), except a side-effecting tool's, which never answers another
   call (DivergenceError: the drifted call may be a new side effect); lenient -> a record
-  with the same key in any turn answers it, else the call goes live; on_drift="continue_live" -> a model step is re-asked
-  live (sync and async faces alike).
+  with the same key in any turn answers it, else the call goes live;
+  on_drift="continue_live" -> a model step is re-asked live (sync and async faces alike).
 * R6 (C2) A model step re-asked live takes the superseded recorded model step's place:
   the flow stands where that record stood, so the records after it still wait to be
   replayed (or diverge).
