@@ -115,6 +115,9 @@ def scenarios(draw: Any) -> dict[str, Any]:
     program = draw(programs())
     face = draw(st.sampled_from(("sync", "async")))
     changes = [c for c in CHANGES if c != "add_default" or on("C1")]
+    if any(isinstance(item, m.Batch) for item in program) and not on("C1-order"):
+        # moving steps around a parallel batch meets the C1-order bug (see the examples)
+        changes = [c for c in changes if c not in ("insert", "drop", "reorder")]
     how = draw(st.sampled_from(changes))
     policies = [
         p
@@ -196,6 +199,19 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "policy": "strict",
         "face": "sync",
         "duckdb": False,
+    },
+)
+@example(  # C1-order bug (thorough profile): a strict resume after inserting a model step
+    # before a batch of identical ones: the inserted call gets batch member 0's recorded
+    # answer, member 0 gets member 1's, member 1 goes live (same (parent, occ) position)
+    scenario={
+        "program": (m.Batch((P, P)), P),
+        "changed": (P, m.Batch((P, P)), P) if on("C1-order") else (m.Batch((P, P)), P),
+        "how": "insert",
+        "crash": ("m0", "model_before", "kill"),
+        "policy": "strict",
+        "face": "sync",
+        "duckdb": True,
     },
 )
 @example(  # C7 (issue 23 #9): a retry signal from a tool not declared restart-safe
