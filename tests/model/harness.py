@@ -31,7 +31,8 @@ RULES = {
     "C7": "tools raising pydantic-ai ModelRetry, called again with the same arguments",
     "C8": "identical concurrent requests in a cold process (tests/crash/test_differential_cold.py)",
     "C10": "what-changed and check compared with the model's strict dry replay",
-    "C1-order": "strict: a model step moved before a parallel batch that preceded it diverges",
+    "C1-order": "code changes in programs with parallel batches (a main-flow call and a "
+    "batch member never share a position; a step moved across a batch diverges)",
 }
 
 POLICIES: dict[str, tuple[m.Policy, dict[str, Any]]] = {

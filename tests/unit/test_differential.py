@@ -116,8 +116,9 @@ def scenarios(draw: Any) -> dict[str, Any]:
     face = draw(st.sampled_from(("sync", "async")))
     changes = [c for c in CHANGES if c != "add_default" or on("C1")]
     if any(isinstance(item, m.Batch) for item in program) and not on("C1-order"):
-        # moving steps around a parallel batch meets the C1-order bug (see the examples)
-        changes = [c for c in changes if c not in ("insert", "drop", "reorder")]
+        # a code change next to a parallel batch meets the C1-order bug (see the examples:
+        # a main-flow call and the batch's first member share one issue position)
+        changes = ["none"]
     how = draw(st.sampled_from(changes))
     policies = [
         p
