@@ -65,7 +65,11 @@ Where the contract is ambiguous, the model chooses (and says so):
   started (it may not go live past records its starter still waits for). "At the same
   issue position" (C1) is relaxed to "in the same turn" for distinct requests, as
   ``ReplayPolicy`` documents for strict (the steps of one turn may arrive in any order);
-  the position decides between identical ones.
+  the position decides between identical ones. Known gap (as in the library today): a
+  main-flow call and the first member of a batch started from the same point share one
+  position (parent, occ); C8 ("told apart by the flow that started them") says they
+  differ. The differential test draws no code change next to a batch until the rule
+  "C1-order" is on.
 * A2 C2 says a step with no record at its position goes live only when none waits; C3 and
   C4 relax it: under a lenient rule for the call's kind, or continue_live, a model or
   read-only call (or a side effect, where no side effect waits) with no match goes live
