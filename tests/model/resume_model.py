@@ -240,7 +240,9 @@ class _Sim:
             r for r in open_ if r.call.key == call.key and (call.kind != "model" or self.follows(r))
         ]
         here = [r for r in same if r.turn == flow.turn or call.rule_kind == "value"]
-        mine = [r for r in here if (r.parent, r.occ) == (flow.parent, occ)]
+        mine = [
+            r for r in here if (r.parent, r.occ) == (flow.parent, occ) and call.rule_kind != "value"
+        ]  # values: in record order (A8)
         rule = self.policy.rule(call)
         cands = mine or here or (same if rule == "lenient" else [])
         found = cands[0] if cands else None
