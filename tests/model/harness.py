@@ -1,0 +1,297 @@
+"""The differential test's harness (issue 23): the CONTRACT rules switched on, the
+policies, and :class:`Check`, which runs one scenario through the real library
+(``tests/model/driver.py``) and the reference model (``tests/model/resume_model.py``)
+attempt by attempt and compares them (see ``tests/unit/test_differential.py``)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import tempfile
+import uuid
+from typing import Any
+
+import redrive
+from redrive.replay import resolve_step
+from tests.model import driver
+from tests.model import resume_model as m
+
+#: CONTRACT rules the library implements today. Flip one on when its fix lands.
+IMPLEMENTED: frozenset[str] = frozenset(
+    rule for rule in os.environ.get("REDRIVE_CONTRACT_RULES", "").split(",") if rule
+)
+#: What each rule switches on in the generators (shown by the skips).
+RULES = {
+    "C1": "the code change 'add a defaulted parameter' (match ignores it)",
+    "C2": "code changes under lenient rules and continue_live (live step takes its place)",
+    "C3": "on_drift='continue_live' on the async face",
+    "C4": "code changes under lenient rules and continue_live (no side effect while one waits)",
+    "C5": "errors' next steps compared with the model and followed",
+    "C6": "code changes under lenient rules and continue_live (leftover steps)",
+    "C7": "tools raising pydantic-ai ModelRetry, called again with the same arguments",
+    "C8": "identical concurrent requests in a cold process (tests/crash/test_differential_cold.py)",
+    "C10": "what-changed and check compared with the model's strict dry replay",
+    "C1-order": "code changes in programs with parallel batches (a main-flow call and a "
+    "batch member never share a position; a step moved across a batch diverges)",
+}
+
+POLICIES: dict[str, tuple[m.Policy, dict[str, Any]]] = {
+    "strict": (m.Policy(), {"replay": "strict"}),
+    "warn": (
+        m.Policy(tool="warn", model="warn", value="warn"),
+        {"replay": redrive.ReplayPolicy(tool="warn", model="warn", value="warn")},
+    ),
+    "lenient": (m.Policy(tool="lenient", model="lenient", value="lenient"), {"replay": "lenient"}),
+    "lenient_model": (m.Policy(model="lenient"), {"replay": redrive.ReplayPolicy(model="lenient")}),
+    "lenient_tool": (m.Policy(tool="lenient"), {"replay": redrive.ReplayPolicy(tool="lenient")}),
+    "continue_live": (
+        m.Policy(on_drift="continue_live"),
+        {"replay": redrive.ReplayPolicy(on_drift="continue_live")},
+    ),
+    "live_tools": (m.Policy(live_tools=True), {"replay": "strict", "live_tools": True}),
+}
+RELAXED = ("lenient", "lenient_model", "lenient_tool", "continue_live")
+
+
+def on(rule: str) -> bool:
+    """Whether CONTRACT rule ``rule`` is switched on."""
+    return rule in IMPLEMENTED
+
+
+#: Tool names by kind (a name is always of one kind).
+NAMES = {"effect": ("send", "refund"), "read": ("lookup", "search")}
+
+
+# -- one example ---------------------------------------------------------------------------
+
+
+class Check:
+    """One example's real run and model run side by side, attempt after attempt."""
+
+    def __init__(self, scenario: dict[str, Any], journal: Any) -> None:
+        self.s, self.journal = scenario, journal
+        self.run_id = f"d-{uuid.uuid4().hex[:8]}"
+        self.policy, self.options = POLICIES[scenario["policy"]]
+        self.world = driver.World(unique_tools=not self.policy.live_tools)
+        self.mj = m.Journal()
+        self.answers: dict[tuple[int, str], Any] = {}  # record origin -> the real answer
+        self.seen: list[Any] = []
+        self.items: tuple[m.Item, ...] = scenario["changed"]
+
+    def program(self, items: tuple[m.Item, ...]) -> driver.Program:
+        return driver.Program(items, self.world, self.s["face"])
+
+    def crash(self) -> tuple[m.Crash | None, driver.Crash | None]:
+        if self.s["crash"] is None:
+            return None, None
+        caller, boundary, how = self.s["crash"]
+        order = [(c, call) for c, _f, call in m.callers(self.s["program"])]
+        target = next(call for c, call in order if c == caller)
+        name = driver.step_name(target)
+        nth = 1 + sum(
+            1
+            for c, call in order[: [c for c, _ in order].index(caller)]
+            if driver.step_name(call) == name
+        )
+        return m.Crash(caller, boundary, how), driver.Crash(boundary, name, nth, how)
+
+    def step(
+        self,
+        items: tuple[m.Item, ...],
+        policy: m.Policy,
+        options: dict[str, Any],
+        crash: Any = None,
+    ) -> m.Attempt:
+        """One attempt through both; compare; return the model's attempt."""
+        mcrash, rcrash = crash if crash is not None else (None, None)
+        want = m.attempt(items, self.mj, policy, mcrash)
+        got = driver.attempt(self.journal, self.run_id, self.program(items), options, rcrash)
+        where = f"attempt {want.journal.attempts} of {self.s}: model {want}, real {got}"
+        self.compare(want, got, where)
+        self.mj = want.journal
+        return want
+
+    def compare(
+        self, want: m.Attempt, got: driver.Observed, where: str, *, loose: bool = False
+    ) -> None:
+        """The real attempt did what the model says. ``loose`` (changed code replayed over a
+        finished run): only that it stops or not, runs no body, and hands out nothing but
+        the callers' own records (the class and point of the stop are not compared)."""
+        real_error = None if got.error is None else type(got.error).__name__
+        if real_error in ("Killed", "Interrupted"):
+            real_error = "crash"
+        model_error = None if want.error == "suspended" else want.error
+        if loose:
+            assert (real_error is None) == (model_error is None), f"error {real_error}; {where}"
+        else:
+            assert real_error == model_error, f"error {real_error} != {model_error}; {where}"
+        assert got.status == want.status, f"status {got.status} != {want.status}; {where}"
+        bodies = collections.Counter((n, a) for n, a, _k in got.bodies)
+        if not (loose and self.policy.live_tools):
+            assert bodies == collections.Counter(want.bodies + want.rerun), f"bodies; {where}"
+        extra = set(got.got) - set(want.answers)
+        assert loose or not extra, f"callers {extra} answered where the model stops; {where}"
+        for caller, answer in want.answers.items():
+            if loose and caller not in got.got:
+                continue
+            origin = (want.journal.attempts, caller)
+            if caller not in got.got:  # cut after its record, before its caller saw it
+                assert want.error == "crash" and caller == want.at, f"{caller} unanswered; {where}"
+                self.answers[origin] = self.world.produced[-1]
+                continue
+            value = got.got[caller]
+            if answer[0] == "recorded":
+                assert value == self.answers[answer[1]], f"{caller} got {value!r}; {where}"
+                self.answers[origin] = value
+            elif answer[0] == "live":
+                if isinstance(value, str) and self.world.unique_tools:
+                    assert value not in self.seen, f"{caller} got an old answer; {where}"
+                self.answers[origin] = value
+            elif answer[0] == "retry":
+                assert value == driver.RETRY, f"{caller}: {value!r}; {where}"
+            else:
+                assert isinstance(value, dict) and value.get("status") == "not_safely_resumable"
+            self.seen.append(value)
+        self.invariants(where)
+
+    def invariants(self, where: str) -> None:
+        """Independent of the model: at most once per idempotency key (I1)."""
+        retrying = {c.name for _, _, c in m.callers(self.s["program"]) if c.retry_signal}
+        if self.policy.live_tools:
+            return
+        counts = collections.Counter(
+            (n, k) for n, _a, k in self.world.ledger if n in NAMES["effect"]
+        )
+        for (name, key), n in counts.items():
+            assert n <= (2 if name in retrying else 1), f"{name} ran {n}x under {key}; {where}"
+
+    def agree(self, items: tuple[m.Item, ...]) -> None:
+        """C10: what-changed and check call a run unreplayable exactly where the model's
+        strict dry replay of the new code stops (a divergence; for a finished run, any
+        step it cannot answer)."""
+        if not on("C10"):
+            return
+        driver.CURRENT[:] = [self.program(items)]
+        dry = m.attempt(items, self.mj, m.Policy(), replay_only=True)
+        finished = self.mj.status == "succeeded"
+        breaks = dry.error is not None if finished else dry.error == "DivergenceError"
+        found = redrive.what_changed(self.journal, self.run_id)
+        assert found.strict_replay_breaks == breaks, (
+            f"what-changed: {found.summary()}\nmodel: {dry.error} at {dry.at}; {self.s}"
+        )
+        if finished:
+            result = redrive.check_run((self.journal, self.run_id))
+            assert result.passed == (not breaks), f"check {result} vs model {dry.error}; {self.s}"
+
+    def follow(self, want: m.Attempt, got_error: BaseException | None) -> Any:
+        """Take an error's first next step (C5); return (items, policy, options) or None."""
+        steps = getattr(got_error, "next_steps", ())
+        assert steps, f"{type(got_error).__name__} proposes no next step: {got_error}"
+        first = steps[0]
+        action = first.action.value
+        assert action == want.advice, f"first next step {action} != model {want.advice}"
+        if action == "resolve":
+            return self.resolve(int(first.params["seq"]))
+        if action == "fork":
+            return self.fork(int(first.params["before"]))
+        resume = [s for s in steps if s.action.value == "resume"]
+        if action == "person" and resume and resume[0].params.get("code") == "recorded":
+            return self.s["program"], self.policy, self.options
+        return None
+
+    def resolve(self, seq: int) -> Any:
+        frame = next(f for f in self.journal.frames(self.run_id) if f.seq == seq)
+        key = frame.data()["idempotency_key"]
+        done = key in self.world.by_key
+        rec = next(r for r in self.mj.records if r.state == "in_flight" and r.call.kind == "effect")
+        if done:
+            resolve_step(
+                self.journal,
+                self.run_id,
+                seq,
+                state="done",
+                by="t",
+                reason="ledger",
+                result=self.world.by_key[key],
+            )
+            rec.state = "done"
+            self.answers[rec.origin] = self.world.by_key[key]
+        else:
+            resolve_step(self.journal, self.run_id, seq, state="not_done", by="t", reason="ledger")
+            self.mj.records.remove(rec)
+        return self.items, self.policy, self.options
+
+    def fork(self, before: int) -> Any:
+        frames = list(self.journal.frames(self.run_id))
+        effects = [
+            f
+            for f in frames
+            if f.kind == "tool_start" and f.seq >= before and not f.data()["read_only"]
+        ]
+        assert not effects, f"a fork before seq {before} re-runs {[f.name for f in effects]}"
+        opened = sum(
+            1
+            for f in frames
+            if f.seq < before and f.kind in ("model_request", "tool_start", "value")
+        )
+        new_id = self.run_id + "-fork"
+        redrive.fork(self.journal, self.run_id, before, new_id)
+        self.run_id = new_id
+        self.mj = m.Journal(
+            self.mj.records[:opened], "running", set(self.mj.decided), self.mj.attempts
+        )
+        return self.items, self.policy, self.options
+
+    def run(self) -> None:
+        """Attempt 1 (the recorded program, maybe cut), then resumes of the changed one,
+        taking the safe step each error names, until the run ends or stops; then replay."""
+        first = self.step(self.s["program"], m.Policy(), {"replay": "strict"}, self.crash())
+        self.finished_with = self.s["program"]
+        self.items, policy, options = self.s["changed"], self.policy, self.options
+        if self.s["how"] != "none" and first.error != "suspended":
+            self.agree(self.items)
+        for _ in range(5):
+            if self.mj.status == "succeeded":
+                return self.replayed()
+            if self.mj.status == "suspended":
+                self.journal.decide(self.run_id, "ok", True, by="t")
+                self.mj.decided.add("ok")
+            want = m.attempt(self.items, self.mj, policy)
+            got = driver.attempt(self.journal, self.run_id, self.program(self.items), options)
+            self.compare(want, got, f"resume of {self.s}: model {want}, real {got}")
+            self.finished_with = self.items
+            self.mj = want.journal
+            if want.error in ("DivergenceError", "SideEffectRetryBlockedError"):
+                if on("C5"):
+                    nxt = self.follow(want, got.error)
+                elif want.error == "SideEffectRetryBlockedError":
+                    # the step C5 names, taken without its advice: `redrive resolve` (I4)
+                    nxt = self.resolve(int(getattr(got.error, "seq", -1)))
+                else:
+                    return None
+                if nxt is None:
+                    return None
+                self.items, policy, options = nxt
+        return None
+
+    def replayed(self) -> None:
+        """I2: the finished run replayed (``live=False``) calls nothing and answers as
+        recorded; replayed by changed code, it stops (or not) as the model says."""
+        want = m.attempt(self.items, self.mj, self.policy, replay_only=True)
+        options = {**self.options, "live": False}
+        got = driver.attempt(self.journal, self.run_id, self.program(self.items), options)
+        loose = self.items != self.finished_with
+        self.compare(want, got, f"replay of {self.s}: model {want}, real {got}", loose=loose)
+
+
+def check(scenario: dict[str, Any]) -> None:
+    """Run one scenario on a memory journal (or a DuckDB file)."""
+    if scenario["duckdb"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            journal = redrive.open_journal(os.path.join(tmp, "runs.duckdb"))
+            try:
+                Check(scenario, journal).run()
+            finally:
+                journal.close()
+    else:
+        Check(scenario, redrive.open_journal(":memory:")).run()
