@@ -372,6 +372,10 @@ class Cursor:
             return None  # this flow's record ends here, other flows' goes on: go live
         window = self._idx.window(turn)
         same_name = [s for s in window if s.kind == kind and s.name == name]
+        if rule == "warn" and issue is not None:
+            # drift is a call's arguments changing: only the step recorded at the caller's
+            # own position drifted; one at another position is another call's (inserted)
+            same_name = [s for s in same_name if _position(s) in (None, issue.position)]
         if rule == "warn" and kind == "tool" and same_name:
             # a side-effecting tool never gets another call's outcome: for it drift is
             # strict (the drifted call may be a different call, not yet recorded)
