@@ -376,6 +376,8 @@ class Cursor:
             # drift is a call's arguments changing: only the step recorded at the caller's
             # own position drifted; one at another position is another call's (inserted)
             same_name = [s for s in same_name if _position(s) in (None, issue.position)]
+        if rule == "warn":  # warn hands back a recorded outcome: one in flight has none
+            same_name = [s for s in same_name if s.kind != "tool" or s.end is not None]
         if rule == "warn" and kind == "tool" and same_name:
             # a side-effecting tool never gets another call's outcome: for it drift is
             # strict (the drifted call may be a different call, not yet recorded)

@@ -124,7 +124,8 @@ def scenarios(draw: Any) -> dict[str, Any]:
         p
         for p in POLICIES
         if how == "none"
-        or p not in RELAXED
+        or (p == "warn" and on("warn-drift"))
+        or (p not in RELAXED and p != "warn")
         or (
             on("C2")
             and on("C4")
