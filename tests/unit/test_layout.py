@@ -256,26 +256,21 @@ def _sibling_imports(path: Path) -> set[str]:
     return names
 
 
-def import_circles(package: Path) -> list[list[str]]:
-    """Every circle of imports among the modules of ``package`` (strongly connected, size > 1).
+def circles_of(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of ``graph`` (node -> the nodes it points at): each one's nodes, sorted.
 
-    Returns:
-        Each circle's module names, sorted; ``[]`` when imports go one way.
+    Tarjan's strongly connected components of more than one node; ``[]`` when the
+    arrows go one way.
     """
-    modules = {path.stem: path for path in package.glob("*.py")}
-    graph = {
-        name: {dep for dep in _sibling_imports(path) if dep in modules and dep != name}
-        for name, path in modules.items()
-    }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     circles: list[list[str]] = []
 
-    def visit(node: str) -> None:  # Tarjan's strongly connected components
+    def visit(node: str) -> None:
         index[node] = low[node] = len(index)
         stack.append(node)
-        for dep in graph[node]:
+        for dep in sorted(graph[node]):
             if dep not in index:
                 visit(dep)
                 low[node] = min(low[node], low[dep])
@@ -295,6 +290,20 @@ def import_circles(package: Path) -> list[list[str]]:
         if name not in index:
             visit(name)
     return circles
+
+
+def import_circles(package: Path) -> list[list[str]]:
+    """Every circle of imports among the modules of ``package`` (strongly connected, size > 1).
+
+    Returns:
+        Each circle's module names, sorted; ``[]`` when imports go one way.
+    """
+    modules = {path.stem: path for path in package.glob("*.py")}
+    graph = {
+        name: {dep for dep in _sibling_imports(path) if dep in modules and dep != name}
+        for name, path in modules.items()
+    }
+    return circles_of(graph)
 
 
 def test_replay_modules_import_one_way() -> None:
@@ -367,34 +376,7 @@ def package_circles(root: Path = ROOT) -> list[list[str]]:
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         modules[name] = path
     graph = {name: _module_arrows(path, root, modules) - {name} for name, path in modules.items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    circles: list[list[str]] = []
-
-    def visit(node: str) -> None:  # Tarjan's strongly connected components
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for dep in sorted(graph[node]):
-            if dep not in index:
-                visit(dep)
-                low[node] = min(low[node], low[dep])
-            elif dep in stack:
-                low[node] = min(low[node], index[dep])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                component.append(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                circles.append(sorted(component))
-
-    for name in sorted(graph):
-        if name not in index:
-            visit(name)
-    return circles
+    return circles_of(graph)
 
 
 def test_the_whole_package_imports_one_way() -> None:
