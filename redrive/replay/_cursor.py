@@ -289,8 +289,7 @@ class Cursor:
 
     def remaining(self) -> list[RecordedStep]:
         """Return the unconsumed recorded steps (loads the rest of the journal)."""
-        self._idx.load_all()
-        return [s for s in self._idx.order if s.seq in self._idx.steps]
+        return self._idx.remaining()
 
     # -- matching --------------------------------------------------------------
 

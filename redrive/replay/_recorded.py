@@ -14,7 +14,6 @@ from typing import Any
 
 from ..frames import Frame, Kind, call_key
 from ._callers import IdenticalRequests
-from ._delta import Expander
 from ._fingerprint import REASKED
 from ._flows import FLOWS_FLAG, SPAWN_RULE
 from ._policy import match_view
@@ -125,21 +124,6 @@ class RecordedIndex:
     def run_start(self) -> dict[str, Any] | None:
         """The decoded ``run_start`` payload, once read."""
         return self.reader.run_start
-
-    @property
-    def run_end(self) -> dict[str, Any] | None:
-        """The decoded ``run_end`` payload, once read."""
-        return self.reader.run_end
-
-    @property
-    def frames_read(self) -> int:
-        """How many frames were read so far."""
-        return self.reader.frames_read
-
-    @property
-    def expander(self) -> Expander:
-        """The last full model request per step name (to resolve prefix deltas)."""
-        return self.reader.expander
 
     def load_all(self) -> None:
         while self.load_one():
