@@ -109,15 +109,23 @@ class Matcher:
         places = state.places
         at = places.in_record(issue)  # where the record has the flow
         waited_until: float | None = None
+
+        def wait_for_sibling() -> bool:
+            """Wait a moment for a sibling flow (the lock is released); False once it is up."""
+            nonlocal waited_until
+            now = time.monotonic()
+            waited_until = waited_until or now + _SIBLING_WAIT
+            if now >= waited_until:
+                return False
+            state.sibling_wait.wait(0.005)
+            return True
+
         patient = True
         while True:
             if patient and cursor.claim_pending(kind, name, args, key, turn=turn, issue=at):
                 # an identical request is recorded at a sibling flow's point and the sibling
                 # has not asked yet: it is the sibling's unless it asks for another step
-                now = time.monotonic()
-                waited_until = waited_until or now + _SIBLING_WAIT
-                if now < waited_until:
-                    state.sibling_wait.wait(0.005)
+                if wait_for_sibling():
                     continue
                 patient = False  # the sibling never asked: the code moved the call
             try:
@@ -129,14 +137,10 @@ class Matcher:
                         return None  # this flow's record ends here, other flows' goes on: live
                     raise cursor.divergence(cursor.remaining()[0], Found(kind, name, key, args))
             except DivergenceError as exc:
-                if cursor.sibling_pending(kind, name, at):
+                if cursor.sibling_pending(kind, name, at) and wait_for_sibling():
                     # the step recorded from this point may be a sibling flow's, not yet
-                    # asked for: give it a moment (the lock is released while waiting)
-                    now = time.monotonic()
-                    waited_until = waited_until or now + _SIBLING_WAIT
-                    if now < waited_until:
-                        state.sibling_wait.wait(0.005)
-                        continue
+                    # asked for: give it a moment
+                    continue
                 if continue_live(state, self._writer, cursor, kind, name, turn, key, exc):
                     superseded = state.reasked[-1].get("step")
                     old = superseded if isinstance(superseded, int) else None
