@@ -18,6 +18,7 @@ the freeze falls at various points of the lease renewer's cycle.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -32,6 +33,7 @@ import pytest
 
 import redrive
 from tests.crash.workerproc import Worker as Process
+from tests.crash.workerproc import lease_lapsed, wait_until
 
 pytestmark = [pytest.mark.crash, pytest.mark.postgres]
 
@@ -123,19 +125,6 @@ class _Proc(Process):
         self.thaw_and_stop()
 
 
-def _wait_until(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
-
-
-def _lapsed(journal: Any, run_id: str) -> bool:
-    record = journal.get_run(run_id)
-    return bool(record and record.lease_expires is not None and record.lease_expires < time.time())
-
-
 def test_a_fenced_worker_never_starts_the_body(pg_url: str, pg_schema: str, tmp_path: Path) -> None:
     """SIGSTOP the holder after its claim past its lease, take over, SIGCONT: one body, B's."""
     from redrive.storage.postgres import PostgresJournal
@@ -166,7 +155,7 @@ def test_a_fenced_worker_never_starts_the_body(pg_url: str, pg_schema: str, tmp_
                 record = journal.get_run(run_id)
                 assert record is not None and record.lease_epoch >= 1
                 epochs[run_id] = record.lease_epoch
-                _wait_until(lambda rid=run_id: _lapsed(journal, rid))
+                wait_until(functools.partial(lease_lapsed, journal, run_id))
                 b = _Proc(env, "worker", run_id, "30", "go", "0")
                 try:
                     done = b.read()

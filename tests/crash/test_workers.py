@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 import redrive
-from redrive.storage import RunRecord
 from tests.crash.workerproc import Worker as _Process
+from tests.crash.workerproc import lease_lapsed, wait_until
 
 pytestmark = pytest.mark.crash
 
@@ -281,19 +281,6 @@ def test_eight_workers_on_fifty_runs(env: dict[str, str], journal: Any) -> None:
     assert len(records) == 50 and {r.status for r in records} == {"succeeded"}
 
 
-def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.05)
-
-
-def _lease_lapsed(journal: Any, run_id: str) -> bool:
-    record: RunRecord | None = journal.get_run(run_id)
-    return bool(record and record.lease_expires is not None and record.lease_expires < time.time())
-
-
 @pytest.mark.postgres
 def test_stopped_worker_taken_over_writes_nothing(env: dict[str, str], journal: Any) -> None:
     """A worker frozen past its lease is taken over; thawed, it writes nothing and stops."""
@@ -304,7 +291,7 @@ def test_stopped_worker_taken_over_writes_nothing(env: dict[str, str], journal: 
     try:
         stopped = frozen.read()
         assert stopped["stopped"] == "tool_recorded"
-        _wait_for(lambda: _lease_lapsed(journal, run_id))
+        wait_until(lambda: lease_lapsed(journal, run_id))
         assert [r.run_id for r in journal.stale_runs()] == [run_id]
         old_epoch = journal.get_run(run_id).lease_epoch
         taker = Worker(env, "leased", run_id, "30", "")

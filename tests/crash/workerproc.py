@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -74,3 +76,18 @@ class Worker:
         """Resume a worker that may be SIGSTOPped, then :meth:`stop` it."""
         self.proc.send_signal(signal.SIGCONT)
         self.stop()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Poll ``predicate`` every 20 ms; fail the test when it is still false after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+def lease_lapsed(journal: Any, run_id: str) -> bool:
+    """True when ``run_id``'s lease in ``journal`` has an expiry in the past."""
+    record = journal.get_run(run_id)
+    return bool(record and record.lease_expires is not None and record.lease_expires < time.time())
