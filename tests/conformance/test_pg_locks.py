@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -26,10 +25,9 @@ def test_a_frozen_row_lock_gives_run_busy_not_a_hang(pg_url: str, pg_schema: str
     stuck = psycopg.connect(pg_url, options=f"-c search_path={pg_schema}")
     try:
         stuck.execute("SELECT * FROM redrive_runs WHERE run_id = %s FOR UPDATE", ["frozen"])
-        started = time.monotonic()
+        # the lock wait ended by lock_timeout (named in the error), not by the holder
         with pytest.raises(redrive.RunBusyError, match="lock_timeout"):
             journal.acquire_lease("frozen", "worker-b", 10.0)
-        assert time.monotonic() - started < 30.0  # liveness (no hang), not a speed target
     finally:
         stuck.rollback()
         stuck.close()

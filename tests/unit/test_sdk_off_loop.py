@@ -178,7 +178,7 @@ def test_a_wrapped_async_client_never_does_journal_io_on_the_loop(
     assert len(server.requests) == 2  # the replay sent nothing
     assert journal.on_loop == []
     assert journal.stalled == 0 and journal.gated >= 3  # the loop ticked while it appended
-    assert worst >= 0.0  # kept for a look (-s): no timing assertion
+    print(f"the loop's worst lateness: {worst * 1e3:.1f} ms")  # for a look (-s), not asserted
 
 
 @settings(
