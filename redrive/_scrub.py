@@ -53,7 +53,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgpack
@@ -62,28 +62,37 @@ from ._canonical import pack_tree
 from ._canonical_types import _EXT_STORED, StoredValue
 from ._credentials import (
     CREDENTIAL_FIELDS,
+    CREDENTIAL_HEADERS,
+    CREDENTIALS,
     NOT_CREDENTIALS,
     REDACTED,
     SECRET_QUERY_PARAMS,
     _credential_name,
     _fold,
     credential_field,
+    credential_header,
     secret_query_param,
 )
 from ._masking import _CACHE_LOCK as _CACHE_LOCK
 from ._masking import _MASKED as _MASKED
 from ._masking import _mask as _mask
-from ._masking import mask_text
+from ._masking import mask_pieces, mask_text
+from ._scrub_stream import scrub_events
+from ._signed import holds_signed, signed
 from .frames import Kind
 
 __all__ = [
+    "CREDENTIALS",
     "CREDENTIAL_FIELDS",
+    "CREDENTIAL_HEADERS",
     "DEFAULT",
     "NOT_CREDENTIALS",
     "REDACTED",
     "SECRET_QUERY_PARAMS",
     "Scrubber",
     "credential_field",
+    "credential_header",
+    "mask_pieces",
     "mask_text",
     "secret_query_param",
 ]
@@ -137,6 +146,8 @@ class Scrubber:
         self.patterns = patterns
         self.defaults = defaults
         self.names = frozenset(_fold(name) for name in names)
+        #: the patterns alone: what reaches inside signed content (see redrive._signed)
+        self._plain = self if not defaults else Scrubber(patterns, defaults=False)
 
     def _credential(self, key: Any, item: Any) -> bool:
         """Whether ``item`` under ``key`` is a credential the default rules remove."""
@@ -163,19 +174,18 @@ class Scrubber:
         if kind is str:
             return self._text(value, path)
         if kind is dict:
+            if self.defaults and signed(value):
+                return self._plain.value(value, path)
             out: dict[Any, Any] = {}
             changed = False
             for key, item in value.items():
                 where = _child(path, key)
                 if self._hit(where) or self._credential(key, item):
                     new: Any = REDACTED
-                elif (
-                    self.defaults
-                    and isinstance(key, str)
-                    and _fold(key) == "headers"
-                    and isinstance(item, list)
-                ):
+                elif isinstance(item, list) and self._headers(key, item):
                     new = self._header_pairs(item, where)
+                elif key == "chunks" and isinstance(item, list | tuple):
+                    new = self._chunks(item, where)
                 else:
                     new = self.value(item, where)
                 changed = changed or new is not item
@@ -205,8 +215,10 @@ class Scrubber:
         """
         kind = type(value)
         if kind is str:
-            return mask_text(value, self.names)
+            return self._string(value)
         if kind is dict:
+            if signed(value):
+                return value
             out: dict[Any, Any] = {}
             changed = False
             for key, item in value.items():
@@ -221,12 +233,14 @@ class Scrubber:
                     changed = True
                     continue
                 if t is str:
-                    new: Any = mask_text(item, self.names)
+                    new: Any = self._string(item)
                 elif t in _KEPT:
                     out[key] = item
                     continue
                 elif isinstance(item, list) and self._headers(key, item):
                     new = self._header_pairs(item, "$")
+                elif key == "chunks" and (t is list or t is tuple):
+                    new = scrub_events(item, self.names)
                 else:
                     new = self._unrooted(item)
                 changed = changed or new is not item
@@ -234,7 +248,7 @@ class Scrubber:
             return out if changed else value
         if kind is list or kind is tuple:
             items = [
-                mask_text(item, self.names)
+                self._string(item)
                 if type(item) is str
                 else item
                 if type(item) in _KEPT
@@ -268,12 +282,24 @@ class Scrubber:
                 isinstance(pair, list)
                 and len(pair) == 2
                 and isinstance(pair[0], str)
-                and credential_field(pair[0])
+                and credential_header(pair[0])
             ):
                 out.append([pair[0], REDACTED])
             else:
                 out.append(self.value(pair, f"{path}[{i}]"))
         return pairs if all(a is b for a, b in zip(out, pairs, strict=True)) else out
+
+    def _string(self, text: str) -> str:
+        """Mask a text by the default rules; a JSON text holding signed content, as JSON."""
+        head = text[:1]
+        if (
+            head in _JSON_HEADS or (head.isspace() and text.lstrip()[:1] in _JSON_HEADS)
+        ) and holds_signed(text):
+            parsed = _json(text)
+            if isinstance(parsed, dict | list):  # walked: signed objects are kept whole
+                new = self._unrooted(parsed)
+                return text if new is parsed else _dumps(new)
+        return mask_text(text, self.names)
 
     def _text(self, text: str, path: str) -> str:
         if not self.defaults:
@@ -284,12 +310,27 @@ class Scrubber:
                 parsed = _json(stripped)
                 if parsed is not _NOT_JSON:
                     new = self.value(parsed, path)
-                    if new is parsed:
-                        return mask_text(text, self.names)
-                    return json.dumps(new, ensure_ascii=False, separators=(",", ":"))
+                    if new is not parsed:
+                        return _dumps(new)
+                    return text if holds_signed(text) else mask_text(text, self.names)
             elif "data:" in text:
                 return mask_text(self._events(text, path), self.names)
-        return mask_text(text, self.names)
+        return self._string(text)
+
+    def _chunks(self, chunks: Sequence[Any], path: str) -> Sequence[Any]:
+        """Scrub a stream's events: the patterns per ``data:`` line, then the default rules.
+
+        The default rules run over the assembled stream
+        (:func:`redrive._scrub_stream.scrub_events`).
+        """
+        out = [
+            self._plain._events(chunk, f"{path}[{i}]")
+            if self.patterns and type(chunk) is str and "data:" in chunk
+            else chunk
+            for i, chunk in enumerate(chunks)
+        ]
+        kept: Sequence[Any] = chunks if all(map(operator.is_, out, chunks)) else out
+        return scrub_events(kept, self.names) if self.defaults else kept
 
     def _events(self, text: str, path: str) -> str:
         """Apply the patterns to each ``data:`` line of an event stream that holds JSON."""
@@ -303,7 +344,7 @@ class Scrubber:
                 continue
             new = self.value(parsed, path)
             if new is not parsed:
-                lines[i] = "data: " + json.dumps(new, ensure_ascii=False, separators=(",", ":"))
+                lines[i] = "data: " + _dumps(new)
         return "\n".join(lines)
 
     def _stored(self, data: bytes, path: str) -> bytes:
@@ -339,23 +380,34 @@ class Scrubber:
             same = all(a is b for a, b in zip(items, node, strict=True))
             return node if same else tuple(items)
         if kind is dict:
+            if self.defaults and signed(node):
+                return self._plain._tree(node, path)
             out = {}
             changed = False
             for key, item in node.items():
-                if not self.patterns:
-                    new: Any = self._tree(item, path)
-                    changed = changed or new is not item
-                    out[key] = new
-                    continue
-                where = _child(path, key)
-                # a name alone never changes a handed-back value
-                new = REDACTED if self._hit(where) else self._tree(item, where)
+                if key == "chunks" and type(item) is tuple and self.defaults:
+                    new: Any = self._stored_chunks(item, _child(path, key))
+                elif not self.patterns:
+                    new = self._tree(item, path)
+                else:
+                    where = _child(path, key)
+                    # a name alone never changes a handed-back value
+                    new = REDACTED if self._hit(where) else self._tree(item, where)
                 changed = changed or new is not item
                 out[key] = new
             return out if changed else node
         if kind is str:
             return self._text(node, path)
         return node
+
+    def _stored_chunks(self, node: tuple[Any, ...], path: str) -> Any:
+        """A stored stream's events (an array, maybe led by its type mark): see :meth:`_chunks`."""
+        start = 1 if node and isinstance(node[0], msgpack.ExtType) else 0
+        items = node[start:]
+        if not all(type(item) is str or type(item) is bytes for item in items):
+            return self._tree(node, path)
+        new = self._chunks(items, path)
+        return node if new is items else (*node[:start], *new)
 
     def payload(self, kind: str, payload: Any) -> Any:
         """Return a frame's payload scrubbed (``payload`` itself when nothing changes).
@@ -390,6 +442,13 @@ class _NotJson:
 
 
 _NOT_JSON: Any = _NotJson()
+
+
+_JSON_HEADS = frozenset("{[")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _json(text: str) -> Any:
