@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -148,3 +149,32 @@ def test_logprob_tokens_replay_as_received() -> None:
         finally:
             client.close()
     assert got[0] == got[1] == [(t, t) for t in tokens]
+
+
+def test_keep_paths_apply_per_step_kind_and_the_policy_is_recorded() -> None:
+    """27.2: ``keep=`` leaves a path verbatim for one step kind; ``flags.secrets`` records it."""
+    value = "Bearer 9Hq7Lw2Nx4Rt1Yv8"
+
+    @redrive.tool(read_only=True)
+    def search(query: str, other: str) -> str:
+        return "ok"
+
+    journal = redrive.open_journal(":memory:")
+    options: dict[str, Any] = {"keep": ("tool:$.query",), "redact": ("$..other",)}
+    for _ in range(2):  # recorded, then replayed under the same policy
+        with redrive.run(journal, "keep", **options) as run:
+            search(value, value)
+            run.note("n", {"query": value})
+            run.finish("ok")
+    start, tool, _, note, _ = journal.frames("keep")
+    assert tool.data()["args"] == {"query": value, "other": REDACTED}
+    assert note.data()["data"] == {"query": "Bearer " + REDACTED}  # a tool path only
+    secrets = start.data()["flags"]["secrets"]
+    assert secrets["keep"] == ["tool:$.query"] and secrets["redact"] == ["$..other"]
+    other = redrive.open_journal(":memory:")
+    with redrive.run(other, "plain") as run:
+        run.finish("ok")
+    plain = next(iter(other.frames("plain"))).data()["flags"]["secrets"]
+    assert plain["table"] == secrets["table"] and plain["fingerprint"] != secrets["fingerprint"]
+    with pytest.raises(ValueError, match="'tols' is not a step kind"):
+        redrive.run(journal, "bad", keep=("tols:$.query",))
