@@ -225,14 +225,23 @@ def test_a_signed_thinking_block_survives_record_crash_resume_replay(
 
                 return asyncio.run(go())
 
-        with pytest.raises(WorkerDied):
-            attempt(crash=True)
-        assert len(server.requests) == 1
-        assert attempt(crash=False) == "done"  # main: 400 Invalid signature here
-        assert len(server.requests) == 2
-        sent = json.loads(server.requests[1].body)["messages"][1]["content"][0]
-        assert sent["thinking"] == THINKING
-        assert attempt(crash=False) == "done"  # a finished run replays: no request
-        assert len(server.requests) == 2
+        try:
+            _attempts(server, attempt)
+        finally:
+            if face == "sync":
+                client.close()
     stored = json.dumps([f.data() for f in journal.frames("signed")], default=str)
     assert _sign(THINKING) in stored
+
+
+def _attempts(server: ScriptServer, attempt: Any) -> None:
+    """Record and crash, resume (the thinking block goes back live), replay (no request)."""
+    with pytest.raises(WorkerDied):
+        attempt(crash=True)
+    assert len(server.requests) == 1
+    assert attempt(crash=False) == "done"  # main: 400 Invalid signature here
+    assert len(server.requests) == 2
+    sent = json.loads(server.requests[1].body)["messages"][1]["content"][0]
+    assert sent["thinking"] == THINKING
+    assert attempt(crash=False) == "done"  # a finished run replays: no request
+    assert len(server.requests) == 2
