@@ -13,7 +13,7 @@ import threading
 
 import xxhash
 
-from ._credentials import REDACTED, _fold, credential_field, secret_query_param
+from ._credentials import FIELD, HEADER, QUERY, REDACTED, _fold, credential_name
 
 _NAME = r"[A-Za-z][A-Za-z0-9_.\-]{0,63}"
 _SHAPES = (
@@ -33,7 +33,9 @@ _PARAM = re.compile(
     rf"(?P<lead>(?:(?<=[?&;])|(?<![^\s(\[{{,]))(?P<name>{_NAME})=)(?P<value>[^&#\s\"'<>\\]+)"
 )
 #: the password of a URL's user info
-_USERINFO = re.compile(r"(?P<lead>[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@\"']+:)[^\s/@\"']+(?=@)")
+_USERINFO = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^\s/:@\"']+:(?P<value>[^\s/@\"']+)|(?P<user>[^\s/:@\"']+))@"
+)
 #: Bearer <token> (a token holds a digit)
 _BEARER = re.compile(
     r"(?P<lead>\bbearer\s+)(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{8,}=*", re.IGNORECASE
@@ -71,43 +73,111 @@ _HEADER_LINE = re.compile(
 )
 
 
-class _Masker:
-    """The text rules' replacements; ``names`` are more field names to mask (folded)."""
+Span = tuple[int, int]
+
+
+class _Spans:
+    """Finds the spans the text rules replace; ``names`` are more field names to mask (folded)."""
 
     def __init__(self, names: frozenset[str] = frozenset()) -> None:
         self.names = names
 
-    def _secret(self, name: str) -> bool:
-        return credential_field(name) or (bool(self.names) and _fold(name) in self.names)
+    def _secret(self, name: str, form: str) -> bool:
+        return credential_name(name, form) or (bool(self.names) and _fold(name) in self.names)
 
-    def param(self, match: re.Match[str]) -> str:
-        name = match.group("name")
-        if not (secret_query_param(name) or self._secret(name)):
-            return match[0]
-        return match.group("lead") + REDACTED
+    def find(self, text: str) -> list[Span]:
+        """Return the sorted, merged ``(start, end)`` spans of ``text`` to replace."""
+        spans: list[Span] = []
+        add = spans.append
+        # each rule runs only where its sign is in the text: most text has none
+        if ":" in text:
+            if '"' in text or "'" in text:
+                for m in _FIELD_TEXT.finditer(text):
+                    if self._secret(m["name"], FIELD):
+                        add((m.start("value") + 1, m.end("value") - 1))
+                if '\\"' in text:
+                    for m in _ESCAPED_FIELD_TEXT.finditer(text):
+                        if self._secret(m["name"], FIELD):
+                            add(m.span("value"))
+            for m in _HEADER_LINE.finditer(text):
+                if self._secret(m["name"], HEADER):
+                    add(m.span("value"))
+            if "://" in text:
+                for m in _USERINFO.finditer(text):
+                    add(m.span("value") if m["value"] is not None else m.span("user"))
+        if "=" in text:
+            for m in _PARAM.finditer(text):
+                if self._secret(m["name"], QUERY):
+                    add(m.span("value"))
+        if "earer" in text or "EARER" in text:
+            for m in _BEARER.finditer(text):
+                add((m.end("lead"), m.end()))
+        if any(sign in text for sign in _SHAPE_SIGNS):
+            for m in _SHAPE.finditer(text):
+                add(m.span())
+        return _merge(spans) if spans else spans
 
-    def field(self, match: re.Match[str]) -> str:
-        if not self._secret(match.group("name")):
-            return match[0]
-        quote = match.group("value")[0]
-        return match[0][: match.start("value") - match.start()] + quote + REDACTED + quote
 
-    def escaped(self, match: re.Match[str]) -> str:
-        if not self._secret(match.group("name")):
-            return match[0]
-        return match[0][: match.start("value") - match.start()] + REDACTED + '\\"'
-
-    def header(self, match: re.Match[str]) -> str:
-        if not self._secret(match.group("name")):
-            return match[0]
-        return match.group("lead") + REDACTED
+def _merge(spans: list[Span]) -> list[Span]:
+    """Sort spans and join those that overlap (an empty span inside another is absorbed)."""
+    spans.sort()
+    out = [spans[0]]
+    for start, end in spans[1:]:
+        last_start, last_end = out[-1]
+        if start < last_end or start == last_start:
+            out[-1] = (last_start, max(last_end, end))
+        else:
+            out.append((start, end))
+    return out
 
 
-def _mask_lead(match: re.Match[str]) -> str:
-    return match.group("lead") + REDACTED
+def _owner(bounds: list[Span], start: int) -> int:
+    """The index of the piece holding offset ``start`` (the last piece for the very end)."""
+    for index, (lo, hi) in enumerate(bounds):
+        if lo <= start < hi:
+            return index
+    return len(bounds) - 1
 
 
-_DEFAULT_MASKER = _Masker()
+def _apply(text: str, spans: tuple[Span, ...] | list[Span]) -> str:
+    """Return ``text`` with each span replaced by ``[REDACTED]``."""
+    parts = []
+    at = 0
+    for start, end in spans:
+        parts.append(text[at:start])
+        parts.append(REDACTED)
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+_DEFAULT_SPANS = _Spans()
+
+
+def _find(text: str, names: frozenset[str]) -> tuple[Span, ...]:
+    """The spans of :func:`mask_text`'s rules in ``text`` (cached, as :func:`mask_text` is)."""
+    if len(text) < 8:
+        return ()
+    finder = _Spans(names) if names else _DEFAULT_SPANS
+    if len(text) > _CACHED_TEXT:
+        return tuple(finder.find(text))
+    # A model request re-sends the whole conversation: the same texts are masked
+    # at every step (and twice per step: for the key and for the frame). The
+    # rules are pure, so each text is searched once while it stays in the cache.
+    # The cache is keyed by a 128-bit digest of the text, not the text, and holds
+    # spans (offsets), not text: it must not keep the secrets it masks alive in
+    # the process after the caller let go.
+    key = (xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass")), names)
+    with _CACHE_LOCK:
+        if key in _MASKED:
+            _MASKED.move_to_end(key)
+            return _MASKED[key]
+    spans = tuple(finder.find(text))
+    with _CACHE_LOCK:
+        _MASKED[key] = spans
+        if len(_MASKED) > _CACHE_SIZE:
+            _MASKED.popitem(last=False)
+    return spans
 
 
 def mask_text(text: str, names: frozenset[str] = frozenset()) -> str:
@@ -122,56 +192,67 @@ def mask_text(text: str, names: frozenset[str] = frozenset()) -> str:
         ``text`` itself when nothing looks secret, else the masked copy (see
         the module docstring, point 3, for what is masked).
     """
-    if len(text) < 8:
-        return text
-    if len(text) > _CACHED_TEXT:
-        return _mask(text, names)
-    # A model request re-sends the whole conversation: the same texts are masked
-    # at every step (and twice per step: for the key and for the frame). The
-    # rules are pure, so each text is masked once while it stays in the cache.
-    # The cache is keyed by a 128-bit digest of the text, not the text: it must
-    # not keep the secrets it masks alive in the process after the caller let go.
-    key = (xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass")), names)
-    with _CACHE_LOCK:
-        if key in _MASKED:
-            _MASKED.move_to_end(key)
-            masked = _MASKED[key]
-            return text if masked is None else masked
-    masked = _mask(text, names)
-    with _CACHE_LOCK:
-        _MASKED[key] = None if masked is text else masked
-        if len(_MASKED) > _CACHE_SIZE:
-            _MASKED.popitem(last=False)
-    return masked
+    spans = _find(text, names)
+    return _apply(text, spans) if spans else text
+
+
+def mask_pieces(pieces: list[str], names: frozenset[str] = frozenset()) -> list[str]:
+    """Mask the text the pieces make together, and cut the result back into the pieces.
+
+    The rules of :func:`mask_text` run over ``"".join(pieces)`` (a secret split
+    across two pieces, ``"sk-ab"`` + ``"cd..."``, is found); each masked span's
+    ``[REDACTED]`` goes into the piece where the span starts, and the span's
+    other characters are removed from every piece they were in. So
+    ``"".join(mask_pieces(p)) == mask_text("".join(p))``, and no piece keeps
+    any character of a masked secret.
+
+    Args:
+        pieces: the texts in order (a stream's text deltas).
+        names: as for :func:`mask_text`.
+
+    Returns:
+        ``pieces`` itself when nothing looks secret, else a new list of as many pieces.
+    """
+    if len(pieces) == 1:
+        masked = mask_text(pieces[0], names)
+        return pieces if masked is pieces[0] else [masked]
+    spans = _find("".join(pieces), names)
+    if not spans:
+        return pieces
+    bounds = []  # each piece's (start, end) in the joined text
+    at = 0
+    for piece in pieces:
+        bounds.append((at, at + len(piece)))
+        at += len(piece)
+    owners = [_owner(bounds, start) for start, _ in spans]
+    out: list[str] = []
+    for index, (piece, (lo, hi)) in enumerate(zip(pieces, bounds, strict=True)):
+        parts = []
+        cursor = lo
+        for (start, stop), owner in zip(spans, owners, strict=True):
+            if owner != index and (stop <= lo or start >= hi):
+                continue
+            parts.append(piece[cursor - lo : max(start, lo) - lo])
+            if owner == index:
+                parts.append(REDACTED)
+            cursor = max(cursor, min(stop, hi))
+        parts.append(piece[cursor - lo :])
+        out.append("".join(parts))
+    return out
 
 
 #: Longest text whose masking is cached (characters), and how many are kept.
 _CACHED_TEXT = 16384
 _CACHE_SIZE = 512
-#: digest of a text (and the extra field names) -> its masked copy, or None when
-#: masking changes nothing; least recently used first.
-_MASKED: collections.OrderedDict[tuple[bytes, frozenset[str]], str | None] = (
+#: digest of a text (and the extra field names) -> the spans masking replaces
+#: (empty when nothing looks secret); least recently used first.
+_MASKED: collections.OrderedDict[tuple[bytes, frozenset[str]], tuple[tuple[int, int], ...]] = (
     collections.OrderedDict()
 )
 _CACHE_LOCK = threading.Lock()
 
 
 def _mask(text: str, names: frozenset[str]) -> str:
-    """The rules of :func:`mask_text` (uncached)."""
-    masker = _Masker(names) if names else _DEFAULT_MASKER
-    # each rule runs only where its sign is in the text: most text has none
-    if ":" in text:
-        if '"' in text or "'" in text:
-            text = _FIELD_TEXT.sub(masker.field, text)
-            if '\\"' in text:
-                text = _ESCAPED_FIELD_TEXT.sub(masker.escaped, text)
-        text = _HEADER_LINE.sub(masker.header, text)
-        if "://" in text:
-            text = _USERINFO.sub(_mask_lead, text)
-    if "=" in text:
-        text = _PARAM.sub(masker.param, text)
-    if "earer" in text or "EARER" in text:
-        text = _BEARER.sub(_mask_lead, text)
-    if any(sign in text for sign in _SHAPE_SIGNS):
-        text = _SHAPE.sub(REDACTED, text)
-    return text
+    """The rules of :func:`mask_text`, uncached (what the cache must agree with)."""
+    spans = (_Spans(names) if names else _DEFAULT_SPANS).find(text)
+    return _apply(text, spans) if spans else text

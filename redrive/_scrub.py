@@ -1,10 +1,8 @@
 """The one scrubber every journaled payload and run-record text passes through (pure).
 
-What reaches a journal (every frame :class:`redrive.replay._writer.JournalWriter`
-makes, and the run record's ``error`` and ``output``) goes through
-:class:`Scrubber` first. It does three things, in this order, to every part
-of the value (dict values, list items, stored values with their types and
-key order kept, strings, JSON text and server-sent-event text inside strings):
+Every frame :class:`redrive.replay._writer.JournalWriter` makes, and the run
+record's ``error`` and ``output``, go through :class:`Scrubber` first, which
+does three things to every part of the value (stored values keep types and order):
 
 1. **The run's ``redact=`` patterns** (compiled by
    ``redrive.replay._policy.compile_paths``): the value at a matching path
@@ -17,35 +15,27 @@ key order kept, strings, JSON text and server-sent-event text inside strings):
    holds, and so is each ``data:`` line of an event stream; ``$..name``
    matches at any depth everywhere.
 2. **Credential fields, by name, by default**: a field whose name is a
-   credential's (:func:`credential_field`: the names in
-   :data:`CREDENTIAL_FIELDS`, and names ending in ``token``, ``secret``,
-   ``password`` or ``apikey`` except those of :data:`NOT_CREDENTIALS`; case,
-   ``-`` and ``_`` do not matter) has its value replaced by ``[REDACTED]``
-   unless the value is a number, a bool or None (``max_tokens`` and token
-   counts are not credentials). That covers the remote MCP server
-   credentials both providers accept in request bodies (OpenAI
-   ``tools[].authorization``, Anthropic ``mcp_servers[].authorization_token``),
-   header pairs (``[name, value]``) under a ``headers`` field, and
-   ``"name": "value"`` (or ``'name': 'value'``, or ``\"name\": \"value\"``)
-   inside text. Not in a value a step hands back (a tool's result, a model
-   callable's response, a recorded value, a ``recover()`` result): a replay
-   hands back what the live loop got (DESIGN invariant 9), so a credential
-   field there is hidden only when ``redact=`` names it.
-3. **Secret-looking text, by default** (:func:`mask_text`): the value of a
-   secret query or form parameter (``?key=...``, ``&auth_token=...``:
-   :func:`secret_query_param`), the password of a URL (``https://u:pw@host``),
-   a credential header line (``X-Auth-Token: ...``), ``Bearer <token>`` (a
-   token holding a digit), and keys of a well-known shape (OpenAI ``sk-...``,
-   ``sk-proj-...``, Anthropic ``sk-ant-...``, Stripe ``sk_live_``, GitHub
-   ``ghp_``/``github_pat_``, GitLab ``glpat-``, Slack ``xox?-``, AWS
-   ``AKIA...``, Google ``AIza...``, Hugging Face ``hf_``, JWTs) become
-   ``[REDACTED]``.
+   credential's in the table of :mod:`redrive._credentials` (``FIELD`` form:
+   ``api_key``, ``authorization_token``, ``db_password``; not ``token`` or
+   ``max_tokens``) has its value replaced by ``[REDACTED]`` unless it is a
+   number, a bool or None; so do ``[name, value]`` header pairs under a
+   ``headers`` field (``HEADER`` form). Not in a value a step hands back (a
+   tool's result, a model callable's response, a recorded value, a
+   ``recover()`` result): a replay hands back what the live loop got (DESIGN
+   invariant 9), so a credential field there is hidden only when ``redact=``
+   names it.
+3. **Secret-looking text, by default** (:func:`mask_text`, :mod:`redrive._masking`):
+   credential names in text in each of their wire forms (``?name=value``,
+   ``Name: value``, ``"name": "value"``), URL user info, ``Bearer <token>``
+   and keys of a well-known shape. A stream's events (``chunks``) are masked
+   as the texts they assemble (:mod:`redrive._scrub_stream`), so a secret
+   split across two deltas is found.
 
-Bytes values are not read (they are opaque). Match keys are computed on the
-scrubbed form (a Run scrubs a step's arguments before its key is made), so a
-rotated credential does not make a replay diverge. What the live loop gets
-is never scrubbed; what a replay hands back is what the journal holds: a
-value that looked secret comes back as ``[REDACTED]``.
+Signed or encrypted provider content (:mod:`redrive._signed`) is left as it
+was by rules 2 and 3; ``keep=`` paths (:mod:`redrive._secrets_policy`) too.
+Bytes are opaque. Match keys are made on the scrubbed form (a rotated key
+still replays). The live loop gets what was sent; a replay hands back what
+the journal holds (a value that looked secret comes back as ``[REDACTED]``).
 """
 
 from __future__ import annotations
@@ -53,7 +43,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgpack
@@ -62,28 +52,38 @@ from ._canonical import pack_tree
 from ._canonical_types import _EXT_STORED, StoredValue
 from ._credentials import (
     CREDENTIAL_FIELDS,
+    CREDENTIAL_HEADERS,
+    CREDENTIALS,
     NOT_CREDENTIALS,
     REDACTED,
     SECRET_QUERY_PARAMS,
     _credential_name,
     _fold,
     credential_field,
+    credential_header,
     secret_query_param,
 )
 from ._masking import _CACHE_LOCK as _CACHE_LOCK
 from ._masking import _MASKED as _MASKED
 from ._masking import _mask as _mask
-from ._masking import mask_text
+from ._masking import mask_pieces, mask_text
+from ._scrub_stream import scrub_events
+from ._secrets_policy import STEP_KINDS, secrets_policy
+from ._signed import holds_signed, signed
 from .frames import Kind
 
 __all__ = [
+    "CREDENTIALS",
     "CREDENTIAL_FIELDS",
+    "CREDENTIAL_HEADERS",
     "DEFAULT",
     "NOT_CREDENTIALS",
     "REDACTED",
     "SECRET_QUERY_PARAMS",
     "Scrubber",
     "credential_field",
+    "credential_header",
+    "mask_pieces",
     "mask_text",
     "secret_query_param",
 ]
@@ -133,10 +133,27 @@ class Scrubber:
         *,
         defaults: bool = True,
         names: Iterable[str] = (),
+        keep: Mapping[str, tuple[re.Pattern[str], ...]] | None = None,
+        policy: Mapping[str, Any] | None = None,
     ) -> None:
         self.patterns = patterns
         self.defaults = defaults
         self.names = frozenset(_fold(name) for name in names)
+        #: paths the default rules leave verbatim in this scrubber's payloads
+        self.kept: tuple[re.Pattern[str], ...] = ()
+        #: a path string is built for each part only when some pattern may read it
+        self._paths = bool(patterns)
+        #: the patterns alone: what reaches inside signed content (see redrive._signed)
+        self._plain = self if not defaults else Scrubber(patterns, defaults=False)
+        #: step kind -> the scrubber of its payloads (those with ``keep`` paths)
+        self._kinds: dict[str, Scrubber] = {}
+        for kind, kept in (keep or {}).items():
+            if kept:
+                sub = Scrubber(patterns, defaults=defaults, names=self.names)
+                sub.kept = kept
+                sub._paths = True
+                self._kinds[kind] = sub
+        self._policy = secrets_policy(policy or {})
 
     def _credential(self, key: Any, item: Any) -> bool:
         """Whether ``item`` under ``key`` is a credential the default rules remove."""
@@ -157,25 +174,26 @@ class Scrubber:
         ``value`` is a canonical tree (dicts, lists, str, bytes, numbers,
         msgpack ext values) that may hold :class:`StoredValue` parts.
         """
-        if not self.patterns:  # no path can match: no path strings to build
+        if not self._paths:  # no path can match: no path strings to build
             return self._unrooted(value) if self.defaults else value
         kind = type(value)
         if kind is str:
             return self._text(value, path)
         if kind is dict:
+            if self.defaults and signed(value):
+                return self._plain.value(value, path)
             out: dict[Any, Any] = {}
             changed = False
             for key, item in value.items():
                 where = _child(path, key)
                 if self._hit(where) or self._credential(key, item):
                     new: Any = REDACTED
-                elif (
-                    self.defaults
-                    and isinstance(key, str)
-                    and _fold(key) == "headers"
-                    and isinstance(item, list)
-                ):
+                elif self.kept and any(p.match(where) for p in self.kept):
+                    new = self._plain.value(item, where)
+                elif isinstance(item, list) and self._headers(key, item):
                     new = self._header_pairs(item, where)
+                elif key == "chunks" and isinstance(item, list | tuple):
+                    new = self._chunks(item, where)
                 else:
                     new = self.value(item, where)
                 changed = changed or new is not item
@@ -185,7 +203,12 @@ class Scrubber:
             items = []
             for i, item in enumerate(value):
                 where = f"{path}[{i}]"
-                items.append(REDACTED if self._hit(where) else self.value(item, where))
+                if self._hit(where):
+                    items.append(REDACTED)
+                elif self.kept and any(p.match(where) for p in self.kept):
+                    items.append(self._plain.value(item, where))
+                else:
+                    items.append(self.value(item, where))
             if all(a is b for a, b in zip(items, value, strict=True)):
                 return value
             return items if kind is list else tuple(items)
@@ -205,8 +228,10 @@ class Scrubber:
         """
         kind = type(value)
         if kind is str:
-            return mask_text(value, self.names)
+            return self._string(value)
         if kind is dict:
+            if signed(value):
+                return value
             out: dict[Any, Any] = {}
             changed = False
             for key, item in value.items():
@@ -221,12 +246,14 @@ class Scrubber:
                     changed = True
                     continue
                 if t is str:
-                    new: Any = mask_text(item, self.names)
+                    new: Any = self._string(item)
                 elif t in _KEPT:
                     out[key] = item
                     continue
                 elif isinstance(item, list) and self._headers(key, item):
                     new = self._header_pairs(item, "$")
+                elif key == "chunks" and (t is list or t is tuple):
+                    new = scrub_events(item, self.names)
                 else:
                     new = self._unrooted(item)
                 changed = changed or new is not item
@@ -234,7 +261,7 @@ class Scrubber:
             return out if changed else value
         if kind is list or kind is tuple:
             items = [
-                mask_text(item, self.names)
+                self._string(item)
                 if type(item) is str
                 else item
                 if type(item) in _KEPT
@@ -268,28 +295,55 @@ class Scrubber:
                 isinstance(pair, list)
                 and len(pair) == 2
                 and isinstance(pair[0], str)
-                and credential_field(pair[0])
+                and credential_header(pair[0])
             ):
                 out.append([pair[0], REDACTED])
             else:
                 out.append(self.value(pair, f"{path}[{i}]"))
         return pairs if all(a is b for a, b in zip(out, pairs, strict=True)) else out
 
+    def _string(self, text: str) -> str:
+        """Mask a text by the default rules; a JSON text holding signed content, as JSON."""
+        masked = mask_text(text, self.names)
+        if masked is text:  # nothing to mask (the cached common case): nothing to keep either
+            return text
+        if text.lstrip()[:1] in _JSON_HEADS and holds_signed(text):
+            parsed = _json(text)
+            if isinstance(parsed, dict | list):  # walked: signed objects are kept whole
+                new = self._unrooted(parsed)
+                return text if new is parsed else _dumps(new)
+        return masked
+
     def _text(self, text: str, path: str) -> str:
         if not self.defaults:
             return text
-        if self.patterns:
+        if self._paths:
             stripped = text.lstrip()
             if stripped[:1] in ("{", "["):
                 parsed = _json(stripped)
                 if parsed is not _NOT_JSON:
                     new = self.value(parsed, path)
-                    if new is parsed:
-                        return mask_text(text, self.names)
-                    return json.dumps(new, ensure_ascii=False, separators=(",", ":"))
+                    if new is not parsed:
+                        return _dumps(new)
+                    return text if holds_signed(text) else mask_text(text, self.names)
             elif "data:" in text:
                 return mask_text(self._events(text, path), self.names)
-        return mask_text(text, self.names)
+        return self._string(text)
+
+    def _chunks(self, chunks: Sequence[Any], path: str) -> Sequence[Any]:
+        """Scrub a stream's events: the patterns per ``data:`` line, then the default rules.
+
+        The default rules run over the assembled stream
+        (:func:`redrive._scrub_stream.scrub_events`).
+        """
+        out = [
+            self._plain._events(chunk, f"{path}[{i}]")
+            if self.patterns and type(chunk) is str and "data:" in chunk
+            else chunk
+            for i, chunk in enumerate(chunks)
+        ]
+        kept: Sequence[Any] = chunks if all(map(operator.is_, out, chunks)) else out
+        return scrub_events(kept, self.names) if self.defaults else kept
 
     def _events(self, text: str, path: str) -> str:
         """Apply the patterns to each ``data:`` line of an event stream that holds JSON."""
@@ -303,7 +357,7 @@ class Scrubber:
                 continue
             new = self.value(parsed, path)
             if new is not parsed:
-                lines[i] = "data: " + json.dumps(new, ensure_ascii=False, separators=(",", ":"))
+                lines[i] = "data: " + _dumps(new)
         return "\n".join(lines)
 
     def _stored(self, data: bytes, path: str) -> bytes:
@@ -331,31 +385,52 @@ class Scrubber:
                 inner = self._tree(node[2], path)
                 return node if inner is node[2] else (node[0], node[1], inner)
             items = list(node[:start])
-            if not self.patterns:  # no path to build: none can match
+            if not self._paths:  # no path to build: none can match
                 items.extend(self._tree(item, path) for item in node[start:])
-            for i, item in enumerate(node[start:] if self.patterns else ()):
+            for i, item in enumerate(node[start:] if self._paths else ()):
                 where = f"{path}[{i}]"
-                items.append(REDACTED if self._hit(where) else self._tree(item, where))
+                if self._hit(where):
+                    items.append(REDACTED)
+                elif self.kept and any(p.match(where) for p in self.kept):
+                    items.append(self._plain._tree(item, where))
+                else:
+                    items.append(self._tree(item, where))
             same = all(a is b for a, b in zip(items, node, strict=True))
             return node if same else tuple(items)
         if kind is dict:
+            if self.defaults and signed(node):
+                return self._plain._tree(node, path)
             out = {}
             changed = False
             for key, item in node.items():
-                if not self.patterns:
-                    new: Any = self._tree(item, path)
-                    changed = changed or new is not item
-                    out[key] = new
-                    continue
-                where = _child(path, key)
-                # a name alone never changes a handed-back value
-                new = REDACTED if self._hit(where) else self._tree(item, where)
+                if key == "chunks" and type(item) is tuple and self.defaults:
+                    new: Any = self._stored_chunks(item, _child(path, key))
+                elif not self._paths:
+                    new = self._tree(item, path)
+                else:
+                    where = _child(path, key)
+                    # a name alone never changes a handed-back value
+                    if self._hit(where):
+                        new = REDACTED
+                    elif self.kept and any(p.match(where) for p in self.kept):
+                        new = self._plain._tree(item, where)
+                    else:
+                        new = self._tree(item, where)
                 changed = changed or new is not item
                 out[key] = new
             return out if changed else node
         if kind is str:
             return self._text(node, path)
         return node
+
+    def _stored_chunks(self, node: tuple[Any, ...], path: str) -> Any:
+        """A stored stream's events (an array, maybe led by its type mark): see :meth:`_chunks`."""
+        start = 1 if node and isinstance(node[0], msgpack.ExtType) else 0
+        items = node[start:]
+        if not all(type(item) is str or type(item) is bytes for item in items):
+            return self._tree(node, path)
+        new = self._chunks(items, path)
+        return node if new is items else (*node[:start], *new)
 
     def payload(self, kind: str, payload: Any) -> Any:
         """Return a frame's payload scrubbed (``payload`` itself when nothing changes).
@@ -364,6 +439,8 @@ class Scrubber:
             kind: the frame's kind (a :class:`~redrive.frames.Kind` value).
             payload: the payload as queued (a canonical tree, maybe with stored values).
         """
+        if self._kinds and (sub := self.for_step(STEP_KINDS.get(kind, ""))) is not self:
+            return sub.payload(kind, payload)
         if not isinstance(payload, dict):
             return self.value(payload)
         roots = _ROOTS.get(kind, ())
@@ -372,7 +449,7 @@ class Scrubber:
         out: dict[str, Any] = {}
         changed = False
         for key, item in payload.items():
-            if not self.patterns or key in roots:  # no patterns: paths are never read
+            if not self._paths or key in roots:  # no patterns: paths are never read
                 new = self.value(item)
             else:
                 new = self.value(item, _child("$", key))
@@ -380,16 +457,34 @@ class Scrubber:
             out[key] = new
         return out if changed else payload
 
+    def for_step(self, kind: str) -> Scrubber:
+        """The scrubber of a step kind's payloads (``"tool"``...), with its ``keep`` paths."""
+        return self._kinds.get(kind, self) if self._kinds else self
+
+    def policy(self) -> dict[str, Any]:
+        """What this scrubber applies, as recorded in a run's ``run_start`` flags (``secrets``).
+
+        Returns:
+            ``{"fingerprint": 16 hex, "table": 16 hex, "redact": [...], "keep": [...]}``:
+            the ``redact=`` and ``keep=`` patterns as given, the digest of the
+            credential table (:data:`CREDENTIALS`) and of the signed-content rule,
+            and a digest of all of it (two runs scrubbed alike have the same one).
+        """
+        return dict(self._policy)
+
     def text(self, text: str | None) -> str | None:
         """Return a run-record text (``error``) scrubbed as a frame's string would be."""
         return None if text is None else self.value(text)
 
 
-class _NotJson:
-    pass
+_NOT_JSON: Any = type("_NotJson", (), {})()
 
 
-_NOT_JSON: Any = _NotJson()
+_JSON_HEADS = frozenset("{[")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _json(text: str) -> Any:

@@ -10,7 +10,7 @@ import gzip
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,6 +28,8 @@ class Reply:
         headers: extra response headers.
         gzip: send the body gzip-compressed with ``Content-Encoding: gzip``.
         cut_after: send only this many chunks, then drop the connection mid-stream.
+        check: called with the request body; a Reply it returns is sent instead
+            (a server that validates what the client sends back, e.g. a signature).
     """
 
     status: int = 200
@@ -36,6 +38,7 @@ class Reply:
     headers: dict[str, str] = attrs.Factory(dict)
     gzip: bool = False
     cut_after: int | None = None
+    check: Callable[[bytes], Reply | None] | None = None
 
 
 @attrs.define
@@ -97,6 +100,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 if self.server.script
                 else Reply(500, {"error": {"message": "script exhausted"}})
             )
+        if reply.check is not None:
+            reply = reply.check(body) or reply
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)

@@ -4,7 +4,7 @@ Requests are stored without headers at all; a stored request's query keeps
 its parameters but replaces the value of a secret one
 (:func:`secret_query_param`) by ``[REDACTED]``. A stored response keeps its
 headers except credentials (:data:`SECRET_HEADERS` and every
-:func:`credential_field` name, e.g. ``x-auth-token``) and cookies (and the
+:func:`credential_header` name, e.g. ``x-auth-token``, ``Cookie2``) and cookies (and the
 body framing the decoded body makes wrong). A JSON response body goes
 through the run's ``redact`` path patterns as ``{"body": ...}``.
 
@@ -24,7 +24,13 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._scrub import CREDENTIAL_FIELDS, SECRET_QUERY_PARAMS, credential_field, secret_query_param
+from .._scrub import (
+    CREDENTIAL_FIELDS,
+    SECRET_QUERY_PARAMS,
+    credential_field,
+    credential_header,
+    secret_query_param,
+)
 
 __all__ = [
     "BODY_HEADERS",
@@ -46,6 +52,8 @@ SECRET_HEADERS = frozenset(
         "x-api-key",
         "cookie",
         "set-cookie",
+        "cookie2",
+        "set-cookie2",
         "openai-organization",
         "openai-project",
         "anthropic-organization-id",
@@ -63,13 +71,14 @@ def scrub_headers(headers: Iterable[tuple[str, str]]) -> list[list[str]]:
 
     Drops every header in :data:`SECRET_HEADERS` and :data:`BODY_HEADERS`
     (the stored body is decoded and its length is recomputed on replay), and
-    every header named like a credential (:func:`credential_field`:
-    ``x-auth-token``, ``x-api-key``...).
+    every header named like a credential (:func:`credential_header`, the
+    table of :mod:`redrive._credentials`: ``x-auth-token``, ``Cookie2``,
+    ``X-Amz-Security-Token``...).
     """
     out = []
     for name, value in headers:
         low = name.lower()
-        if low in SECRET_HEADERS or low in BODY_HEADERS or credential_field(low):
+        if low in SECRET_HEADERS or low in BODY_HEADERS or credential_header(low):
             continue
         out.append([low, value])
     return out

@@ -134,7 +134,8 @@ class RunBlock:
             state.refuse_after_end(f"note {name!r}")
             if not state.can_write:
                 return
-            self._writer.queue(Kind.NOTE, name, {"data": self._writer.prepare(data, "value")})
+            data = self._writer.prepare(data, "value", "note")
+            self._writer.queue(Kind.NOTE, name, {"data": data})
 
     def redact(self, value: Any) -> Any:
         """Return canonical ``value`` with every ``redact`` path replaced (as journaled)."""

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypedDict
 import attrs
 
 from .._runid import check_run_id
+from .._secrets_policy import keep_by_kind
 from ..storage import Journal
 from ._fingerprint import current_tools
 from ._lease import lease_for, takeover_grace
@@ -53,6 +54,7 @@ class RunOptions(TypedDict, total=False):
     create: bool
     live: bool
     redact: tuple[str, ...]
+    keep: tuple[str, ...]
     model_commit: Literal["write", "group", "each"]
     retryable: tuple[type[BaseException], ...]
     entrypoint: str | None
@@ -136,12 +138,21 @@ def _check_types(options: dict[str, Any]) -> None:
     redact = options["redact"]
     if isinstance(redact, str) or not all(isinstance(p, str) for p in redact):
         raise TypeError(f"redact={redact!r}: use a tuple of path patterns (strings)")
+    keep = options["keep"]
+    if isinstance(keep, str) or not all(isinstance(p, str) for p in keep):
+        raise TypeError(f"keep={keep!r}: use a tuple of path patterns (strings)")
     retryable = options["retryable"]
     if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retryable):
         raise TypeError(f"retryable={retryable!r}: use a tuple of exception types")
     app_version = options["app_version"]
     if app_version is not None and (not isinstance(app_version, str) or not app_version):
         raise TypeError(f"app_version={app_version!r}: use a non-empty string or None")
+
+
+def _checked_keep(keep: tuple[str, ...]) -> tuple[str, ...]:
+    """Refuse a ``keep`` pattern with an unknown step kind or a bad path (ValueError)."""
+    keep_by_kind(keep, compile_paths)
+    return keep
 
 
 #: The defaults of :class:`RunOptions` (see :func:`redrive.run`).
@@ -156,6 +167,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "create": True,
     "live": True,
     "redact": (),
+    "keep": (),
     "model_commit": "write",
     "retryable": _DEFAULT_RETRYABLE,
     "entrypoint": None,
@@ -175,6 +187,7 @@ class RunConfig:
         input: the run's input as given (:data:`UNSET` when none was).
         redact: the ``redact`` path patterns as given.
         redact_paths: the same, compiled.
+        keep: the ``keep`` path patterns as given (checked).
         live_tools: True/False, or the set of tool names whose bodies run on replay.
         lease: the lease length this run takes, in seconds, ``"auto"`` resolved
             (:func:`~._lease.lease_for`); None: none.
@@ -193,6 +206,7 @@ class RunConfig:
     live: bool
     redact: tuple[str, ...]
     redact_paths: tuple[re.Pattern[str], ...]
+    keep: tuple[str, ...]
     model_commit: Literal["write", "group", "each"]
     retryable: tuple[type[BaseException], ...]
     entrypoint: str | None
@@ -238,6 +252,7 @@ class RunConfig:
             live=chosen["live"],
             redact=redact,
             redact_paths=compile_paths(redact),
+            keep=_checked_keep(tuple(chosen["keep"])),
             model_commit=chosen["model_commit"],
             retryable=tuple(chosen["retryable"]),
             entrypoint=chosen["entrypoint"],

@@ -75,6 +75,8 @@ class Opener:
                 "turns": CAUSAL_TURNS,
                 # their positions carry spawn paths (FlowTracker: who each caller is)
                 **self._flows.run_flags(),
+                # what the secret rules were (docs/secrets.md): table digest, redact, keep
+                "secrets": self._writer.scrubber.policy(),
             },
         }
         try:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import attrs
 
 from .._scrub import REDACTED, Scrubber
+from .._secrets_policy import keep_by_kind
 
 __all__ = [
     "REDACTED",
@@ -269,18 +270,26 @@ def last_name(pattern: str) -> str | None:
     return tail
 
 
-def scrubber(patterns: Iterable[str]) -> Scrubber:
-    """Return the scrubber of a run's ``redact=`` patterns (see :mod:`redrive._scrub`).
+def scrubber(patterns: Iterable[str], keep: Iterable[str] = ()) -> Scrubber:
+    """Return the scrubber of a run's ``redact=`` and ``keep=`` patterns (:mod:`redrive._scrub`).
 
-    The patterns redact by path in every payload; the field names they end
-    with are masked inside texts too (an exception's message, an event stream).
+    The ``redact`` patterns redact by path in every payload; the field names
+    they end with are masked inside texts too (an exception's message, an
+    event stream). The ``keep`` patterns (:mod:`redrive._secrets_policy`)
+    name paths the default rules leave verbatim, per step kind.
 
     Raises:
-        TypeError, ValueError: as :func:`compile_paths`.
+        TypeError, ValueError: as :func:`compile_paths` (and an unknown step kind in ``keep``).
     """
     patterns = tuple(patterns)
+    keep = tuple(keep)
     names = [name for name in map(last_name, patterns) if name is not None]
-    return Scrubber(compile_paths(patterns), names=names)
+    return Scrubber(
+        compile_paths(patterns),
+        names=names,
+        keep=keep_by_kind(keep, compile_paths),
+        policy={"redact": patterns, "keep": keep},
+    )
 
 
 def _paths(value: Iterable[str]) -> tuple[str, ...]:

@@ -86,7 +86,7 @@ class Run:
         config = RunConfig.of(journal, run_id, options)
         self._state = state = RunState(config)
         lease = LeaseKeeper(journal, run_id, config.lease, config.on_busy, config.busy_timeout)
-        writer = JournalWriter(journal, run_id, lease, scrubber(config.redact))
+        writer = JournalWriter(journal, run_id, lease, scrubber(config.redact, config.keep))
         self._flows = flows = FlowTracker()
         matcher = Matcher(state, writer, lease, flows)
         appender = Appender(state, writer, lease, flows)
@@ -426,6 +426,9 @@ def run(journal: Journal | str, run_id: str, **options: Unpack[RunOptions]) -> R
         create: start the run when missing (default True; False raises UnknownRunError).
         live: False replays only: any step not in the journal raises ReplayMissError.
         redact: path patterns of argument fields never written to the journal.
+        keep: path patterns (optionally ``"<step kind>:$.path"``, kinds ``run``,
+            ``model``, ``tool``, ``value``, ``note``) the default secret rules
+            leave verbatim (``redact`` still applies); see docs/secrets.md.
         model_commit: how a live model step's frames are written: ``"write"``
             (default: appended at once without an fsync of their own; they survive
             the worker being killed, and the next durable write covers a machine

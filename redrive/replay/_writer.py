@@ -32,6 +32,10 @@ class _Adopted(Exception):
     """Internal: a lost append was replaced by the winner's frames; match the step again."""
 
 
+#: What :meth:`JournalWriter.prepare` scrubs -> the step kind it belongs to.
+_STEP_OF = {"args": "tool", "request": "model", "extra": "model", "input": "run", "value": "value"}
+
+
 class JournalWriter:
     """The frames one Run has queued and not yet appended, and where its chain stands.
 
@@ -67,13 +71,20 @@ class JournalWriter:
         self.next_seq = next_seq
         self.last_chain = last_chain
 
-    def prepare(self, value: Any, path: str) -> Any:
+    def prepare(self, value: Any, path: str, kind: str | None = None) -> Any:
         """Return ``value`` as it is journaled: canonical and scrubbed (keys are made on it).
+
+        Args:
+            value: a step's user data.
+            path: what it is (``"args"``, ``"request"``, ``"input"``, ``"value"``...).
+            kind: the step kind whose ``keep=`` paths apply; by default the one
+                ``path`` belongs to (``args``: tool, ``request``: model...).
 
         Raises:
             TypeError: ``value`` cannot be encoded canonically (``path`` names where).
         """
-        return self.scrubber.value(canonical(value, path))
+        scrubber = self.scrubber.for_step(kind or _STEP_OF.get(path, ""))
+        return scrubber.value(canonical(value, path))
 
     def queue(self, kind: Kind, name: str, payload: Any, key: str = "") -> Frame:
         """Scrub ``payload``, chain a new frame after the last one and queue it; return it.

@@ -108,7 +108,12 @@ _PIECES = [*"abAZ09 :=&?'\"\\{}[]/@-_.é\n", "sk-", "Bearer ", "password", "toke
 _PIECES += ["https://u:p@", "data: ", "AKIA", "eyJ", "a" * 20, "12345678"]
 _TEXT = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
 _JSONISH = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | _TEXT | st.binary(max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | _TEXT
+    | st.binary(max_size=4),
     lambda inner: (
         st.lists(inner, max_size=4)
         | st.dictionaries(
