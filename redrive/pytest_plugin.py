@@ -80,7 +80,7 @@ from typing import Any
 
 import pytest
 
-from ._plugin_fixture import _REPORTS, _UNUSED, redrive_run
+from ._plugin_fixture import _REPORTS, redrive_run
 from ._plugin_guard import _BLOCKED, NetworkBlocked
 from ._plugin_modes import (
     FORMATS,
@@ -95,6 +95,8 @@ from ._plugin_modes import (
     record_mode,
     runs_dir,
 )
+from ._plugin_record import _UNUSED
+from ._plugin_scopes import WIDE, note_wide_fixtures, record_fixture, run_first
 
 __all__ = [
     "MARKER_OPTIONS",
@@ -151,10 +153,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "journals/<module>/<test>.rdj next to the test file",
     )
     config.stash[_UNUSED] = []
+    config.stash[WIDE] = {}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Make the marker imply the ``redrive_run`` fixture; check markers; refuse shared journals.
+
+    ``redrive_run`` is set up before the test's other function-scoped fixtures,
+    and the wider-scoped fixtures a redrive test uses are noted: they are
+    recorded on their own (see :mod:`._plugin_scopes`).
 
     Raises:
         pytest.UsageError: a marker with an unknown option or a positional
@@ -166,10 +173,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         _check_marker(item)
         names = getattr(item, "fixturenames", None)
-        if item.get_closest_marker("redrive") and names is not None and "redrive_run" not in names:
-            names.append("redrive_run")
-        if names is None or "redrive_run" not in names:
+        if names is None or not (item.get_closest_marker("redrive") or "redrive_run" in names):
             continue
+        run_first(item)
+        note_wide_fixtures(item, config.stash[WIDE])
         path = journal_path(item)
         key = os.path.normcase(str(path.resolve())).casefold()
         seen = owners.setdefault(key, (item.nodeid, path))
@@ -179,6 +186,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 f"file ({seen[1]} and {path}), so one would replay or overwrite the other's "
                 "recording; give one of them its own file with @pytest.mark.redrive(path=...)"
             )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    """Set a wider-scoped fixture a redrive test uses up inside a recording of its own."""
+    if id(fixturedef) not in request.config.stash.get(WIDE, {}):
+        return (yield)
+    return (yield from record_fixture(fixturedef, request))
 
 
 def _unknown_run_message(item: pytest.Item, message: str) -> str:
