@@ -210,4 +210,3 @@ def record_fixture(fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
     _refuse_blocked(target, blocked)
     _teardown_in_recording(fixturedef, names, request.config)
     return result
-

@@ -103,7 +103,7 @@ def _settled_payload(frame: Frame) -> bytes:
 
 
 def settled_frames(frames: Iterable[Frame]) -> Iterator[Frame]:
-    """``frames`` (one run, in seq order) settled: times 0, epochs 0, volatile fields out, rechained."""
+    """``frames`` (one run, in seq order), settled as the module docstring says, and rechained."""
     prev = GENESIS
     for frame in frames:
         moved = attrs.evolve(frame, payload=_settled_payload(frame), at=0.0, epoch=0)
@@ -129,7 +129,9 @@ def _masked(frame: Frame) -> Any:
         response = _unpack(response.data)
     if isinstance(response, dict) and isinstance(response.get("headers"), list):
         response["headers"] = [
-            [pair[0], None] if isinstance(pair, list) and pair and _volatile_header(pair[0]) else pair
+            [pair[0], None]
+            if isinstance(pair, list) and pair and _volatile_header(pair[0])
+            else pair
             for pair in response["headers"]
         ]
     return {**tree, "response": response}
@@ -178,7 +180,7 @@ class _SettledView:
 
 
 def save_settled(journal: Journal, run_id: str, path: Path) -> bool:
-    """Save run ``run_id`` of ``journal`` to ``path`` in its settled form, unless it is already there.
+    """Save run ``run_id`` of ``journal`` to ``path`` settled, unless ``path`` already holds it.
 
     Args:
         journal: holds the recorded run.
