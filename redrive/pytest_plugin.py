@@ -59,6 +59,18 @@ saves the test's journal as JSON Lines (``<test>.rdj.jsonl``, one frame a
 line, volatile fields last): a re-recorded test then shows as a readable
 diff in review.
 
+Fixtures of every scope: ``redrive_run`` is set up before the test's other
+function-scoped fixtures (so they record into the test's run), and each
+class-, module-, package- or session-scoped fixture a redrive test uses
+records its setup and its teardown to files of its own, under the same
+modes, precedence and network guard (see :mod:`._plugin_scopes`).
+
+Recordings are saved settled (:mod:`._plugin_settle`): what differs between
+two recordings of the same behaviour (wall times, lease epochs, the app
+version, durations) is left out, and a file that already holds the same
+behaviour is not rewritten, so a re-record of unchanged behaviour changes
+no byte of the committed files.
+
 Marker options: ``record_mode``, ``path``, ``replay``, ``live_tools``,
 ``block_network``, ``journal_format``; any other, or a positional argument, stops the session with
 a usage error. Recordings of failing tests are not saved. In the replay-only

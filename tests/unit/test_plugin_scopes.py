@@ -179,21 +179,9 @@ def test_a_module_fixture_calling_an_sdk_never_reaches_the_network_in_ci(
     """Issue 27 #4 as reported: a module-scoped fixture calling the model through a wrapped
     OpenAI client is recorded once (one request for two tests) and replayed under CI=true
     (on main the CI run sent the request again)."""
-    from tests.sdkserver import Reply, serve
+    from tests.sdkserver import Reply, chat_completion, serve
 
-    chat = {
-        "id": "c1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-4o",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "hello"},
-                "finish_reason": "stop",
-            }
-        ],
-    }
+    chat = chat_completion()
     with serve() as server:
         server.add(Reply(body=chat), Reply(body=chat))
         pytester.makepyfile(test_sdk=SDK_MODULE.format(url=server.url + "/v1"))

@@ -29,19 +29,11 @@ from hypothesis import strategies as st
 import redrive
 from redrive.storage import MemoryJournal
 from redrive.storage.rdj import import_run
-from tests.sdkserver import Reply, ScriptServer, serve
+from tests.sdkserver import Reply, ScriptServer, chat_completion, serve
 
 pytest_plugins = ["pytester"]
 
-CHAT = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "gpt-4o",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}
-    ],
-}
+CHAT = chat_completion()
 
 TEST_FILE = """
 import openai
