@@ -27,14 +27,20 @@ class NetworkBlocked(BaseException):
 
 
 @contextlib.contextmanager
-def _network_guard(item: pytest.Item, on: bool) -> Iterator[None]:
-    """While on, an httpx request that is not a recorded step's live call raises NetworkBlocked."""
+def _network_guard(nodeid: str, blocked: list[str], on: bool) -> Iterator[None]:
+    """While on, an httpx request that is not a recorded step's live call raises NetworkBlocked.
+
+    Args:
+        nodeid: what the message names (a test id, or a fixture of a wider scope).
+        blocked: each refused request is appended here (``"GET http://..."``), so
+            the test or fixture fails even when its code swallowed the exception.
+        on: whether to guard at all.
+    """
     if not on:
         yield
         return
     from redrive.replay import sends_live
 
-    blocked = item.stash.setdefault(_BLOCKED, [])
     saved: list[tuple[type, str, Any]] = []
 
     def guard(cls: type, attr: str, original: Any, is_async: bool) -> Any:
@@ -42,7 +48,7 @@ def _network_guard(item: pytest.Item, on: bool) -> Iterator[None]:
             what = f"{request.method} {request.url}"
             blocked.append(what)
             return NetworkBlocked(
-                f"redrive: {item.nodeid} sent {what} outside recorded steps with the network "
+                f"redrive: {nodeid} sent {what} outside recorded steps with the network "
                 "guard on (--redrive-block-network, block_network=True or record mode none)"
             )
 

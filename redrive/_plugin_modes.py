@@ -56,12 +56,26 @@ def default_record_mode(config: pytest.Config) -> str:
     return record_mode(config.getoption("--redrive-record-mode", default=None), _ci(), None)[0]
 
 
-def _suffix(item: pytest.Item) -> str:
+def _suffix(node: pytest.Item | pytest.Collector) -> str:
     """The journal file suffix: the marker's ``journal_format``, else the command line's."""
-    marker = item.get_closest_marker("redrive")
+    marker = node.get_closest_marker("redrive")
     chosen = marker.kwargs.get("journal_format") if marker is not None else None
-    chosen = chosen or item.config.getoption("--redrive-journal-format", default=None) or "rdj"
+    chosen = chosen or node.config.getoption("--redrive-journal-format", default=None) or "rdj"
     return FORMATS[str(chosen)]
+
+
+def file_name(name: str, unique: str) -> str:
+    """``name`` made safe for a file name, made unique by a hash of ``unique`` when needed.
+
+    Anything but letters, digits, ``_``, ``.`` and ``-`` becomes ``_``; when
+    that changed ``unique`` (or the name is over 120 characters), ``-`` and
+    the first 8 hex digits of the SHA-256 of ``unique`` follow.
+    """
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.") or "test"
+    if safe != unique or len(safe) > _MAX_NAME:
+        digest = hashlib.sha256(unique.encode("utf-8")).hexdigest()[:8]
+        safe = f"{safe[:_MAX_NAME]}-{digest}"
+    return safe
 
 
 def journal_path(item: pytest.Item) -> Path:
@@ -81,10 +95,7 @@ def journal_path(item: pytest.Item) -> Path:
     if marker is not None and marker.kwargs.get("path"):
         return Path(item.path).parent / str(marker.kwargs["path"])
     in_module = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name).strip("_.") or "test"
-    if name != in_module or len(name) > _MAX_NAME:
-        digest = hashlib.sha256(in_module.encode("utf-8")).hexdigest()[:8]
-        name = f"{name[:_MAX_NAME]}-{digest}"
+    name = file_name(item.name, in_module)
     folder = Path(item.path).parent / "journals" / Path(item.path).stem
     return folder / f"{name}{_suffix(item)}"
 

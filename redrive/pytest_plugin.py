@@ -59,6 +59,18 @@ saves the test's journal as JSON Lines (``<test>.rdj.jsonl``, one frame a
 line, volatile fields last): a re-recorded test then shows as a readable
 diff in review.
 
+Fixtures of every scope: ``redrive_run`` is set up before the test's other
+function-scoped fixtures (so they record into the test's run), and each
+class-, module-, package- or session-scoped fixture a redrive test uses
+records its setup and its teardown to files of its own, under the same
+modes, precedence and network guard (see :mod:`._plugin_scopes`).
+
+Recordings are saved settled (:mod:`._plugin_settle`): what differs between
+two recordings of the same behaviour (wall times, lease epochs, the app
+version, durations) is left out, and a file that already holds the same
+behaviour is not rewritten, so a re-record of unchanged behaviour changes
+no byte of the committed files.
+
 Marker options: ``record_mode``, ``path``, ``replay``, ``live_tools``,
 ``block_network``, ``journal_format``; any other, or a positional argument, stops the session with
 a usage error. Recordings of failing tests are not saved. In the replay-only
@@ -80,7 +92,7 @@ from typing import Any
 
 import pytest
 
-from ._plugin_fixture import _REPORTS, _UNUSED, redrive_run
+from ._plugin_fixture import _REPORTS, redrive_run
 from ._plugin_guard import _BLOCKED, NetworkBlocked
 from ._plugin_modes import (
     FORMATS,
@@ -95,6 +107,8 @@ from ._plugin_modes import (
     record_mode,
     runs_dir,
 )
+from ._plugin_record import _UNUSED
+from ._plugin_scopes import WIDE, note_wide_fixtures, record_fixture, run_first
 
 __all__ = [
     "MARKER_OPTIONS",
@@ -151,10 +165,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "journals/<module>/<test>.rdj next to the test file",
     )
     config.stash[_UNUSED] = []
+    config.stash[WIDE] = {}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Make the marker imply the ``redrive_run`` fixture; check markers; refuse shared journals.
+
+    ``redrive_run`` is set up before the test's other function-scoped fixtures,
+    and the wider-scoped fixtures a redrive test uses are noted: they are
+    recorded on their own (see :mod:`._plugin_scopes`).
 
     Raises:
         pytest.UsageError: a marker with an unknown option or a positional
@@ -166,10 +185,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         _check_marker(item)
         names = getattr(item, "fixturenames", None)
-        if item.get_closest_marker("redrive") and names is not None and "redrive_run" not in names:
-            names.append("redrive_run")
-        if names is None or "redrive_run" not in names:
+        if names is None or not (item.get_closest_marker("redrive") or "redrive_run" in names):
             continue
+        run_first(item)
+        note_wide_fixtures(item, config.stash[WIDE])
         path = journal_path(item)
         key = os.path.normcase(str(path.resolve())).casefold()
         seen = owners.setdefault(key, (item.nodeid, path))
@@ -179,6 +198,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 f"file ({seen[1]} and {path}), so one would replay or overwrite the other's "
                 "recording; give one of them its own file with @pytest.mark.redrive(path=...)"
             )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    """Set a wider-scoped fixture a redrive test uses up inside a recording of its own."""
+    if id(fixturedef) not in request.config.stash.get(WIDE, {}):
+        return (yield)
+    return (yield from record_fixture(fixturedef, request))
 
 
 def _unknown_run_message(item: pytest.Item, message: str) -> str:

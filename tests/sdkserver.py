@@ -145,3 +145,21 @@ def serve() -> Iterator[ScriptServer]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def chat_completion(content: str = "hello", *, id: str = "chatcmpl-1") -> dict[str, Any]:
+    """An OpenAI chat completion body (https://platform.openai.com/docs/api-reference/chat/object)
+    answering ``content``, for scripted replies."""
+    return {
+        "id": id,
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+    }

@@ -174,7 +174,9 @@ class Fingerprint:
         entrypoint: ``"module:qualname"``, or None.
         app_version: the application's version when the run started, or None.
         app_version_source: ``"option"``, ``"env"``, ``"git"``, ``"package"``,
-            ``"unknown"``, or ``"unrecorded"`` (a run recorded before fingerprints).
+            ``"unknown"``, ``"omitted"`` (a pytest plugin recording, which leaves
+            the version out so that re-recording after a commit changes nothing),
+            or ``"unrecorded"`` (a run recorded before fingerprints).
         redrive: redrive's version when the run started (None: unrecorded).
         tools: tool name -> hashes (``sig``, ``decl``, ``doc``; 16 hex each).
         models: the model names its model steps asked for, in order of first use.

@@ -508,21 +508,9 @@ def test_the_guard_lets_a_recording_wrapped_client_through(pytester: pytest.Pyte
     """Under --redrive-block-network a wrapped SDK client's live call is recorded (it is a
     recorded step), and its replay makes no request at all (pytest-recording#68: a recording
     mode under block_network raised instead of recording)."""
-    from tests.sdkserver import Reply, serve
+    from tests.sdkserver import Reply, chat_completion, serve
 
-    chat = {
-        "id": "c1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-4o",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "hello"},
-                "finish_reason": "stop",
-            }
-        ],
-    }
+    chat = chat_completion()
     with serve() as server:
         server.add(Reply(body=chat))
         pytester.makepyfile(test_sdk=SDK_TEST.format(url=server.url + "/v1"))

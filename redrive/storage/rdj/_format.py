@@ -244,7 +244,10 @@ def parse_frame(run_id: str, data: Any) -> Frame:
     )
 
 
-def header_bytes(record: RunRecord, flags: dict[str, Any]) -> bytes:
+def header_bytes(
+    record: RunRecord, flags: dict[str, Any], exported_at: float | None = None
+) -> bytes:
+    """The header record's body; ``exported_at`` defaults to now (seconds since the epoch)."""
     run = {
         "run_id": record.run_id,
         "status": record.status,
@@ -261,7 +264,7 @@ def header_bytes(record: RunRecord, flags: dict[str, Any]) -> bytes:
         {
             "format": RDJ_VERSION,
             "redrive": redrive_version(),
-            "exported_at": time.time(),
+            "exported_at": time.time() if exported_at is None else float(exported_at),
             "run": run,
             "flags": flags,
             "frames": record.next_seq,

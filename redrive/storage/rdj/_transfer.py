@@ -36,6 +36,7 @@ def export_run(
     path: str | os.PathLike[str],
     *,
     progress: Callable[[int, int], None] | None = None,
+    exported_at: float | None = None,
 ) -> RunRecord:
     """Write run ``run_id`` of ``journal`` to the ``.rdj`` file ``path`` (atomically).
 
@@ -50,6 +51,9 @@ def export_run(
         path: the file to write (replaced if it exists); a name ending ``.jsonl``
             (``run.rdj.jsonl``) gets the readable text form (:mod:`._text`).
         progress: called as ``progress(frames_done, frames_total)`` now and then.
+        exported_at: the header's export time (seconds since the epoch; default
+            now): the pytest plugin writes a fixed one, so that exporting the
+            same run twice gives the same bytes. The text form has no export time.
 
     Returns:
         The exported run row.
@@ -100,7 +104,13 @@ def export_run(
                         error=record.error,
                     )
                     out.write(
-                        _record(TAG_HEADER, header_bytes(lease_free, flags), run_id, 0, "header")
+                        _record(
+                            TAG_HEADER,
+                            header_bytes(lease_free, flags, exported_at),
+                            run_id,
+                            0,
+                            "header",
+                        )
                     )
                     header_written = True
                 out.write(
