@@ -10,7 +10,7 @@ import gzip
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -49,7 +49,11 @@ class Received:
 
 
 class ScriptServer(http.server.ThreadingHTTPServer):
-    """The server: ``script`` is consumed in order; ``requests`` lists what arrived."""
+    """The server: ``script`` is consumed in order; ``requests`` lists what arrived.
+
+    ``respond``, when set, answers each request instead of the script (a function of the
+    :class:`Received` request, called under the server's lock).
+    """
 
     daemon_threads = True
 
@@ -57,6 +61,7 @@ class ScriptServer(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.script: list[Reply] = []
         self.requests: list[Received] = []
+        self.respond: Callable[[Received], Reply] | None = None
         self.lock = threading.Lock()
 
     @property
@@ -87,16 +92,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         with self.server.lock:
-            self.server.requests.append(
-                Received(
-                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+            received = Received(
+                self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+            )
+            self.server.requests.append(received)
+            if self.server.respond is not None:
+                reply = self.server.respond(received)
+            else:
+                reply = (
+                    self.server.script.pop(0)
+                    if self.server.script
+                    else Reply(500, {"error": {"message": "script exhausted"}})
                 )
-            )
-            reply = (
-                self.server.script.pop(0)
-                if self.server.script
-                else Reply(500, {"error": {"message": "script exhausted"}})
-            )
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)
