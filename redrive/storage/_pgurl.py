@@ -70,8 +70,7 @@ def _partitions_option(url: str, given: int | None) -> tuple[str, int | None]:
             value = int(found)
         except ValueError:
             raise ValueError(
-                f"partitions={found!r} in the journal URL: give a whole number, e.g. "
-                "?partitions=8"
+                f"partitions={found!r} in the journal URL: give a whole number, e.g. ?partitions=8"
             ) from None
         if given is not None and given != value:
             raise ValueError(f"partitions={given} and ?partitions={value} in the URL differ")
