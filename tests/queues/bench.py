@@ -120,6 +120,9 @@ class Bench:
         )
         pid = int(start[0][3])
         os.kill(pid, signal.SIGKILL)
+        for proc, _ in self.workers:  # a worker process of ours: reap it (not a pool's child)
+            if proc.pid == pid:
+                proc.wait(timeout=30)
         return pid
 
     def resolve_parked(self, journal_url: str, job: str, capsys: Any) -> None:
