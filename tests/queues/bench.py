@@ -127,15 +127,23 @@ class Bench:
 
     def resolve_parked(self, journal_url: str, job: str, capsys: Any) -> None:
         """Play the operator: find the job's run in ``redrive runs --status blocked``, check
-        the ticket system (the ticket exists) and ``redrive resolve`` the step as done."""
+        the ticket system (the ticket exists) and ``redrive resolve`` the step as done.
+
+        A copy of the job still being handed out (a sweeper that took a busy worker for a
+        dead one) holds the run's lease for a moment: the run is listed once it is let go."""
         from redrive.cli import main as cli
 
         run_id = f"support:{job}"
-        capsys.readouterr()
-        assert cli(["--json", "--journal", journal_url, "runs", "--status", "blocked"]) == 0
-        listed = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
-        assert run_id in listed, listed
-        seq = str(listed[run_id]["blocked_seq"])
+
+        def blocked() -> dict[str, Any] | None:
+            capsys.readouterr()
+            assert cli(["--json", "--journal", journal_url, "runs", "--status", "blocked"]) == 0
+            listed = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+            return listed.get(run_id)
+
+        seq = str(
+            wait_for(f"{run_id} to be listed blocked", blocked, logs=self.logs)["blocked_seq"]
+        )
         done = json.dumps({"ticket": f"T-{job}"})
         why = ["--by", "ops", "--reason", "the ticket is in the ticket system"]
         assert cli(["--journal", journal_url, "resolve", run_id, seq, "--done", done, *why]) == 0
@@ -146,9 +154,20 @@ class Bench:
             counted = model_calls(list(self.server.requests))
         return {turn: n for (j, turn), n in sorted(counted.items()) if j == job}
 
+    def account(self, job: str) -> str:
+        """One line of what ``job`` cost, counted outside the workers (printed by the tests)."""
+        sends = self.started(job, "send_email")
+        return (
+            f"ACCOUNT {job}: model calls per turn {self.model_calls(job)}, "
+            f"open_ticket bodies {len(self.started(job, 'open_ticket'))}, send_email bodies "
+            f"{len(sends)} under {len({e[4] for e in sends})} key(s), deliveries "
+            f"{dict(self.outcomes(job))}"
+        )
+
     def assert_once(self, job: str, *, emails: int = 1) -> None:
         """The finished job's account: each model turn paid once, the ticket opened once,
         the email sent under one idempotency key (started ``emails`` times)."""
+        print(self.account(job))
         calls = self.model_calls(job)
         assert calls == {0: 1, 1: 1, 2: 1}, f"model calls {calls}\n{self.logs()[-3000:]}"
         assert len(self.started(job, "open_ticket")) == 1
