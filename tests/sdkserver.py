@@ -52,7 +52,11 @@ class Received:
 
 
 class ScriptServer(http.server.ThreadingHTTPServer):
-    """The server: ``script`` is consumed in order; ``requests`` lists what arrived."""
+    """The server: ``script`` is consumed in order; ``requests`` lists what arrived.
+
+    ``respond``, when set, answers each request instead of the script (a function of the
+    :class:`Received` request, called under the server's lock).
+    """
 
     daemon_threads = True
 
@@ -60,6 +64,7 @@ class ScriptServer(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.script: list[Reply] = []
         self.requests: list[Received] = []
+        self.respond: Callable[[Received], Reply] | None = None
         self.lock = threading.Lock()
 
     @property
@@ -90,16 +95,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         with self.server.lock:
-            self.server.requests.append(
-                Received(
-                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+            received = Received(
+                self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+            )
+            self.server.requests.append(received)
+            if self.server.respond is not None:
+                reply = self.server.respond(received)
+            else:
+                reply = (
+                    self.server.script.pop(0)
+                    if self.server.script
+                    else Reply(500, {"error": {"message": "script exhausted"}})
                 )
-            )
-            reply = (
-                self.server.script.pop(0)
-                if self.server.script
-                else Reply(500, {"error": {"message": "script exhausted"}})
-            )
         if reply.check is not None:
             reply = reply.check(body) or reply
         self.send_response(reply.status)

@@ -12,15 +12,23 @@ from ..storage import RunRecord, RunStatus
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
 from ._output import Out, age, clip, run_row, shown
-from ._steps import count_steps, read_steps
+from ._steps import blocked_step, count_steps, read_steps
 
 __all__ = ["register"]
 
 
 def _runs(args: argparse.Namespace, out: Out) -> int:
     journal = opened(args.journal)
+    blocked: dict[str, int] = {}
     if args.stale is not None:
         rows = journal.stale_runs(older_than=args.stale)
+    elif args.status == "blocked":
+        rows = []
+        for record in journal.runs(status=RunStatus.RUNNING.value):
+            step = blocked_step(journal, record)
+            if step is not None:
+                blocked[record.run_id] = step.seq
+                rows.append(record)
     else:
         rows = journal.runs(status=args.status)
     if args.entrypoint:
@@ -36,6 +44,8 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
             item = run_row(record)
             item["steps"] = count_steps(journal, record.run_id)
             item["age_s"] = round(now - record.updated_at, 3)
+            if record.run_id in blocked:
+                item["blocked_seq"] = blocked[record.run_id]
             data.append(item)
             update(done, len(rows))
     if out.json:
@@ -47,7 +57,7 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
         [
             [
                 d["run_id"],
-                _status(record),
+                _status(record, d.get("blocked_seq")),
                 d["steps"],
                 d["frames"],
                 age(d["age_s"]),
@@ -59,8 +69,10 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def _status(record: RunRecord) -> str:
+def _status(record: RunRecord, blocked_seq: int | None = None) -> str:
     """A run's status for a table: a cancelled run's names who cancelled it and why."""
+    if blocked_seq is not None:
+        return f"blocked at seq {blocked_seq} (a side effect in flight: redrive resolve)"
     if record.status == RunStatus.CANCELLED.value and record.error:
         return f"{record.status} ({record.error})"
     return record.status
@@ -135,7 +147,12 @@ def _show(args: argparse.Namespace, out: Out) -> int:
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     """Add the ``runs`` and ``show`` commands to the ``redrive`` parser's subcommands."""
     p = sub.add_parser("runs", parents=[common], help="list runs with status, steps and age")
-    p.add_argument("--status", choices=["running", "suspended", "succeeded", "failed", "cancelled"])
+    p.add_argument(
+        "--status",
+        choices=["running", "suspended", "succeeded", "failed", "cancelled", "blocked"],
+        help="only runs of this status; blocked: running runs, no worker holding them, that "
+        "stopped at a side effect in flight (a person settles it with redrive resolve)",
+    )
     p.add_argument(
         "--stale",
         type=float,

@@ -27,6 +27,7 @@ from ._fingerprint import (
 )
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
+from ._lease import SHARED_JOURNAL_LEASE, takeover_grace
 from ._policy import ReplayPolicy, match_view, set_default_on_drift
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
 from ._resolve import resolve_step
@@ -60,6 +61,7 @@ __all__ = [
     "RunDiff",
     "RunExecutor",
     "RunOptions",
+    "SHARED_JOURNAL_LEASE",
     "StepReader",
     "StepSource",
     "StepView",
@@ -105,6 +107,7 @@ __all__ = [
     "set_default_on_drift",
     "set_step_observer",
     "short",
+    "takeover_grace",
     "tool_digest",
     "tool_params",
     "unknown_live_tools",

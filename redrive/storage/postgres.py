@@ -47,7 +47,7 @@ from ._pgstatements import (
     _frame_arrays,
     _insert_frames_sql,
 )
-from ._pgurl import _partitions_option, _redacted, _unreachable
+from ._pgurl import _partitions_option, _redacted, _schema_option, _unreachable
 from ._sql import SqlJournal
 from ._sqlschema import RUN_COLUMNS, Cursor
 from ._sqlschema import schema as _schema_ddl
@@ -70,7 +70,8 @@ class PostgresJournal(SqlJournal):
     Args:
         url: a libpq connection URL, ``"postgresql://user@host:5432/db"``.
         schema: the Postgres schema holding the tables (created when
-            missing); None uses the connection's ``search_path`` (``public``).
+            missing; also given in the URL as ``?schema=NAME``, so the command
+            line reaches it); None uses the connection's ``search_path`` (``public``).
         min_size / max_size: connection pool bounds.
         migrate: apply pending migrations on open (default True); False only
             checks that the schema is current (read-only).
@@ -121,6 +122,7 @@ class PostgresJournal(SqlJournal):
         idle_in_transaction_timeout: float = 60.0,
         partitions: int | None = None,
     ) -> None:
+        url, schema = _schema_option(url, schema)
         if schema is not None and not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema={schema!r}: use a plain identifier (letters, digits, _)")
         url, partitions = _partitions_option(url, partitions)
