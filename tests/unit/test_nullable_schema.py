@@ -203,7 +203,9 @@ def test_crewai_like_cassette_imports_and_replays_through_the_sdk(tmp_path: Path
         raise AssertionError(f"replay sent {request.method} {request.url}")
 
     client = redrive.wrap(
-        openai.OpenAI(api_key="sk-x", http_client=httpx2.Client(transport=httpx2.MockTransport(offline)))
+        openai.OpenAI(
+            api_key="sk-x", http_client=httpx2.Client(transport=httpx2.MockTransport(offline))
+        )
     )
     with redrive.run(journal, run_id, live=False):
         out = client.chat.completions.create(
