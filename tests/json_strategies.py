@@ -78,6 +78,13 @@ def nested(depth: int, leaf: Any = None) -> Any:
     return value
 
 
+def nested_text(depth: int, leaf: str = '"leaf"') -> str:
+    """The JSON text of :func:`nested` (``json.dumps`` recurses: it cannot write a deep one)."""
+    opening = "".join("[" if level % 2 else '{"type": ' for level in reversed(range(depth)))
+    closing = "".join("]" if level % 2 else "}" for level in range(depth))
+    return opening + leaf + closing
+
+
 _TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 
 
