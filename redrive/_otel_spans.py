@@ -11,6 +11,7 @@ from typing import Any
 
 import xxhash
 
+from ._jsontext import list_at, loads, text_at, token_counts
 from ._scrub import mask_text
 from .frames import Kind
 from .replay import RecordedStep
@@ -45,46 +46,46 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
 
 
 def _response_body(response: Any) -> dict[str, Any]:
-    """The JSON of a recorded HTTP response (the last event carrying ``model`` for a stream)."""
+    """The JSON of a recorded HTTP response (the last event carrying ``model`` for a stream).
+
+    Returns:
+        ``{"id", "model", "finish"}`` as far as the body has them as strings (a
+        part of any other shape is left out): span attributes are strings.
+    """
     if not isinstance(response, dict):
         return {}
     found: dict[str, Any] = {}
     texts: list[Any] = [response.get("body")] if not response.get("stream") else []
-    for chunk in response.get("chunks") or []:
+    chunks = response.get("chunks")
+    for chunk in chunks if isinstance(chunks, list) else []:
         if isinstance(chunk, str):
             texts += [line[5:].strip() for line in chunk.splitlines() if line.startswith("data:")]
     for text in texts:
-        try:
-            data = json.loads(text) if isinstance(text, str) else None
-        except ValueError:
-            continue
+        data = loads(text) if isinstance(text, str) else None
         if isinstance(data, dict) and data.get("type"):  # a stream event
             # OpenAI Responses wraps the response; Anthropic's message_start the message
             inner = data.get("response") or data.get("message")
-            delta = data.get("delta")
-            if isinstance(delta, dict) and delta.get("stop_reason"):
-                found.setdefault("finish", []).append(delta["stop_reason"])
+            stop = text_at(data.get("delta"), "stop_reason")
+            if stop:
+                found.setdefault("finish", []).append(stop)
             data = inner if isinstance(inner, dict) else data
         if not isinstance(data, dict):
             continue
         for key in ("id", "model"):
-            if data.get(key) is not None:
+            if isinstance(data.get(key), str):
                 found[key] = data[key]
-        for choice in data.get("choices") or []:
-            if isinstance(choice, dict) and choice.get("finish_reason"):
-                found.setdefault("finish", []).append(choice["finish_reason"])
-        if data.get("stop_reason"):
-            found.setdefault("finish", []).append(data["stop_reason"])
+        for choice in list_at(data, "choices"):
+            reason = text_at(choice, "finish_reason")
+            if reason:
+                found.setdefault("finish", []).append(reason)
+        stop = text_at(data, "stop_reason")
+        if stop:
+            found.setdefault("finish", []).append(stop)
     return found
 
 
 def _usage(view: dict[str, Any]) -> tuple[int | None, int | None]:
-    usage = view.get("usage")
-    if not isinstance(usage, dict):
-        return None, None
-    i = usage.get("input_tokens", usage.get("prompt_tokens"))
-    o = usage.get("output_tokens", usage.get("completion_tokens"))
-    return (i if isinstance(i, int) else None, o if isinstance(o, int) else None)
+    return token_counts(view.get("usage"))
 
 
 def model_attributes(
@@ -107,7 +108,7 @@ def model_attributes(
         operation = "embeddings"
     elif endpoint.rstrip("/").endswith("/completions") and "chat/" not in endpoint:
         operation = "text_completion"
-    provider = view.get("provider") or (name.split(":", 1)[0] if ":" in name else None)
+    provider = text_at(view, "provider") or (name.split(":", 1)[0] if ":" in name else None)
     body = _response_body((outcome or {}).get("response"))
     error = view.get("error")
     error_type = None
@@ -115,7 +116,7 @@ def model_attributes(
         kind = error.get("type") if isinstance(error, dict) else None
         error_type = str(kind or view.get("status") or "error")
     inp, out = _usage(view)
-    model = view.get("model")
+    model = view.get("model") if isinstance(view.get("model"), str) else None
     attributes = {
         "gen_ai.operation.name": operation,
         "gen_ai.provider.name": provider,
@@ -173,10 +174,8 @@ class _CallIds:
         for call in self.pending:
             if call.get("name") != name:
                 continue
-            try:
-                same = json.loads(call.get("arguments") or "null") == args
-            except (TypeError, ValueError):
-                same = False
+            arguments = call.get("arguments") or "null"
+            same = isinstance(arguments, str) and loads(arguments) == args
             if same or best is None:
                 best = call
             if same:

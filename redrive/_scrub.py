@@ -63,6 +63,7 @@ from ._credentials import (
     credential_header,
     secret_query_param,
 )
+from ._jsontext import NOT_JSON, loads
 from ._masking import _CACHE_LOCK as _CACHE_LOCK
 from ._masking import _MASKED as _MASKED
 from ._masking import _mask as _mask
@@ -477,7 +478,7 @@ class Scrubber:
         return None if text is None else self.value(text)
 
 
-_NOT_JSON: Any = type("_NotJson", (), {})()
+_NOT_JSON: Any = NOT_JSON
 
 
 _JSON_HEADS = frozenset("{[")
@@ -488,10 +489,8 @@ def _dumps(value: Any) -> str:
 
 
 def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return _NOT_JSON
+    """The JSON in ``text``, or ``_NOT_JSON`` (not JSON, or too deep: masked as text)."""
+    return loads(text)
 
 
 #: A scrubber with no ``redact=`` patterns: the default rules only.

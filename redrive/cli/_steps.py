@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .._jsontext import list_at, token_counts
 from ..frames import Frame, Kind
 from ..replay import RecordedStep, StepReader
 from ..storage import Journal, RunRecord, RunStatus, held_by_other
@@ -52,14 +53,9 @@ def blocked_step(journal: Journal, record: RunRecord) -> RecordedStep | None:
 def _usage(outcome: dict[str, Any]) -> dict[str, int] | None:
     """Return a model response's token usage as ``{"input", "output"}``, or None."""
     for holder in (outcome.get("view"), outcome.get("response")):
-        usage = holder.get("usage") if isinstance(holder, dict) else None
-        if isinstance(usage, dict):
-            pick = {
-                "input": usage.get("input_tokens", usage.get("prompt_tokens")),
-                "output": usage.get("output_tokens", usage.get("completion_tokens")),
-            }
-            if all(isinstance(v, int) for v in pick.values()):
-                return pick  # type: ignore[return-value]
+        i, o = token_counts(holder.get("usage") if isinstance(holder, dict) else None)
+        if i is not None and o is not None:
+            return {"input": i, "output": o}
     return None
 
 
@@ -85,7 +81,7 @@ def response_text(outcome: dict[str, Any]) -> Any:
         parts: list[str] = []
         if view.get("text"):
             parts.append(f"text: {json.dumps(view['text'])}")
-        calls = view.get("tool_calls") or []
+        calls = list_at(view, "tool_calls")
         if calls:
             parts.append("tool calls: " + ", ".join(_call_text(c) for c in calls))
         if view.get("error") is not None:

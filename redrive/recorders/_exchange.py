@@ -15,12 +15,12 @@ cassette replays exactly as a live recording does.
 from __future__ import annotations
 
 import importlib
-import json
 import urllib.parse
 import zlib
 from collections.abc import Iterable
 from typing import Any
 
+from .._jsontext import NOT_JSON, loads
 from ._secrets import scrub_headers, secret_query_param
 
 __all__ = [
@@ -63,10 +63,12 @@ def _parse_body(content: bytes, content_type: str) -> Any:
         if boundary:
             content = content.replace(boundary, b"redrive-boundary")
         return {"content_type": "multipart/form-data", "data": content}
-    try:
-        return json.loads(content)
-    except (ValueError, UnicodeDecodeError):
+    # JSON of any shape is the body as parsed; what is not JSON, or nests deeper than a
+    # journal stores, is kept as opaque text (matched by its bytes)
+    body = loads(content)
+    if body is NOT_JSON:
         return {"content_type": content_type, "data": text_or_bytes(content)}
+    return body
 
 
 def describe_request(

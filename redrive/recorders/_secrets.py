@@ -24,6 +24,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._jsontext import NOT_JSON, loads
 from .._scrub import (
     CREDENTIAL_FIELDS,
     SECRET_QUERY_PARAMS,
@@ -98,9 +99,8 @@ def redact_body(payload: dict[str, Any], redact: Callable[[Any], Any] | None) ->
     body = payload.get("body")
     if redact is None or not isinstance(body, str):
         return payload
-    try:
-        parsed = json.loads(body)
-    except ValueError:
+    parsed = loads(body)
+    if parsed is NOT_JSON:
         return payload
     redacted = redact({"body": parsed})["body"]
     if redacted == parsed:

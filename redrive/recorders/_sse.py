@@ -10,11 +10,12 @@ through it.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import attrs
+
+from .._jsontext import NOT_JSON, loads
 
 __all__ = ["SseEvent", "is_terminal_event", "parse_event", "split_events", "sse_data"]
 
@@ -45,10 +46,8 @@ class SseEvent:
         """The data parsed as JSON, or None for no data, ``[DONE]`` and data that is not JSON."""
         if self.data is None or self.data.strip() == "[DONE]":
             return None
-        try:
-            return json.loads(self.data)
-        except ValueError:
-            return None
+        value = loads(self.data)
+        return None if value is NOT_JSON else value
 
 
 def split_events(data: bytes) -> tuple[list[bytes], bytes]:
@@ -113,7 +112,8 @@ def is_terminal_event(event: bytes) -> bool:
         return True
     if data.startswith("{") and '"type"' in data:
         value = parsed.json()
-        return isinstance(value, dict) and value.get("type") in TERMINAL_EVENTS
+        kind = value.get("type") if isinstance(value, dict) else None
+        return isinstance(kind, str) and kind in TERMINAL_EVENTS  # a "type" may be any JSON
     return False
 
 

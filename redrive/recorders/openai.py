@@ -6,9 +6,9 @@ picks this view for ``openai.OpenAI`` / ``openai.AsyncOpenAI`` clients.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from .._jsontext import NOT_JSON, dict_at, list_at, loads, text_at
 from ._provider import error_object
 from ._sse import sse_data
 
@@ -18,15 +18,18 @@ __all__ = ["openai_view", "sse_data"]
 def _body(payload: dict[str, Any]) -> Any:
     body = payload.get("body")
     if isinstance(body, str | bytes):
-        try:
-            return json.loads(body)
-        except ValueError:
-            return None
+        data = loads(body)
+        return None if data is NOT_JSON else data
     return None
 
 
+def _index(value: Any) -> int | str:
+    """A streamed tool call's ``index`` as given (an int), else its text as a slot of its own."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else repr(value)
+
+
 def _chat_stream(chunks: list[Any]) -> tuple[list[dict[str, Any]], Any, str]:
-    calls: dict[int, dict[str, Any]] = {}
+    calls: dict[int | str, dict[str, Any]] = {}
     usage: Any = None
     text = []
     for _, data in sse_data(chunks):
@@ -34,24 +37,30 @@ def _chat_stream(chunks: list[Any]) -> tuple[list[dict[str, Any]], Any, str]:
             continue
         if data.get("usage"):
             usage = data["usage"]
-        for choice in data.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
-                text.append(delta["content"])
-            for call in delta.get("tool_calls") or []:
+        for choice in list_at(data, "choices"):
+            delta = dict_at(choice, "delta")
+            content = text_at(delta, "content")
+            if content is not None:
+                text.append(content)
+            for call in list_at(delta, "tool_calls"):
+                if not isinstance(call, dict):
+                    continue
                 slot = calls.setdefault(
-                    int(call.get("index", 0)), {"id": None, "name": "", "arguments": ""}
+                    _index(call.get("index", 0)), {"id": None, "name": "", "arguments": ""}
                 )
                 slot["id"] = call.get("id") or slot["id"]
-                fn = call.get("function") or {}
-                slot["name"] += fn.get("name") or ""
-                slot["arguments"] += fn.get("arguments") or ""
-    return [calls[i] for i in sorted(calls)], usage, "".join(text)
+                fn = dict_at(call, "function")
+                slot["name"] += text_at(fn, "name") or ""
+                slot["arguments"] += text_at(fn, "arguments") or ""
+    ordered = sorted(
+        calls, key=lambda k: (isinstance(k, str), k if isinstance(k, int) else 0, str(k))
+    )
+    return [calls[i] for i in ordered], usage, "".join(text)
 
 
 def _responses_calls(output: Any) -> list[dict[str, Any]]:
     calls = []
-    for item in output or []:
+    for item in output if isinstance(output, list) else []:
         if isinstance(item, dict) and item.get("type") == "function_call":
             calls.append(
                 {
@@ -63,8 +72,26 @@ def _responses_calls(output: Any) -> list[dict[str, Any]]:
     return calls
 
 
+def _chat_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
+    calls = []
+    for call in list_at(message, "tool_calls"):
+        fn = dict_at(call, "function")
+        calls.append(
+            {
+                "id": call.get("id") if isinstance(call, dict) else None,
+                "name": fn.get("name"),
+                "arguments": fn.get("arguments"),
+            }
+        )
+    return calls
+
+
 def openai_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
     """Return the semantic view of one OpenAI exchange.
+
+    Reads the Chat Completions and Responses shapes (streamed or not) where
+    it finds them; a part of another shape (any JSON the API accepts) is
+    left out of the derived fields (``tool_calls``, ``text``), never an error.
 
     Args:
         request: the stored request (``method``, ``path``, ``query``, ``body``).
@@ -74,8 +101,7 @@ def openai_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str, A
         ``{"model", "messages" | "input", "instructions", "tools", "tool_calls",
         "text", "usage", "error"}`` (keys without a value are left out).
     """
-    body = request.get("body") if isinstance(request.get("body"), dict) else {}
-    assert isinstance(body, dict)
+    body = dict_at(request, "body")
     view: dict[str, Any] = {"endpoint": request.get("path"), "model": body.get("model")}
     for key in ("messages", "input", "instructions", "tools", "stream"):
         if key in body:
@@ -84,7 +110,8 @@ def openai_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str, A
     usage: Any = None
     text: str | None = None
     if payload.get("stream"):
-        chunks = payload.get("chunks") or []
+        chunks = payload.get("chunks")
+        chunks = chunks if isinstance(chunks, list) else []
         for _, data in sse_data(chunks):  # an in-band error (recorded when it is permanent)
             error = error_object(data)
             if error is not None:
@@ -96,7 +123,7 @@ def openai_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str, A
                     "response.incomplete",
                     "response.failed",
                 ):
-                    response = data.get("response") or {}
+                    response = dict_at(data, "response")
                     calls = _responses_calls(response.get("output"))
                     usage = response.get("usage")
         else:
@@ -107,19 +134,12 @@ def openai_view(request: dict[str, Any], payload: dict[str, Any]) -> dict[str, A
             usage = data.get("usage")
             if "error" in data:
                 view["error"] = data["error"]
-            for choice in data.get("choices") or []:
-                message = choice.get("message") or {}
-                if isinstance(message.get("content"), str):
-                    text = message["content"]
-                for call in message.get("tool_calls") or []:
-                    fn = call.get("function") or {}
-                    calls.append(
-                        {
-                            "id": call.get("id"),
-                            "name": fn.get("name"),
-                            "arguments": fn.get("arguments"),
-                        }
-                    )
+            for choice in list_at(data, "choices"):
+                message = dict_at(choice, "message")
+                content = text_at(message, "content")
+                if content is not None:
+                    text = content
+                calls.extend(_chat_calls(message))
             if data.get("object") == "response":
                 calls = _responses_calls(data.get("output"))
             if "model" in data and view.get("model") is None:

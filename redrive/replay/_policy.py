@@ -205,7 +205,10 @@ def _walk(
 ) -> Any:
     if isinstance(value, dict):
         out = {}
-        id_holder = ids and (value.get("type") in _ID_TYPES or "function" in value)
+        kind = value.get("type")
+        # ``type`` is any JSON (a schema's ``["string", "null"]``, a property named
+        # ``type``): only a string names an object type; anything else is data
+        id_holder = ids and ((isinstance(kind, str) and kind in _ID_TYPES) or "function" in value)
         for key, item in value.items():
             where = _child(path, key)
             if ids and (key in VOLATILE_KEYS or (key == "id" and id_holder)):

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
+from .._jsontext import token_counts
 from .._scrub import DEFAULT
 from ..frames import Frame, Kind
 from ._fork import diff_runs
@@ -27,12 +29,8 @@ _APPROVAL = "approval"
 
 
 def _tokens(view: Any) -> dict[str, int] | None:
-    usage = view.get("usage") if isinstance(view, dict) else None
-    if not isinstance(usage, dict):
-        return None
-    i = usage.get("input_tokens", usage.get("prompt_tokens"))
-    o = usage.get("output_tokens", usage.get("completion_tokens"))
-    if isinstance(i, int) and isinstance(o, int):
+    i, o = token_counts(view.get("usage") if isinstance(view, dict) else None)
+    if i is not None and o is not None:
         return {"input": i, "output": o}
     return None
 
@@ -212,8 +210,23 @@ def as_iframe(frames: Iterable[Frame], run_id: str, *, replayed_before: int | No
     )
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with each NaN or infinite float as its text (``"inf"``): JSON has no such number.
+
+    Recorded JSON may hold them (Python's parser reads ``1e999`` and ``NaN``); the
+    page's ``JSON.parse`` would refuse the whole document over one.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _json_for_script(value: Any) -> str:
-    text = json.dumps(value, default=repr, ensure_ascii=False)
+    text = json.dumps(_finite(value), default=repr, ensure_ascii=False)
     for raw, escaped in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e")):
         text = text.replace(raw, escaped)
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
