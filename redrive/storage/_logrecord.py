@@ -14,9 +14,10 @@ from typing import Any, Final
 
 import attrs
 
-from ..frames import Frame, decode, payload_problem
-from ._base import Decision, RunRecord, RunStatus
+from ..frames import Frame
+from ._base import Decision, RunRecord
 from ._sqlschema import FRAME_ATTRS, RUN_COLUMNS
+from ._validate import frame_problem, run_problem
 
 __all__ = [
     "BadRecord",
@@ -121,7 +122,6 @@ _DECISION_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "at": (float, int),
     "note": (str,),
 }
-_STATUSES: Final = frozenset(s.value for s in RunStatus)
 #: Largest seq / epoch a journal stores (a signed 64-bit column).
 _INT_MAX: Final = 2**63 - 1
 
@@ -164,21 +164,21 @@ def _row(what: str, row: Any, columns: Sequence[str]) -> dict[str, Any]:
 def _run_record(row: Any) -> RunRecord:
     values = _row("run row", row, RUN_COLUMNS)
     _typed("run", values, _RUN_TYPES)
-    if values["status"] not in _STATUSES:
-        raise BadRecord(f"run.status: {values['status']!r} is not a run status")
-    return RunRecord(**values)
+    record = RunRecord(**values)
+    problem = run_problem(record)
+    if problem is not None:
+        raise BadRecord(f"run {values['run_id']!r}: {problem}")
+    return record
 
 
 def _frame_of(row: Any, index: int) -> Frame:
     values = _row(f"frame row {index}", row, FRAME_ATTRS)
     _typed(f"frame {index}", values, _FRAME_TYPES)
-    try:
-        problem = payload_problem(values["kind"], decode(values["payload"]))
-    except Exception as exc:  # any decoding failure of a hostile payload is a bad record
-        problem = f"payload: not canonical msgpack ({type(exc).__name__}: {exc})"
+    frame = Frame(**values)
+    problem = frame_problem(frame)
     if problem is not None:
         raise BadRecord(f"frame {index} (run {values['run_id']!r} seq {values['seq']}): {problem}")
-    return Frame(**values)
+    return frame
 
 
 def _decision(fields: Any) -> Decision:
