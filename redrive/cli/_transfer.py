@@ -71,7 +71,8 @@ def _export_otlp(args: argparse.Namespace, out: Out) -> int:
 
 
 def _import(args: argparse.Namespace, out: Out) -> int:
-    from ..storage.rdj import import_run, is_text_path, read_header
+    from .._runcheck import import_run
+    from ..storage.rdj import is_text_path, read_header
 
     if not os.path.exists(args.file):
         raise FileNotFoundError(f"no such file: {args.file}")
@@ -98,9 +99,10 @@ def _verify_one(target: str, url: str, out: Out) -> dict[str, Any]:
     """Check one ``.rdj`` file or run; return ``{"target", "run_id", "frames", "ok"}``.
 
     Raises:
-        JournalCorruptError: the file or run fails its seq, chain or count check.
+        JournalCorruptError: the file or run fails a check of :func:`redrive._runcheck.check_run`
+            (what every read of it checks).
     """
-    from ..storage import verify_frames
+    from .._runcheck import check_run
 
     item: dict[str, Any] = {"target": target}
     if is_rdj_file(target):
@@ -109,23 +111,14 @@ def _verify_one(target: str, url: str, out: Out) -> dict[str, Any]:
         rj = RdjJournal(target, verify=False)
         item["run_id"] = rj.run_id
         with out.progress(f"verifying {target}", rj.header.frames) as update:
-            item["frames"] = rj.verify(update)
+            frames = rj.frames(rj.run_id)
+            item["frames"] = check_run(rj.header.run, frames, source=target, progress=update)
         return item
     journal, run_id = source(target, url)
     record = journal.get_run(run_id)
     assert record is not None  # source() checked it
     item["run_id"] = run_id
-    count = verify_frames(journal.frames(run_id), source=journal.url)
-    if count != record.next_seq:
-        raise JournalCorruptError(
-            f"{journal.url}: run {run_id!r} has {count} frames where its row says "
-            f"{record.next_seq}; last good seq {count - 1 if count else None}",
-            run_id=run_id,
-            last_good_seq=count - 1 if count else None,
-            source=journal.url,
-            reason="count",
-        )
-    item["frames"] = count
+    item["frames"] = check_run(record, journal.frames(run_id), source=journal.url)
     return item
 
 
