@@ -78,7 +78,7 @@ def _send(n: int) -> int:
 
 
 def _other_run(journal: Journal) -> Any:
-    with redrive.run(journal, "other") as run:
+    with redrive.run(journal, "other"):
         sent = _send(7)
     return sent
 
@@ -190,10 +190,8 @@ def hostile_files(draw: st.DrawFn) -> tuple[RunRecord, list[Frame]]:
         if what == "payload":
             data = frames[index].data()
             data[draw(st.sampled_from(FIELDS))] = draw(JUNK)
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 frames[index] = attrs.evolve(frames[index], payload=encode(data))
-            except (TypeError, ValueError):
-                pass
         elif what == "frame":
             field = draw(st.sampled_from(sorted(FRAME_JUNK)))
             frames[index] = attrs.evolve(frames[index], **{field: draw(FRAME_JUNK[field])})
