@@ -24,6 +24,25 @@ def _export(args: argparse.Namespace, out: Out) -> int:
     if args.otlp_json is not None or args.output is None:
         return _export_otlp(args, out)
     journal = opened(args.journal)
+    if args.intact:
+        from ._damaged import export_intact
+
+        saved, lost = export_intact(journal, args.run, args.output)
+        if out.json:
+            out.emit(
+                {
+                    "run_id": args.run,
+                    "path": args.output,
+                    "frames": saved.next_seq,
+                    "left_out": lost,
+                }
+            )
+        else:
+            out.line(
+                f"exported the {saved.next_seq} intact frames of run {shown(args.run)} to "
+                f"{shown(args.output)} ({lost} frames after them left out), as an unfinished run"
+            )
+        return EXIT_OK
     record = journal.get_run(args.run)
     total = record.next_seq if record is not None else 0
     with out.progress(f"exporting {args.run}", total) as update:
@@ -223,6 +242,11 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("export", parents=[common], help="write a run to an .rdj file")
     p.add_argument("run")
     p.add_argument("-o", "--output", metavar="FILE.rdj")
+    p.add_argument(
+        "--intact",
+        action="store_true",
+        help="a damaged run: export its frames up to the first that fails a check",
+    )
     p.add_argument(
         "--otlp-json",
         metavar="FILE.json",

@@ -218,6 +218,12 @@ class _Store(SqlJournal):
         if self.durable and frames:
             self._drop_cached_blocks()  # the blocks just written are on disk
 
+    def drop_run(self, run_id: str) -> None:
+        """Delete a run's rows from every table, unconditionally (a damaged run's drop)."""
+        with self._transaction() as cur:
+            for table in ("redrive_frames", "redrive_decisions", "redrive_runs"):
+                cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+
     def close(self) -> None:
         """See :meth:`redrive.storage.Journal.close`."""
         with self._lock:

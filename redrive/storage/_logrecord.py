@@ -24,10 +24,12 @@ __all__ = [
     "LogRecord",
     "after",
     "check_frames",
+    "damaged_record",
     "decision_record",
     "frames_record",
     "parse_record",
     "position",
+    "record_run",
     "run_record",
 ]
 
@@ -40,6 +42,8 @@ class LogRecord:
     row: RunRecord | None = None
     frames: list[Frame] = attrs.field(factory=list)
     decision: Decision | None = None
+    #: for a ``damaged`` record: ``(run_id, what was found)``
+    damaged: tuple[str, str] | None = None
 
 
 def run_record(row: RunRecord) -> list[Any]:
@@ -55,6 +59,25 @@ def frames_record(row: RunRecord, frames: Sequence[Frame]) -> list[Any]:
 def decision_record(decision: Decision) -> list[Any]:
     """The log record of an approval decision."""
     return ["decision", attrs.asdict(decision)]
+
+
+def damaged_record(run_id: str, reason: str) -> list[Any]:
+    """The log record that marks a run damaged (what was found, as a sentence)."""
+    return ["damaged", {"run_id": run_id, "reason": reason}]
+
+
+def record_run(record: Any) -> str | None:
+    """The run a log record speaks for, read from its raw shape (None: it names none).
+
+    Works on a malformed record too, so damage is charged to its run only.
+    """
+    if isinstance(record, list) and len(record) >= 2:
+        body = record[1]
+        if isinstance(body, list) and body and isinstance(body[0], str):
+            return body[0]
+        if isinstance(body, dict) and isinstance(body.get("run_id"), str):
+            return str(body["run_id"])
+    return None
 
 
 def _run_row(record: RunRecord) -> list[Any]:
@@ -85,7 +108,15 @@ def parse_record(record: Any) -> LogRecord:
     if tag == "decision":
         _arity(record, 2)
         return LogRecord("decision", decision=_decision(record[1]))
-    raise BadRecord(f"unknown record type {tag!r} (expected run, frames or decision)")
+    if tag == "damaged":
+        _arity(record, 2)
+        fields = record[1]
+        if not isinstance(fields, dict) or not all(
+            isinstance(fields.get(k), str) for k in ("run_id", "reason")
+        ):
+            raise BadRecord(f"damaged: expected a map of run_id and reason, got {_shape(fields)}")
+        return LogRecord("damaged", damaged=(fields["run_id"], fields["reason"]))
+    raise BadRecord(f"unknown record type {tag!r} (expected run, frames, decision or damaged)")
 
 
 _RUN_TYPES: Final[dict[str, tuple[type, ...]]] = {
@@ -202,10 +233,10 @@ def check_frames(row: RunRecord, frames: Sequence[Frame], next_held: int | None)
                 f"frames: run {row.run_id!r} seq {frame.seq} where seq {expected} was expected"
             )
         expected = frame.seq + 1
-    if frames and row.next_seq != frames[-1].seq + 1:
+    if frames and (row.next_seq, row.last_chain) != (frames[-1].seq + 1, frames[-1].chain):
         raise BadRecord(
-            f"frames: run {row.run_id!r} row says next_seq {row.next_seq} after a frame at "
-            f"seq {frames[-1].seq}"
+            f"frames: run {row.run_id!r} row says next_seq {row.next_seq} and last chain "
+            f"{row.last_chain} after a frame at seq {frames[-1].seq} of chain {frames[-1].chain}"
         )
 
 
@@ -217,7 +248,7 @@ def position(record: list[Any]) -> tuple[str | None, int | None]:
     if tag in ("run", "frames"):
         next_seq = record[1][2]
         return record[1][0], next_seq - 1 if next_seq > 0 else None
-    return record[1]["run_id"], None
+    return record_run(record), None
 
 
 def after(last: tuple[str | None, int | None]) -> str:
