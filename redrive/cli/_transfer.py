@@ -10,9 +10,9 @@ import os
 from typing import Any
 
 from .._runid import check_run_id
-from ..errors import JournalCorruptError
+from ..errors import JournalCorruptError, JournalFormatError, JournalWriteError
 from ._common import EXIT_DATA, EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
-from ._journals import is_rdj_file, opened, source
+from ._journals import close_opened, is_rdj_file, opened, source
 from ._output import Out, run_row, shown
 
 __all__ = ["register"]
@@ -141,28 +141,44 @@ def _verify_one(target: str, url: str, out: Out) -> dict[str, Any]:
     return item
 
 
+def _corrupt(target: str, exc: JournalCorruptError | JournalFormatError) -> dict[str, Any]:
+    """The verdict of a target that failed its checks (or could not be read at all)."""
+    return {
+        "target": target,
+        "ok": False,
+        "reason": exc.fields.get("reason"),
+        "message": str(exc),
+        "last_good_seq": exc.fields.get("last_good_seq"),
+    }
+
+
 def _verify(args: argparse.Namespace, out: Out) -> int:
     results: list[dict[str, Any]] = []
     targets = list(args.targets)
     if not targets:
-        targets = [r.run_id for r in opened(args.journal).runs()]
+        try:
+            targets = [r.run_id for r in opened(args.journal).runs()]
+        except (JournalCorruptError, JournalFormatError) as exc:  # the journal itself: a verdict
+            results.append(_corrupt(args.journal, exc))
     for target in targets:
         try:
             item = _verify_one(target, args.journal, out)
             item["ok"] = True
-        except JournalCorruptError as exc:
-            item = {
-                "target": target,
-                "ok": False,
-                "reason": exc.fields.get("reason"),
-                "message": str(exc),
-                "last_good_seq": exc.fields.get("last_good_seq"),
-            }
+        except (JournalCorruptError, JournalFormatError) as exc:
+            item = _corrupt(target, exc)
+        results.append(item)
+    try:
+        close_opened()  # closing checkpoints the log: its failure is part of the verdict
+    except (JournalCorruptError, JournalWriteError) as exc:
+        item = {"target": args.journal, "ok": False, "message": str(exc)}
+        item["reason"] = exc.fields.get("reason", "close")
         results.append(item)
     ok = all(r["ok"] for r in results)
     if out.json:
         out.emit({"ok": ok, "results": results})
     else:
+        if not results:
+            out.line(f"ok       {shown(args.journal)}: no runs to check", "green")
         for r in results:
             if r["ok"]:
                 out.line(
