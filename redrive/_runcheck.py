@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable
 from .errors import JournalCorruptError
 from .frames import Frame
 from .replay import StepReader
-from .storage import Journal, RunRecord
-from .storage._validate import frame_problem, run_problem
+from .storage import Journal, RunRecord, frame_problem, run_problem
 from .storage.rdj import RdjJournal, is_text_path, read_text
 from .storage.rdj import import_run as _import_run
 

@@ -18,8 +18,7 @@ from .._runcheck import check_run
 from ..errors import JournalCorruptError, ReplayError
 from ..frames import Frame
 from ..replay import StepReader
-from ..storage import Journal, MemoryJournal, RunRecord
-from ..storage._validate import frame_problem
+from ..storage import Journal, MemoryJournal, RunRecord, frame_problem
 from ._common import EXIT_FAILED, EXIT_OK, CliError, Subparsers
 from ._journals import opened
 from ._output import Out, shown

@@ -156,16 +156,19 @@ def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> Ba
             rebuilt = None
         if rebuilt is not None and str(rebuilt) == error.get("message"):
             return _with_notes(rebuilt, error)
-    return _with_notes(RecordedToolError(
-        f"run {run_id!r} seq {seq}: tool {tool!r} raised {error.get('type')}: "
-        f"{error.get('message')} when it was recorded (the type cannot be rebuilt here, so it "
-        "is replayed as this error)",
-        run_id=run_id,
-        seq=seq,
-        tool=tool,
-        error_type=error.get("type"),
-        error_message=error.get("message"),
-    ), error)
+    return _with_notes(
+        RecordedToolError(
+            f"run {run_id!r} seq {seq}: tool {tool!r} raised {error.get('type')}: "
+            f"{error.get('message')} when it was recorded (the type cannot be rebuilt here, so it "
+            "is replayed as this error)",
+            run_id=run_id,
+            seq=seq,
+            tool=tool,
+            error_type=error.get("type"),
+            error_message=error.get("message"),
+        ),
+        error,
+    )
 
 
 def comparable(value: Any) -> Any:

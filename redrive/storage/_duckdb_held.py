@@ -62,6 +62,12 @@ class Damage:
 
     runs: dict[str, JournalCorruptError] = attrs.field(factory=dict)
 
+    def refuse(self, run_id: str) -> None:
+        """Raise the run's JournalCorruptError when it is damaged (a fresh copy each time)."""
+        found = self.runs.get(run_id)
+        if found is not None:
+            raise JournalCorruptError(found.message, **found.to_fields())
+
     def records(self) -> list[list[Any]]:
         """The ``damaged`` log records that keep these runs damaged across a log rewrite."""
         return [damaged_record(run_id, exc.message) for run_id, exc in sorted(self.runs.items())]

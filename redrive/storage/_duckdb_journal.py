@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import duckdb
 
-from ..errors import JournalCorruptError, JournalWriteError, ReplayError
+from ..errors import JournalWriteError, ReplayError
 from ..frames import Frame
 from . import _framelog
 from ._base import Decision, RunRecord
@@ -373,7 +373,7 @@ class DuckDBJournal(LocalJournal):
     # -- runs ------------------------------------------------------------------
 
     def _current(self, run_id: str) -> RunRecord | None:
-        self._refuse_damaged(run_id)
+        self._damage.refuse(run_id)
         found = self._overlay.runs.get(run_id)
         return found if found is not None else self._store.get_run(run_id)
 
@@ -394,29 +394,13 @@ class DuckDBJournal(LocalJournal):
     def _put_decision(self, decision: Decision) -> None:
         self._write(decision_record(decision), decision=decision)
 
-    def _refuse_damaged(self, run_id: str) -> None:
-        """Raise the run's JournalCorruptError when the log holds it damaged."""
-        found = self._damage.runs.get(run_id)
-        if found is not None:
-            raise JournalCorruptError(found.message, **found.to_fields())
-
     def damaged_runs(self) -> dict[str, str]:
-        """The runs found damaged (unreadable; every other run reads as before), with why.
-
-        Returns:
-            ``{run_id: message}``; the message says how to drop the run or export
-            what is intact.
-        """
+        """The runs the log holds damaged (unreadable; the others read as before): ``{id: why}``."""
         with self._lock:
             return {run_id: exc.message for run_id, exc in self._damage.runs.items()}
 
     def drop_damaged(self, run_id: str) -> bool:
-        """Delete a damaged run: its records in the log and its rows in the tables.
-
-        Returns:
-            False when the run is not damaged (nothing is deleted: delete a
-            readable run with :meth:`delete_run`).
-        """
+        """Delete a damaged run from the log and the tables; False when it is not damaged."""
         with self._lock:
             if run_id not in self._damage.runs:
                 return False
@@ -429,11 +413,7 @@ class DuckDBJournal(LocalJournal):
             return True
 
     def intact(self, run_id: str) -> tuple[RunRecord | None, Iterator[Frame]]:
-        """A damaged run's last readable row and its frames as held, unchecked (for export).
-
-        Returns:
-            ``(row or None, frames in seq order)``: what was read before the damage.
-        """
+        """A damaged run's last readable row (or None) and its frames as held, unchecked."""
         with self._lock:
             found = self._overlay.runs.get(run_id)
             row = found if found is not None else self._store.get_run(run_id)
@@ -442,7 +422,7 @@ class DuckDBJournal(LocalJournal):
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""
         with self._lock:
-            self._refuse_damaged(run_id)
+            self._damage.refuse(run_id)
         return self._frames(run_id, start)
 
     def _frames(self, run_id: str, start: int) -> Iterator[Frame]:
