@@ -266,9 +266,15 @@ def _insert(
 
 def _is_damage(exc: duckdb.Error) -> bool:
     """True when DuckDB failed reading its file (not a full disk, not a lost race)."""
-    if isinstance(exc, duckdb.ConstraintException | duckdb.TransactionException):
-        return False
-    return not _disk_full(exc)
+    damage = (
+        duckdb.IOException,
+        duckdb.InternalException,
+        duckdb.SerializationException,
+        duckdb.FatalException,
+        duckdb.CatalogException,
+        duckdb.ConversionException,
+    )
+    return isinstance(exc, damage) and not _disk_full(exc)
 
 
 def _disk_full(exc: BaseException) -> bool:
