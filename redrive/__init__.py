@@ -12,6 +12,7 @@ import importlib.metadata
 from ._check import CheckReport, CheckResult, check_run, check_runs
 from ._durable import durable
 from ._recover import RecoverReport, RecoverResult, recover_runs
+from ._runcheck import import_run
 from ._whatchanged import WhatChanged, run_fingerprint, what_changed
 from .errors import (
     AppendConflictError,
@@ -57,7 +58,7 @@ from .replay import (
     set_default_on_drift,
 )
 from .storage import Journal, RunStatus, open_journal
-from .storage.rdj import export_run, import_run
+from .storage.rdj import export_run
 
 try:
     __version__ = importlib.metadata.version("redrive")

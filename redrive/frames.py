@@ -344,6 +344,7 @@ _KIND_FIELDS: Final[dict[str, dict[str, tuple[type, ...]]]] = {
     "run_start": {"entrypoint": (str, type(None)), "flags": (dict,)},
     "run_end": {"status": (str,), "error": (str, type(None))},
     "tool_error": {"error": (dict,)},
+    "error": {"notes": (list,)},  # a tool error's map (checked as the "error" kind)
 }
 _END_STATUSES: Final = frozenset({"succeeded", "failed", "cancelled", "running"})
 

@@ -19,6 +19,7 @@ from ..errors import (
 from . import (
     _cancel,
     _check,
+    _damaged,
     _demo,
     _diff,
     _operate,
@@ -71,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (
         _runs,
+        _damaged,
         _cancel,
         _operate,
         _transfer,

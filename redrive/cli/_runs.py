@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from .._whatchanged import fingerprint_lines, recorded_app_version, run_fingerprint
+from ..errors import JournalCorruptError
 from ..replay import pending_approvals
 from ..storage import RunRecord, RunStatus
 from ._common import EXIT_OK, Subparsers
@@ -25,7 +26,10 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
     elif args.status == "blocked":
         rows = []
         for record in journal.runs(status=RunStatus.RUNNING.value):
-            step = blocked_step(journal, record)
+            try:
+                step = blocked_step(journal, record)
+            except JournalCorruptError:  # a damaged run is listed by `runs`, not as blocked
+                continue
             if step is not None:
                 blocked[record.run_id] = step.seq
                 rows.append(record)
@@ -42,7 +46,10 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
     with out.progress("counting steps", len(rows)) as update:
         for done, record in enumerate(rows, 1):
             item = run_row(record)
-            item["steps"] = count_steps(journal, record.run_id)
+            try:
+                item["steps"] = count_steps(journal, record.run_id)
+            except JournalCorruptError as exc:  # damage stays with its run: list the others
+                item["steps"], item["damaged"] = None, exc.message
             item["age_s"] = round(now - record.updated_at, 3)
             if record.run_id in blocked:
                 item["blocked_seq"] = blocked[record.run_id]
@@ -57,8 +64,8 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
         [
             [
                 d["run_id"],
-                _status(record, d.get("blocked_seq")),
-                d["steps"],
+                "damaged" if "damaged" in d else _status(record, d.get("blocked_seq")),
+                "-" if d["steps"] is None else d["steps"],
                 d["frames"],
                 age(d["age_s"]),
                 d["entrypoint"],
@@ -66,6 +73,14 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
             for d, record in zip(data, rows, strict=True)
         ],
     )
+    for d in data:
+        if "damaged" in d:
+            run = shown(d["run_id"])
+            out.line(
+                f"run {run} is damaged (every other run reads as before): save what is intact "
+                f"with `redrive export {run} --intact -o FILE.rdj`, then `redrive drop {run}`",
+                "yellow",
+            )
     return EXIT_OK
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .._jsontext import list_at, token_counts
-from ..frames import Frame, Kind
+from ..frames import ChainCheck, Frame, Kind
 from ..replay import RecordedStep, StepReader
 from ..storage import Journal, RunRecord, RunStatus, held_by_other
 
@@ -20,9 +20,15 @@ _OPENING = frozenset({Kind.MODEL_REQUEST.value, Kind.TOOL_START.value, Kind.VALU
 def count_steps(journal: Journal, run_id: str) -> int:
     """Return how many steps (model, tool and value calls) run ``run_id`` opened.
 
-    Counts opening frames without decoding any payload (``runs`` counts every run).
+    Counts opening frames without decoding any payload (``runs`` counts every run), checking
+    each frame's seq and chain on the way, so a damaged run is told apart.
+
+    Raises:
+        JournalCorruptError: a frame fails its seq or chain check (or the log holds the
+            run damaged).
     """
-    return sum(1 for f in journal.frames(run_id) if f.kind in _OPENING)
+    check = ChainCheck(run_id)
+    return sum(1 for f in journal.frames(run_id) if check.check(f).kind in _OPENING)
 
 
 def blocked_step(journal: Journal, record: RunRecord) -> RecordedStep | None:

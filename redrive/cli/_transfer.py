@@ -10,9 +10,9 @@ import os
 from typing import Any
 
 from .._runid import check_run_id
-from ..errors import JournalCorruptError
+from ..errors import JournalCorruptError, JournalFormatError, JournalWriteError
 from ._common import EXIT_DATA, EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
-from ._journals import is_rdj_file, opened, source
+from ._journals import close_opened, is_rdj_file, opened, source
 from ._output import Out, run_row, shown
 
 __all__ = ["register"]
@@ -24,6 +24,25 @@ def _export(args: argparse.Namespace, out: Out) -> int:
     if args.otlp_json is not None or args.output is None:
         return _export_otlp(args, out)
     journal = opened(args.journal)
+    if args.intact:
+        from ._damaged import export_intact
+
+        saved, lost = export_intact(journal, args.run, args.output)
+        if out.json:
+            out.emit(
+                {
+                    "run_id": args.run,
+                    "path": args.output,
+                    "frames": saved.next_seq,
+                    "left_out": lost,
+                }
+            )
+        else:
+            out.line(
+                f"exported the {saved.next_seq} intact frames of run {shown(args.run)} to "
+                f"{shown(args.output)} ({lost} frames after them left out), as an unfinished run"
+            )
+        return EXIT_OK
     record = journal.get_run(args.run)
     total = record.next_seq if record is not None else 0
     with out.progress(f"exporting {args.run}", total) as update:
@@ -71,7 +90,8 @@ def _export_otlp(args: argparse.Namespace, out: Out) -> int:
 
 
 def _import(args: argparse.Namespace, out: Out) -> int:
-    from ..storage.rdj import import_run, is_text_path, read_header
+    from .._runcheck import import_run
+    from ..storage.rdj import is_text_path, read_header
 
     if not os.path.exists(args.file):
         raise FileNotFoundError(f"no such file: {args.file}")
@@ -98,9 +118,10 @@ def _verify_one(target: str, url: str, out: Out) -> dict[str, Any]:
     """Check one ``.rdj`` file or run; return ``{"target", "run_id", "frames", "ok"}``.
 
     Raises:
-        JournalCorruptError: the file or run fails its seq, chain or count check.
+        JournalCorruptError: the file or run fails a check of :func:`redrive._runcheck.check_run`
+            (what every read of it checks).
     """
-    from ..storage import verify_frames
+    from .._runcheck import check_run
 
     item: dict[str, Any] = {"target": target}
     if is_rdj_file(target):
@@ -109,48 +130,55 @@ def _verify_one(target: str, url: str, out: Out) -> dict[str, Any]:
         rj = RdjJournal(target, verify=False)
         item["run_id"] = rj.run_id
         with out.progress(f"verifying {target}", rj.header.frames) as update:
-            item["frames"] = rj.verify(update)
+            frames = rj.frames(rj.run_id)
+            item["frames"] = check_run(rj.header.run, frames, source=target, progress=update)
         return item
     journal, run_id = source(target, url)
     record = journal.get_run(run_id)
     assert record is not None  # source() checked it
     item["run_id"] = run_id
-    count = verify_frames(journal.frames(run_id), source=journal.url)
-    if count != record.next_seq:
-        raise JournalCorruptError(
-            f"{journal.url}: run {run_id!r} has {count} frames where its row says "
-            f"{record.next_seq}; last good seq {count - 1 if count else None}",
-            run_id=run_id,
-            last_good_seq=count - 1 if count else None,
-            source=journal.url,
-            reason="count",
-        )
-    item["frames"] = count
+    item["frames"] = check_run(record, journal.frames(run_id), source=journal.url)
     return item
+
+
+def _corrupt(target: str, exc: JournalCorruptError | JournalFormatError) -> dict[str, Any]:
+    """The verdict of a target that failed its checks (or could not be read at all)."""
+    return {
+        "target": target,
+        "ok": False,
+        "reason": exc.fields.get("reason"),
+        "message": str(exc),
+        "last_good_seq": exc.fields.get("last_good_seq"),
+    }
 
 
 def _verify(args: argparse.Namespace, out: Out) -> int:
     results: list[dict[str, Any]] = []
     targets = list(args.targets)
     if not targets:
-        targets = [r.run_id for r in opened(args.journal).runs()]
+        try:
+            targets = [r.run_id for r in opened(args.journal).runs()]
+        except (JournalCorruptError, JournalFormatError) as exc:  # the journal itself: a verdict
+            results.append(_corrupt(args.journal, exc))
     for target in targets:
         try:
             item = _verify_one(target, args.journal, out)
             item["ok"] = True
-        except JournalCorruptError as exc:
-            item = {
-                "target": target,
-                "ok": False,
-                "reason": exc.fields.get("reason"),
-                "message": str(exc),
-                "last_good_seq": exc.fields.get("last_good_seq"),
-            }
+        except (JournalCorruptError, JournalFormatError) as exc:
+            item = _corrupt(target, exc)
+        results.append(item)
+    try:
+        close_opened()  # closing checkpoints the log: its failure is part of the verdict
+    except (JournalCorruptError, JournalWriteError) as exc:
+        item = {"target": args.journal, "ok": False, "message": str(exc)}
+        item["reason"] = exc.fields.get("reason", "close")
         results.append(item)
     ok = all(r["ok"] for r in results)
     if out.json:
         out.emit({"ok": ok, "results": results})
     else:
+        if not results:
+            out.line(f"ok       {shown(args.journal)}: no runs to check", "green")
         for r in results:
             if r["ok"]:
                 out.line(
@@ -230,6 +258,11 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("export", parents=[common], help="write a run to an .rdj file")
     p.add_argument("run")
     p.add_argument("-o", "--output", metavar="FILE.rdj")
+    p.add_argument(
+        "--intact",
+        action="store_true",
+        help="a damaged run: export its frames up to the first that fails a check",
+    )
     p.add_argument(
         "--otlp-json",
         metavar="FILE.json",

@@ -208,6 +208,11 @@ class StepReader:
         self.expander = Expander()
         self._chain = ChainCheck(run_id, advice="Nothing was replayed from it. " + VERIFY_ADVICE)
 
+    @property
+    def last_chain(self) -> str:
+        """The chain of the last frame read (checked), or ``GENESIS`` before the first."""
+        return self._chain.prev_chain
+
     def feed(self, frame: Frame) -> RecordedStep | None:
         """Read the next frame of the run.
 

@@ -119,11 +119,26 @@ def error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
     }
     if retry_requested(exc):  # a retry signal: the next same call continues this operation
         payload["retry_requested"] = True
+    notes = getattr(exc, "__notes__", None)  # PEP 678: kept, so the replayed error has them
+    if isinstance(notes, list) and notes:
+        payload["notes"] = [note for note in notes if isinstance(note, str)]
     return payload
+
+
+def _with_notes(exc: BaseException, error: dict[str, Any]) -> BaseException:
+    """``exc`` with the recorded ``__notes__`` (PEP 678) added, as the live error had them."""
+    notes = error.get("notes")
+    if isinstance(notes, list):
+        for note in notes:
+            if isinstance(note, str):
+                exc.add_note(note)
+    return exc
 
 
 def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> BaseException:
     """Rebuild a recorded tool exception as its own type, or a RecordedToolError.
+
+    Its recorded ``__notes__`` (PEP 678 ``add_note``) are added back to it.
 
     The type is only looked up in modules already imported (a journal never
     causes an import), must be an Exception subclass, and must accept the
@@ -140,16 +155,19 @@ def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> Ba
         except Exception:
             rebuilt = None
         if rebuilt is not None and str(rebuilt) == error.get("message"):
-            return rebuilt
-    return RecordedToolError(
-        f"run {run_id!r} seq {seq}: tool {tool!r} raised {error.get('type')}: "
-        f"{error.get('message')} when it was recorded (the type cannot be rebuilt here, so it "
-        "is replayed as this error)",
-        run_id=run_id,
-        seq=seq,
-        tool=tool,
-        error_type=error.get("type"),
-        error_message=error.get("message"),
+            return _with_notes(rebuilt, error)
+    return _with_notes(
+        RecordedToolError(
+            f"run {run_id!r} seq {seq}: tool {tool!r} raised {error.get('type')}: "
+            f"{error.get('message')} when it was recorded (the type cannot be rebuilt here, so it "
+            "is replayed as this error)",
+            run_id=run_id,
+            seq=seq,
+            tool=tool,
+            error_type=error.get("type"),
+            error_message=error.get("message"),
+        ),
+        error,
     )
 
 

@@ -144,9 +144,9 @@ class JournalWriter:
             raise JournalWriteError(
                 f"run {self.run_id!r}: writing seq {first}..{first + len(frames) - 1} "
                 f"to journal {self.journal.url} failed: {type(exc).__name__}: {exc}. "
-                "Those frames are not journaled (a tool whose claim this was did not "
-                "run); the run stays resumable: fix the journal (space, permissions, "
-                "connection) and run it again with the same run_id.",
+                f"Those frames are not journaled ({_unjournaled(frames)}); the run stays "
+                "resumable: fix the journal (space, permissions, connection) and run it "
+                "again with the same run_id.",
                 run_id=self.run_id,
                 seq=first,
                 journal=self.journal.url,
@@ -173,3 +173,20 @@ class JournalWriter:
                 del self.pending[mark[0] :]
                 self.next_seq, self.last_chain = mark[1], mark[2]
             raise
+
+
+def _unjournaled(frames: list[Frame]) -> str:
+    """What a failed append of ``frames`` means for the steps they record (for the message)."""
+    ran = [f for f in frames if f.kind in (Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value)]
+    if ran:
+        names = ", ".join(sorted({repr(f.name) for f in ran}))
+        return (
+            f"the body of tool {names} ran, but its outcome is not journaled: on resume the "
+            "step is in flight, so a restart-safe tool runs again and any other blocks until "
+            "`redrive resolve` records whether it took effect"
+        )
+    if any(f.kind == Kind.MODEL_RESPONSE.value for f in frames):
+        return "the model call was made, but its response is not journaled: resuming asks again"
+    if any(f.kind == Kind.TOOL_START.value for f in frames):
+        return "a tool whose claim this was did not run"
+    return "no step ran on their account"

@@ -30,6 +30,7 @@ from ._copy import copy_run
 from ._limits import MAX_VALUE
 from ._prune import PruneResult, prune_runs
 from ._url import JournalURL, parse_journal_url
+from ._validate import frame_problem, run_problem
 from ._verify import verify_frames, verify_run
 from .memory import MemoryJournal
 
@@ -45,10 +46,12 @@ __all__ = [
     "RunUpdate",
     "cancel_text",
     "copy_run",
+    "frame_problem",
     "held_by_other",
     "open_journal",
     "parse_journal_url",
     "prune_runs",
+    "run_problem",
     "shared_journal",
     "verify_frames",
     "verify_run",

@@ -23,6 +23,7 @@ from ..errors import (
 from ..frames import ChainCheck, Frame
 from ._limits import MAX_VALUE
 from ._records import RunRecord, RunStatus, RunUpdate
+from ._validate import frame_problem, run_problem
 
 
 def check_fence(record: RunRecord, epoch: int | None) -> None:
@@ -98,7 +99,9 @@ def appended(
     if update is not None and update.error is not None:
         check_size(run_id, expected_seq + len(frames), "the run's error", len(update.error))
     check_open(record)  # a lost race to end the run is a conflict (above), not this
-    return after_append(record, frames, update, time.time())
+    after = after_append(record, frames, update, time.time())
+    _check_row(after, expected_seq + len(frames))
+    return after
 
 
 def check_open(record: RunRecord) -> None:
@@ -207,9 +210,19 @@ def check_append(record: RunRecord, frames: Sequence[Frame], expected_seq: int) 
     Raises:
         AppendConflictError: ``expected_seq`` is not the run's ``next_seq``.
         JournalWriteError: a frame over the size limit (:func:`check_size`).
-        ValueError: frames that are not dense, of another run, or mis-chained.
+        ValueError: frames that are not dense, of another run, or mis-chained, or a
+            frame or run row that no journal could store and read back
+            (:func:`~._validate.frame_problem`, :func:`~._validate.run_problem`):
+            the journal never acknowledges what it cannot read back.
     """
+    _check_row(record, expected_seq)
     for frame in frames:
+        problem = frame_problem(frame)
+        if problem is not None:
+            raise ValueError(
+                f"run {record.run_id!r}: frame seq {frame.seq} ({frame.kind} {frame.name!r}) "
+                f"cannot be journaled: {problem}; nothing of this write was journaled"
+            )
         check_size(
             record.run_id,
             frame.seq,
@@ -235,6 +248,16 @@ def check_append(record: RunRecord, frames: Sequence[Frame], expected_seq: int) 
                 "frame before it)"
             )
         check.advance(frame)
+
+
+def _check_row(record: RunRecord, seq: int) -> None:
+    """Refuse a run row that no journal could store and read back (``ValueError``)."""
+    problem = run_problem(record)
+    if problem is not None:
+        raise ValueError(
+            f"run {record.run_id!r} seq {seq}: the run's row cannot be journaled: {problem}; "
+            "nothing of this write was journaled"
+        )
 
 
 def _by_holder(record: RunRecord) -> str:

@@ -22,10 +22,12 @@ from ._logrecord import (
     BadRecord,
     after,
     check_frames,
+    damaged_record,
     decision_record,
     frames_record,
     parse_record,
     position,
+    record_run,
     run_record,
 )
 from .memory import MemoryState
@@ -50,24 +52,87 @@ def _row_at(row: RunRecord, last: Frame) -> RunRecord:
     return attrs.evolve(row, next_seq=last.seq + 1, last_chain=last.chain)
 
 
-def _replay_log(overlay: MemoryState, log: FrameLog) -> None:
-    """Apply every record of the log; raise JournalCorruptError naming the last good one."""
+@attrs.define
+class Damage:
+    """The runs a log names that could not be read: each is unreadable, the journal is not.
+
+    Attributes:
+        runs: the error each damaged run's reads and writes raise, by run id.
+    """
+
+    runs: dict[str, JournalCorruptError] = attrs.field(factory=dict)
+
+    def refuse(self, run_id: str) -> None:
+        """Raise the run's JournalCorruptError when it is damaged (a fresh copy each time)."""
+        found = self.runs.get(run_id)
+        if found is not None:
+            raise JournalCorruptError(found.message, **found.to_fields())
+
+    def records(self) -> list[list[Any]]:
+        """The ``damaged`` log records that keep these runs damaged across a log rewrite."""
+        return [damaged_record(run_id, exc.message) for run_id, exc in sorted(self.runs.items())]
+
+
+def damaged_run(path: str, run_id: str, what: str, **fields: Any) -> JournalCorruptError:
+    """The error of a run whose log records cannot be read (``what`` was found)."""
+    return JournalCorruptError(
+        f"{what} Run {run_id!r} of journal {path} is damaged: it cannot be read, resumed or "
+        "written, so none of its steps can run twice; every other run reads and resumes as "
+        f"before. Keep the log ({path}.rdlog) for inspection, then drop the run "
+        f"(redrive --journal {path} drop {run_id}) or export what is intact first "
+        f"(redrive --journal {path} export {run_id} --intact -o FILE.rdj).",
+        run_id=run_id,
+        reason=fields.pop("reason", "record"),
+        **fields,
+    )
+
+
+def _replay_log(overlay: MemoryState, log: FrameLog, journal: str) -> Damage:
+    """Apply every record of the log; return the runs found damaged.
+
+    A malformed record that names its run (a checksummed record written by
+    another process or version) makes that run damaged: its later records
+    are skipped, and reading or writing it raises. A record that names no
+    run, or damage to the log's own structure, could belong to any run, so
+    the whole log is refused (JournalCorruptError naming the last good record).
+    """
+    damage = Damage()
     last: tuple[str | None, int | None] = (None, None)
     try:
         for index, (offset, record) in enumerate(log.entries()):
+            run_id = record_run(record)
+            if run_id is not None and run_id in damage.runs:
+                continue  # nothing after a bad record applies to its run
             try:
-                _apply(overlay, record)
+                found = _apply(overlay, record)
             except BadRecord as exc:
-                raise JournalCorruptError(
-                    f"{log.path}: record {index} at byte {offset} is not a well-formed "
-                    f"journal record: {exc}. " + after(last) + _ADVICE,
+                where = f"{log.path}: record {index} at byte {offset}"
+                if run_id is None:
+                    raise JournalCorruptError(
+                        f"{where} is not a well-formed journal record: {exc}. "
+                        + after(last)
+                        + _ADVICE,
+                        source=log.path,
+                        offset=offset,
+                        record_index=index,
+                        reason="record",
+                        run_id=last[0],
+                        last_good_seq=last[1],
+                    ) from None
+                held = overlay.next_held_seq(run_id)
+                damage.runs[run_id] = damaged_run(
+                    journal,
+                    run_id,
+                    f"{where} is not a well-formed record of run {run_id!r}: {exc}.",
                     source=log.path,
                     offset=offset,
                     record_index=index,
-                    reason="record",
-                    run_id=last[0],
-                    last_good_seq=last[1],
-                ) from None
+                    last_good_seq=None if held is None else held - 1,
+                )
+                continue
+            if found is not None:
+                damage.runs[found[0]] = damaged_run(journal, found[0], found[1], reason="damaged")
+                continue
             last = position(record)
     except JournalCorruptError as exc:
         if exc.fields.get("reason") == "record" or last == (None, None):
@@ -75,27 +140,46 @@ def _replay_log(overlay: MemoryState, log: FrameLog) -> None:
         fields = exc.to_fields()
         fields.update(run_id=last[0], last_good_seq=last[1])
         raise JournalCorruptError(f"{exc.message} {after(last)}".rstrip(), **fields) from None
+    return damage
 
 
-def _apply(overlay: MemoryState, record: Any) -> None:
+def _apply(overlay: MemoryState, record: Any) -> tuple[str, str] | None:
     """Apply one log record to the overlay.
+
+    Returns:
+        ``(run_id, what was found)`` for a ``damaged`` record, else None.
 
     Raises:
         BadRecord: the record is not a well-formed journal record (what is
             wrong is the message); nothing was applied.
     """
     parsed = parse_record(record)
+    if parsed.damaged is not None:
+        return parsed.damaged
     if parsed.decision is not None:
         overlay.put_decision(parsed.decision)
-        return
+        return None
     assert parsed.row is not None
     _apply_run(overlay, parsed.row, parsed.frames)
+    return None
 
 
 def _apply_run(overlay: MemoryState, row: RunRecord, frames: Sequence[Frame]) -> None:
-    """Apply a run row and its new frames to the overlay (BadRecord: seqs not dense)."""
+    """Apply a run row and its new frames to the overlay.
+
+    Raises:
+        BadRecord: the frames do not continue the run densely, or the row does
+            not match them (its ``next_seq`` and ``last_chain``); nothing was applied.
+    """
     if frames:
         check_frames(row, frames, overlay.next_held_seq(row.run_id))
+    else:
+        held = overlay.frames.get(row.run_id)
+        if held and (row.next_seq, row.last_chain) != (held[-1].seq + 1, held[-1].chain):
+            raise BadRecord(
+                f"run: run {row.run_id!r} row says next_seq {row.next_seq} and last chain "
+                f"{row.last_chain} after its frame seq {held[-1].seq} of chain {held[-1].chain}"
+            )
     overlay.put_run(row, frames)
 
 

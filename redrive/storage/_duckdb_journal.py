@@ -15,6 +15,7 @@ from ..frames import Frame
 from . import _framelog
 from ._base import Decision, RunRecord
 from ._duckdb_held import (
+    Damage,
     _apply_run,
     _drop_moved,
     _held_records,
@@ -80,6 +81,8 @@ class DuckDBJournal(LocalJournal):
         self._log: FrameLog | None = None
         #: the records written to the log and not yet checkpointed into the tables
         self._overlay = MemoryState()
+        #: the runs the log names that cannot be read (see _duckdb_held.Damage)
+        self._damage = Damage()
         #: after a failed bulk move, the held frame count at which to try again
         self._retry_at = 0
         #: the background checkpoint in flight, and its end (notified under _lock)
@@ -116,7 +119,7 @@ class DuckDBJournal(LocalJournal):
                 # what the log holds stays in the log (and the overlay): it moves into
                 # the tables at the next checkpoint (threshold or close), not here, so
                 # opening after a crash costs reading the log, not a bulk insert
-                _replay_log(self._overlay, self._log)
+                self._damage = _replay_log(self._overlay, self._log, path)
         except BaseException:
             if self._log is not None:
                 self._log.close()
@@ -230,7 +233,7 @@ class DuckDBJournal(LocalJournal):
         leaves everything in the log; the next try comes after another
         ``checkpoint_frames`` frames, or on close (which reports it).
         """
-        keep = _kept_runs(self._overlay, self.checkpoint_frames)
+        keep = _kept_runs(self._overlay, self.checkpoint_frames) | set(self._damage.runs)
         held = self._overlay
         move = _Move(
             rows={rid: r for rid, r in held.runs.items() if rid not in keep},
@@ -257,7 +260,7 @@ class DuckDBJournal(LocalJournal):
                     if self._closed or self._log is None:
                         return
                     _drop_moved(self._overlay, move)
-                    self._log.rewrite(_held_records(self._overlay))
+                    self._log.rewrite(_held_records(self._overlay) + self._damage.records())
                     self._retry_at = 0
             except Exception:
                 with self._lock:
@@ -303,7 +306,7 @@ class DuckDBJournal(LocalJournal):
                 _kept_runs(self._overlay, self.checkpoint_frames)
                 if keep_live and self._log is not None
                 else set()
-            )
+            ) | set(self._damage.runs)  # a damaged run stays in the log, as it was found
             runs = [r for r in held.runs.values() if r.run_id not in keep]
             frames = [f for rid, run in held.frames.items() if rid not in keep for f in run]
             decisions = [d for d in held.decisions.values() if d.run_id not in keep]
@@ -312,7 +315,7 @@ class DuckDBJournal(LocalJournal):
                 _framelog._crash_point("checkpoint-ingested")
             if self._log is not None:
                 if keep:
-                    self._log.rewrite(_kept_records(self._overlay, keep))
+                    self._log.rewrite(_kept_records(self._overlay, keep) + self._damage.records())
                 else:
                     self._log.reset()
             for run_id in list(held.runs) + list(held.frames):
@@ -370,6 +373,7 @@ class DuckDBJournal(LocalJournal):
     # -- runs ------------------------------------------------------------------
 
     def _current(self, run_id: str) -> RunRecord | None:
+        self._damage.refuse(run_id)
         found = self._overlay.runs.get(run_id)
         return found if found is not None else self._store.get_run(run_id)
 
@@ -390,8 +394,38 @@ class DuckDBJournal(LocalJournal):
     def _put_decision(self, decision: Decision) -> None:
         self._write(decision_record(decision), decision=decision)
 
+    def damaged_runs(self) -> dict[str, str]:
+        """The runs the log holds damaged (unreadable; the others read as before): ``{id: why}``."""
+        with self._lock:
+            return {run_id: exc.message for run_id, exc in self._damage.runs.items()}
+
+    def drop_damaged(self, run_id: str) -> bool:
+        """Delete a damaged run from the log and the tables; False when it is not damaged."""
+        with self._lock:
+            if run_id not in self._damage.runs:
+                return False
+            self._settle()
+            del self._damage.runs[run_id]
+            self._overlay.forget(run_id)  # its row, frames and decisions
+            assert self._log is not None  # damage is only ever found in a log
+            self._log.rewrite(_held_records(self._overlay) + self._damage.records())
+            self._store.drop_run(run_id)
+            return True
+
+    def intact(self, run_id: str) -> tuple[RunRecord | None, Iterator[Frame]]:
+        """A damaged run's last readable row (or None) and its frames as held, unchecked."""
+        with self._lock:
+            found = self._overlay.runs.get(run_id)
+            row = found if found is not None else self._store.get_run(run_id)
+        return row, self._frames(run_id, 0)
+
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""
+        with self._lock:
+            self._damage.refuse(run_id)
+        return self._frames(run_id, start)
+
+    def _frames(self, run_id: str, start: int) -> Iterator[Frame]:
         seq = start
         while True:
             with self._lock:

@@ -52,15 +52,17 @@ class _Store(SqlJournal):
             text = str(exc)
             if "lock" in text.lower():
                 raise _locked_elsewhere(path, read_only, text) from None
-            if "not a valid duckdb database file" in text.lower():
-                raise JournalCorruptError(
-                    f"cannot open journal {os.path.abspath(path)}: it is not a DuckDB database "
-                    f"file ({text}). Check the path: an export opens by a path ending in .rdj, "
-                    "a Postgres journal by a postgresql:// URL. Nothing was written to it.",
-                    source=os.path.abspath(path),
-                    reason="unreadable",
-                ) from None
-            raise
+            raise damaged_file(path, exc) from None
+        except duckdb.Error as exc:
+            raise damaged_file(path, exc) from None
+        try:
+            self._setup(read_only)
+        except duckdb.Error as exc:
+            with contextlib.suppress(duckdb.Error):
+                self._con.close()
+            raise damaged_file(path, exc) from None
+
+    def _setup(self, read_only: bool) -> None:
         if self.durable:
             # one DuckDB worker thread: a journal's queries are small (a page, a row, a
             # bulk insert of a checkpoint), and each extra worker keeps its own allocator
@@ -107,9 +109,11 @@ class _Store(SqlJournal):
             try:
                 yield con
                 con.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 with contextlib.suppress(duckdb.Error):  # a failed COMMIT may have ended it
                     con.execute("ROLLBACK")
+                if isinstance(exc, duckdb.Error) and _is_damage(exc):
+                    raise damaged_file(self.path, exc) from exc
                 raise
 
     def page(self, run_id: str, start: int, limit: int) -> list[Frame]:
@@ -218,6 +222,12 @@ class _Store(SqlJournal):
         if self.durable and frames:
             self._drop_cached_blocks()  # the blocks just written are on disk
 
+    def drop_run(self, run_id: str) -> None:
+        """Delete a run's rows from every table, unconditionally (a damaged run's drop)."""
+        with self._transaction() as cur:
+            for table in ("redrive_frames", "redrive_decisions", "redrive_runs"):
+                cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+
     def close(self) -> None:
         """See :meth:`redrive.storage.Journal.close`."""
         with self._lock:
@@ -252,6 +262,52 @@ def _insert(
             "VALUES (?, ?, ?, ?, ?, ?)",
             [d.run_id, d.name, d.approved, d.by, d.at, d.note],
         )
+
+
+def _is_damage(exc: duckdb.Error) -> bool:
+    """True when DuckDB failed reading its file (not a full disk, not a lost race)."""
+    damage = (
+        duckdb.IOException,
+        duckdb.InternalException,
+        duckdb.SerializationException,
+        duckdb.FatalException,
+        duckdb.CatalogException,
+        duckdb.ConversionException,
+    )
+    return isinstance(exc, damage) and not _disk_full(exc)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "no space left" in text or "disk is full" in text or "disk full" in text
+
+
+def damaged_file(path: str, exc: BaseException) -> JournalCorruptError:
+    """The error for a DuckDB file that DuckDB cannot read (truncated, overwritten, foreign).
+
+    A full disk is not damage: it is raised as :class:`JournalWriteError`'s advice
+    by the callers that write; this is for everything DuckDB refuses to read.
+    """
+    where = os.path.abspath(path)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "not a valid duckdb database file" in text.lower():
+        return JournalCorruptError(
+            f"cannot open journal {where}: it is not a DuckDB database file ({text}). Check the "
+            "path: an export opens by a path ending in .rdj, a Postgres journal by a "
+            "postgresql:// URL. Nothing was written to it.",
+            source=where,
+            reason="unreadable",
+        )
+    return JournalCorruptError(
+        f"DuckDB journal {where} cannot be read: the database file is damaged (truncated, "
+        f"overwritten, or damaged on disk; DuckDB said: {text}). Writes not "
+        f"yet checkpointed are still in {where}.rdlog: keep it. Restore the database file "
+        "from a backup and put the .rdlog back next to it, or move both away and start a new "
+        "journal (runs exported to .rdj files import into it). Freeing disk space does not "
+        "help: nothing is full.",
+        source=where,
+        reason="unreadable",
+    )
 
 
 def _locked_elsewhere(path: str, read_only: bool, said: str) -> JournalLockedError:

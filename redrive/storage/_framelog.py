@@ -132,20 +132,26 @@ class FrameLog:
         salt = os.urandom(_SALT)
         tmp = self.path + suffix
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        _crash_point("rewrite-opened")
         try:
-            blob = [MAGIC + salt]
-            blob.extend(
-                record_bytes(salt, number, encode(record)) for number, record in enumerate(records)
-            )
-            data = b"".join(blob)
-            if os.write(fd, data) != len(data):
-                raise OSError(f"{tmp}: short write")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        _crash_point("rewrite-written")
-        os.replace(tmp, self.path)
+            _crash_point("rewrite-opened")
+            try:
+                blob = [MAGIC + salt]
+                blob.extend(
+                    record_bytes(salt, number, encode(record))
+                    for number, record in enumerate(records)
+                )
+                data = b"".join(blob)
+                if os.write(fd, data) != len(data):
+                    raise OSError(f"{tmp}: short write")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _crash_point("rewrite-written")
+            os.replace(tmp, self.path)
+        except BaseException:  # a failed rewrite leaves the old log and no temporary file
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         _crash_point("rewrite-renamed")
         folder = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
         try:

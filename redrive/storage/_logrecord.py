@@ -14,19 +14,22 @@ from typing import Any, Final
 
 import attrs
 
-from ..frames import Frame, decode, payload_problem
-from ._base import Decision, RunRecord, RunStatus
+from ..frames import Frame
+from ._base import Decision, RunRecord
 from ._sqlschema import FRAME_ATTRS, RUN_COLUMNS
+from ._validate import frame_problem, run_problem
 
 __all__ = [
     "BadRecord",
     "LogRecord",
     "after",
     "check_frames",
+    "damaged_record",
     "decision_record",
     "frames_record",
     "parse_record",
     "position",
+    "record_run",
     "run_record",
 ]
 
@@ -39,6 +42,8 @@ class LogRecord:
     row: RunRecord | None = None
     frames: list[Frame] = attrs.field(factory=list)
     decision: Decision | None = None
+    #: for a ``damaged`` record: ``(run_id, what was found)``
+    damaged: tuple[str, str] | None = None
 
 
 def run_record(row: RunRecord) -> list[Any]:
@@ -54,6 +59,25 @@ def frames_record(row: RunRecord, frames: Sequence[Frame]) -> list[Any]:
 def decision_record(decision: Decision) -> list[Any]:
     """The log record of an approval decision."""
     return ["decision", attrs.asdict(decision)]
+
+
+def damaged_record(run_id: str, reason: str) -> list[Any]:
+    """The log record that marks a run damaged (what was found, as a sentence)."""
+    return ["damaged", {"run_id": run_id, "reason": reason}]
+
+
+def record_run(record: Any) -> str | None:
+    """The run a log record speaks for, read from its raw shape (None: it names none).
+
+    Works on a malformed record too, so damage is charged to its run only.
+    """
+    if isinstance(record, list) and len(record) >= 2:
+        body = record[1]
+        if isinstance(body, list) and body and isinstance(body[0], str):
+            return body[0]
+        if isinstance(body, dict) and isinstance(body.get("run_id"), str):
+            return str(body["run_id"])
+    return None
 
 
 def _run_row(record: RunRecord) -> list[Any]:
@@ -84,7 +108,15 @@ def parse_record(record: Any) -> LogRecord:
     if tag == "decision":
         _arity(record, 2)
         return LogRecord("decision", decision=_decision(record[1]))
-    raise BadRecord(f"unknown record type {tag!r} (expected run, frames or decision)")
+    if tag == "damaged":
+        _arity(record, 2)
+        fields = record[1]
+        if not isinstance(fields, dict) or not all(
+            isinstance(fields.get(k), str) for k in ("run_id", "reason")
+        ):
+            raise BadRecord(f"damaged: expected a map of run_id and reason, got {_shape(fields)}")
+        return LogRecord("damaged", damaged=(fields["run_id"], fields["reason"]))
+    raise BadRecord(f"unknown record type {tag!r} (expected run, frames, decision or damaged)")
 
 
 _RUN_TYPES: Final[dict[str, tuple[type, ...]]] = {
@@ -121,7 +153,6 @@ _DECISION_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "at": (float, int),
     "note": (str,),
 }
-_STATUSES: Final = frozenset(s.value for s in RunStatus)
 #: Largest seq / epoch a journal stores (a signed 64-bit column).
 _INT_MAX: Final = 2**63 - 1
 
@@ -164,21 +195,21 @@ def _row(what: str, row: Any, columns: Sequence[str]) -> dict[str, Any]:
 def _run_record(row: Any) -> RunRecord:
     values = _row("run row", row, RUN_COLUMNS)
     _typed("run", values, _RUN_TYPES)
-    if values["status"] not in _STATUSES:
-        raise BadRecord(f"run.status: {values['status']!r} is not a run status")
-    return RunRecord(**values)
+    record = RunRecord(**values)
+    problem = run_problem(record)
+    if problem is not None:
+        raise BadRecord(f"run {values['run_id']!r}: {problem}")
+    return record
 
 
 def _frame_of(row: Any, index: int) -> Frame:
     values = _row(f"frame row {index}", row, FRAME_ATTRS)
     _typed(f"frame {index}", values, _FRAME_TYPES)
-    try:
-        problem = payload_problem(values["kind"], decode(values["payload"]))
-    except Exception as exc:  # any decoding failure of a hostile payload is a bad record
-        problem = f"payload: not canonical msgpack ({type(exc).__name__}: {exc})"
+    frame = Frame(**values)
+    problem = frame_problem(frame)
     if problem is not None:
         raise BadRecord(f"frame {index} (run {values['run_id']!r} seq {values['seq']}): {problem}")
-    return Frame(**values)
+    return frame
 
 
 def _decision(fields: Any) -> Decision:
@@ -202,10 +233,10 @@ def check_frames(row: RunRecord, frames: Sequence[Frame], next_held: int | None)
                 f"frames: run {row.run_id!r} seq {frame.seq} where seq {expected} was expected"
             )
         expected = frame.seq + 1
-    if frames and row.next_seq != frames[-1].seq + 1:
+    if frames and (row.next_seq, row.last_chain) != (frames[-1].seq + 1, frames[-1].chain):
         raise BadRecord(
-            f"frames: run {row.run_id!r} row says next_seq {row.next_seq} after a frame at "
-            f"seq {frames[-1].seq}"
+            f"frames: run {row.run_id!r} row says next_seq {row.next_seq} and last chain "
+            f"{row.last_chain} after a frame at seq {frames[-1].seq} of chain {frames[-1].chain}"
         )
 
 
@@ -217,7 +248,7 @@ def position(record: list[Any]) -> tuple[str | None, int | None]:
     if tag in ("run", "frames"):
         next_seq = record[1][2]
         return record[1][0], next_seq - 1 if next_seq > 0 else None
-    return record[1]["run_id"], None
+    return record_run(record), None
 
 
 def after(last: tuple[str | None, int | None]) -> str:

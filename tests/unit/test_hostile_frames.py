@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 import redrive
 from redrive.errors import JournalCorruptError
-from redrive.frames import GENESIS, Frame, encode
+from redrive.frames import Frame, encode
 from redrive.replay._steps import iter_steps
 from redrive.storage import MemoryJournal, RunRecord, verify_run
 from redrive.storage.rdj import RdjJournal, export_run
 from redrive.storage.rdj import _format as rdjmod
+from tests.hostile import write_rdj
 
 
 @redrive.tool(restart_safe=False)
@@ -63,22 +64,9 @@ JUNK = st.one_of(
 )
 
 
-def _rechained(frames: list[Frame]) -> list[Frame]:
-    prev, out = GENESIS, []
-    for frame in frames:
-        new = attrs.evolve(frame, chain=frame.expected_chain(prev))
-        prev = new.chain
-        out.append(new)
-    return out
-
-
-def _journal_of(frames: list[Frame]) -> MemoryJournal:
-    journal = MemoryJournal()
-    journal.create_run(
-        RunRecord(run_id="r", input_fp="fp", created_at=1.0, updated_at=1.0), frames[0]
-    )
-    journal.append("r", frames[1:], expected_seq=1)
-    return journal
+def _write(frames: list[Frame], path: Path) -> None:
+    record = RunRecord(run_id="r", input_fp="fp", created_at=1.0, updated_at=1.0)
+    write_rdj(path, record, frames)
 
 
 def _read_everything(path: Path) -> None:
@@ -110,10 +98,9 @@ def test_malformed_payload_fields_are_corruption_not_crashes(
     except (TypeError, ValueError):
         return  # not storable (e.g. a NaN): no file can hold it
     frames[index] = attrs.evolve(frames[index], payload=payload)
-    journal = _journal_of(_rechained(frames))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "r.rdj"
-        export_run(journal, "r", path)
+        _write(frames, path)
         try:
             _read_everything(path)
         except JournalCorruptError as exc:
@@ -134,7 +121,7 @@ def test_reported_crashes_name_the_field(
     frames[index] = attrs.evolve(
         frames[index], payload=encode({**frames[index].data(), field: value})
     )
-    export_run(_journal_of(_rechained(frames)), "r", tmp_path / "r.rdj")
+    _write(frames, tmp_path / "r.rdj")
     with pytest.raises(JournalCorruptError) as caught:
         _read_everything(tmp_path / "r.rdj")
     assert caught.value.seq == index and shown in str(caught.value)

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 import redrive
 from redrive.errors import JournalCorruptError
-from redrive.frames import GENESIS, Frame, encode, payload_problem
-from redrive.storage import MemoryJournal, RunRecord, RunUpdate
+from redrive.frames import Frame, encode, payload_problem
+from redrive.storage import MemoryJournal, RunRecord
 from redrive.storage.rdj import RdjJournal
+from tests.hostile import write_rdj
 
 
 def base_run() -> tuple[RunRecord, list[Frame]]:
@@ -64,25 +65,8 @@ hostile = st.one_of(
 
 
 def build(frames: list[Frame], record: RunRecord, output: bytes | None, folder: str) -> str:
-    """Write ``frames`` re-chained (a valid chain) as a run, export it, return the file."""
-    journal = MemoryJournal()
-    prev = GENESIS
-    chained = []
-    for frame in frames:
-        frame = attrs.evolve(frame, chain=frame.expected_chain(prev))
-        prev = frame.chain
-        chained.append(frame)
-    start = attrs.evolve(record, next_seq=0, last_chain=GENESIS, status="running", output=None)
-    journal.create_run(start, chained[0])
-    journal.append(
-        "r",
-        chained[1:],
-        expected_seq=1,
-        update=RunUpdate(status=record.status, output=output, error=record.error),
-    )
-    path = os.path.join(folder, "r.rdj")
-    redrive.export_run(journal, "r", path)
-    return path
+    """Write ``frames`` re-chained (a valid chain) as an ``.rdj`` file, return the file."""
+    return write_rdj(os.path.join(folder, "r.rdj"), attrs.evolve(record, output=output), frames)
 
 
 def read_all(path: str) -> None:

@@ -18,6 +18,7 @@ import redrive
 from redrive.errors import JournalCorruptError
 from redrive.storage import _framelog as framelog
 from redrive.storage._framelog import MAGIC, START, FrameLog, record_bytes
+from redrive.storage._logrecord import record_run
 from redrive.storage.duckdb import DuckDBJournal
 
 
@@ -190,13 +191,22 @@ HOSTILE = {
 
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_records_are_corruption(tmp_path: Path, name: str) -> None:
-    """A checksummed but malformed record raises JournalCorruptError naming file and offset."""
+    """A checksummed but malformed record raises JournalCorruptError naming file and offset:
+    for the journal when the record names no run, else for its run alone (issue 24 #6)."""
     path = str(tmp_path / "j.duckdb")
     good = msgpack.packb(["frames", _RUN, [_FRAME]], use_bin_type=True)
     bad = msgpack.packb(HOSTILE[name], use_bin_type=True)
     Path(path + ".rdlog").write_bytes(MAGIC + SALT + record(good) + record(bad, 1))
-    with pytest.raises(JournalCorruptError) as caught:
-        DuckDBJournal(path)
+    if record_run(HOSTILE[name]) is None:
+        with pytest.raises(JournalCorruptError) as caught:
+            DuckDBJournal(path)
+    else:
+        journal = DuckDBJournal(path)
+        try:
+            with pytest.raises(JournalCorruptError) as caught:
+                journal.get_run("r")
+        finally:
+            journal.close()
     err = caught.value
     offset = START + len(record(good))
     assert err.fields["source"] == path + ".rdlog" and err.fields["offset"] == offset

@@ -250,8 +250,9 @@ def test_giant_declared_size_is_refused_without_reading(rdj_path: Path) -> None:
         RdjJournal(FIXTURES / "pass" / "refunded.rdj", max_record=16)
 
 
-def test_deep_nesting_in_an_exported_payload(tmp_path: Path) -> None:
-    """An export whose chained payload nests 100,000 deep is refused by the reader."""
+def test_deep_nesting_is_refused_by_the_writer(tmp_path: Path) -> None:
+    """A payload nesting 100,000 deep is refused when written: no journal acknowledges a frame
+    its readers would refuse (the reader's refusal of such a file is the next test)."""
     deep = b"\x91" * 100_000 + b"\xc0"
     first = make_frame(
         run_id="h", seq=0, kind="run_start", name="run", payload={}, prev_chain=GENESIS, at=1.0
@@ -260,11 +261,9 @@ def test_deep_nesting_in_an_exported_payload(tmp_path: Path) -> None:
     hostile = attrs.evolve(hostile, chain=hostile.expected_chain(first.chain))
     mem = MemoryJournal()
     mem.create_run(RunRecord(run_id="h"), first)
-    mem.append("h", [hostile], expected_seq=1)
-    export_run(mem, "h", tmp_path / "h.rdj")  # the writer checks the chain, not the payload
-    with pytest.raises(JournalCorruptError, match="payload") as info:
-        RdjJournal(tmp_path / "h.rdj")
-    assert info.value.last_good_seq == 0 and info.value.reason == "payload"
+    with pytest.raises(ValueError, match="payload"):
+        mem.append("h", [hostile], expected_seq=1)
+    assert [f.seq for f in mem.frames("h")] == [0]
 
 
 def test_deep_nesting_written_by_hand_is_refused(tmp_path: Path) -> None:

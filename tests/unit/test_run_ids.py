@@ -122,33 +122,32 @@ def test_long_ids_up_to_the_limit_work_on_every_backend(journal: Journal) -> Non
         assert record is not None and record.status == "succeeded"
 
 
-def test_cli_import_of_a_file_with_a_bad_run_id_exits_65(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cli_import_of_a_file_with_a_bad_run_id_is_refused(tmp_path: Path) -> None:
     """An .rdj file whose run id holds NUL (written by an older redrive) is refused at import
-    with a one-line ValueError and exit 65 (bad input data), and nothing is written."""
+    as a damaged file (the reader's validator: verify says CORRUPT too), naming the NUL, and
+    nothing is written."""
     import contextlib
     import io
 
+    import attrs
+
     from redrive import cli
-    from redrive.storage import memory
+    from tests.hostile import write_rdj
 
     source = MemoryJournal()
-    monkeypatch.setattr(memory, "check_run_id", lambda run_id: run_id)  # as before the rule
-    monkeypatch.setattr(
-        "redrive.replay._config.check_run_id", lambda run_id, where="run_id": run_id
-    )
-    with redrive.run(source, "bad\x00id") as run:
+    with redrive.run(source, "good") as run:
         run.finish(1)
-    monkeypatch.undo()
-    path = tmp_path / "bad.rdj"
-    export_run(source, "bad\x00id", str(path))
+    record = source.get_run("good")
+    assert record is not None
+    frames = [attrs.evolve(f, run_id="bad\x00id") for f in source.frames("good")]
+    path = write_rdj(tmp_path / "bad.rdj", attrs.evolve(record, run_id="bad\x00id"), frames)
     url = str(tmp_path / "runs.duckdb")
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = cli.main(["--journal", url, "import", str(path)])
-    assert code == cli.EXIT_DATA == 65, err.getvalue()
-    assert "ValueError" in err.getvalue() and "NUL" in err.getvalue()
+        assert cli.main(["verify", path]) == cli.EXIT_FAILED
+    assert code == cli.EXIT_JOURNAL, err.getvalue()
+    assert "JournalCorruptError" in err.getvalue() and "NUL" in err.getvalue()
     journal = redrive.open_journal(url)
     assert journal.runs() == []
     journal.close()

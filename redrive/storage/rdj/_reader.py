@@ -9,7 +9,8 @@ from typing import IO, Any
 import xxhash
 
 from ...errors import JournalCorruptError, JournalFormatError
-from ...frames import ChainCheck, Frame, decode, payload_problem
+from ...frames import ChainCheck, Frame, decode
+from .._validate import FRAME_FIELDS, frame_problem, run_problem
 from ._format import (
     MAGIC,
     MAX_RECORD,
@@ -142,13 +143,9 @@ class Reader:
         except (KeyError, TypeError, ValueError) as exc:
             raise self.corrupt("header", f"malformed header: {exc}") from None
         self.run_id = header.run.run_id
-        if header.run.output is not None:
-            try:
-                decode(header.run.output)
-            except Exception as exc:  # any decoding failure of a hostile value is corruption
-                raise self.corrupt(
-                    "header", f"the header's output field is not canonical msgpack: {exc}"
-                ) from None
+        problem = run_problem(header.run)
+        if problem is not None:
+            raise self.corrupt("header", f"the header's run row is malformed: {problem}")
         return header
 
     def frames(self, header: RdjHeader) -> Iterator[Frame]:
@@ -183,19 +180,13 @@ class Reader:
                     f"more frames than the {header.frames} the header declares",
                     seq=frame.seq,
                 )
-            try:
-                problem = payload_problem(frame.kind, decode(frame.payload))
-            except Exception as exc:
-                raise self.corrupt(
-                    "payload",
-                    f"frame seq {frame.seq} payload is not canonical msgpack: {exc}",
-                    seq=frame.seq,
-                ) from None
+            problem = frame_problem(frame)
             if problem is not None:
+                inside = problem.split(":")[0] not in FRAME_FIELDS - {"payload"}
                 raise self.corrupt(
-                    "payload",
-                    f"frame seq {frame.seq} ({frame.kind}) has a malformed payload field: "
-                    f"{problem}",
+                    "payload" if inside else "frame",
+                    f"frame seq {frame.seq} ({frame.kind}) has a malformed "
+                    f"{'payload ' if inside else ''}field: {problem}",
                     seq=frame.seq,
                 )
             if found is not None:  # checked after the payload: a bad payload says so

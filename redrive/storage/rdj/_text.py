@@ -42,6 +42,7 @@ import msgpack
 from ...errors import AppendConflictError, JournalCorruptError, JournalFormatError, UnknownRunError
 from ...frames import ChainCheck, Frame
 from .._base import Journal, RunRecord, RunUpdate
+from .._validate import frame_problem, run_problem
 from ._temp import export_temp
 
 __all__ = ["TEXT_SUFFIXES", "export_text", "import_text", "is_text_path", "read_text", "text_lines"]
@@ -330,6 +331,9 @@ def read_text(path: str | os.PathLike[str]) -> tuple[RunRecord, list[Frame]]:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise _bad(name, number, f"not a frame ({exc})", check.last_good_seq) from None
+        problem = frame_problem(frame)
+        if problem is not None:
+            raise _bad(name, number, f"frame seq {frame.seq}: {problem}", frame.seq)
         frames.append(check.check(frame))
     output = head.get("output")
     record = RunRecord(
@@ -344,6 +348,9 @@ def read_text(path: str | os.PathLike[str]) -> tuple[RunRecord, list[Frame]]:
         output=None if output is None else _payload_bytes(output),
         error=head.get("error"),
     )
+    problem = run_problem(record)
+    if problem is not None:
+        raise _bad(name, 1, f"the run's row is malformed: {problem}")
     if volatile.get("frames") not in (None, record.next_seq):
         raise _bad(
             name, len(lines), f"{record.next_seq} frames where the run says {volatile['frames']}"

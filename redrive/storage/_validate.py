@@ -1,0 +1,169 @@
+"""The one validator of a frame and a run row, shared by every reader and writer (pure).
+
+A journal never acknowledges what it cannot read back: the writer
+(:func:`~._checks.check_append`), the ``.rdj`` and ``.rdlog`` readers, the
+readers of DuckDB and Postgres rows, ``verify`` and ``import`` all ask
+:func:`frame_problem` and :func:`run_problem`, so a value passes one exactly
+when it passes all.
+
+The ranges are the column types of the SQL journals (``_sqlschema``): ``seq``,
+``next_seq`` and the lease epochs are ``BIGINT`` (signed 64-bit, and never
+negative), times are finite ``DOUBLE``; text is valid Unicode (DuckDB and
+Python's UTF-8 codec refuse lone surrogates) and, except free-form error
+text, holds no NUL (Postgres ``TEXT`` refuses it). Run ids follow
+:func:`redrive._runid.check_run_id`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+from .._runid import check_run_id
+from ..frames import Frame, Kind, decode, payload_problem
+from ._records import RunRecord, RunStatus
+
+__all__ = ["BIGINT_MAX", "FRAME_FIELDS", "frame_problem", "run_problem"]
+
+#: The largest ``BIGINT`` (signed 64-bit) of DuckDB and Postgres: the bound of every count.
+BIGINT_MAX: Final = 2**63 - 1
+#: The fields of a frame itself (a problem elsewhere is in its payload).
+FRAME_FIELDS: Final = frozenset(
+    ("run_id", "seq", "kind", "name", "key", "payload", "chain", "at", "epoch")
+)
+_KINDS: Final = frozenset(k.value for k in Kind)
+_STATUSES: Final = frozenset(s.value for s in RunStatus)
+_HEX: Final = frozenset("0123456789abcdef")
+
+
+def _count(value: Any) -> str | None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"expected an int, got {_brief(value)}"
+    if not 0 <= value <= BIGINT_MAX:
+        return f"{value} is out of range 0..{BIGINT_MAX} (a BIGINT column)"
+    return None
+
+
+def _time(value: Any, *, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return f"expected a number of seconds, got {_brief(value)}"
+    try:
+        if math.isfinite(float(value)):
+            return None
+    except OverflowError:
+        pass
+    return f"{_brief(value)} is not a finite number of seconds"
+
+
+def _text(value: Any, *, optional: bool = False, nul: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        return f"expected a string, got {_brief(value)}"
+    if not nul and "\x00" in value:
+        return "holds a NUL character (no journal column stores it)"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"is not valid Unicode (a lone surrogate at index {exc.start})"
+    return None
+
+
+def _hex32(value: Any, *, empty: bool = False) -> str | None:
+    if empty and value == "":
+        return None
+    if isinstance(value, str) and len(value) == 32 and set(value) <= _HEX:
+        return None
+    return f"expected 32 lowercase hex digits, got {_brief(value)}"
+
+
+def _run_id(value: Any) -> str | None:
+    try:
+        check_run_id(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def frame_problem(frame: Frame) -> str | None:
+    """Check every field of a frame: its type and range, its kind, its payload's schema.
+
+    The chain and the seq order are the run's business (:class:`~redrive.frames.ChainCheck`).
+
+    Args:
+        frame: the frame, as read or about to be written.
+
+    Returns:
+        None when the frame can be stored on every journal and read back, else
+        ``"field: what is wrong"`` (``"epoch: 18446744073709551615 is out of range..."``).
+    """
+    checks = (
+        ("run_id", _run_id(frame.run_id)),
+        ("seq", _count(frame.seq)),
+        ("kind", None if frame.kind in _KINDS else f"unknown kind {_brief(frame.kind)}"),
+        ("name", _text(frame.name)),
+        ("key", _hex32(frame.key, empty=True)),
+        ("payload", None if isinstance(frame.payload, bytes) else "expected bytes"),
+        ("chain", _hex32(frame.chain)),
+        ("at", _time(frame.at)),
+        ("epoch", _count(frame.epoch)),
+    )
+    for name, problem in checks:
+        if problem is not None:
+            return f"{name}: {problem}"
+    try:
+        data = decode(frame.payload)
+    except Exception as exc:  # any decoding failure of a hostile payload is a problem
+        return f"payload: not canonical msgpack ({type(exc).__name__}: {exc})"
+    return payload_problem(frame.kind, data)
+
+
+def run_problem(record: RunRecord) -> str | None:
+    """Check every field of a run row: its type and range, its status, its output.
+
+    Args:
+        record: the row, as read or about to be written.
+
+    Returns:
+        None when the row can be stored on every journal and read back, else
+        ``"field: what is wrong"``.
+    """
+    status = record.status
+    checks = (
+        ("run_id", _run_id(record.run_id)),
+        ("status", None if status in _STATUSES else f"{_brief(status)} is not a run status"),
+        ("next_seq", _count(record.next_seq)),
+        ("last_chain", _hex32(record.last_chain)),
+        ("input_fp", _text(record.input_fp)),
+        ("entrypoint", _text(record.entrypoint, optional=True)),
+        ("created_at", _time(record.created_at)),
+        ("updated_at", _time(record.updated_at)),
+        ("output", _output(record.output)),
+        ("error", _text(record.error, optional=True, nul=True)),
+        ("lease_owner", _text(record.lease_owner, optional=True)),
+        ("lease_epoch", _count(record.lease_epoch)),
+        ("lease_expires", _time(record.lease_expires, optional=True)),
+    )
+    for name, problem in checks:
+        if problem is not None:
+            return f"{name}: {problem}"
+    return None
+
+
+def _output(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, bytes):
+        return f"expected bytes or None, got {_brief(value)}"
+    try:
+        decode(value)
+    except Exception as exc:  # any decoding failure of a hostile value is a problem
+        return f"not canonical msgpack ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
