@@ -39,11 +39,14 @@ from ._samecall import (
     remember_params,
     tool_params,
 )
+from ._segments import answered_before, suspend
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, rebuild_error
 
 __all__ = [
+    "answered_before",
+    "suspend",
     "ABSENT",
     "Cursor",
     "Fingerprint",
