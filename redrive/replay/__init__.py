@@ -45,8 +45,6 @@ from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, rebuild_error
 
 __all__ = [
-    "answered_before",
-    "suspend",
     "ABSENT",
     "Cursor",
     "Fingerprint",
@@ -71,6 +69,7 @@ __all__ = [
     "ToolStep",
     "ValueStep",
     "active_runs",
+    "answered_before",
     "app_version",
     "await_approval",
     "current_run",
@@ -108,6 +107,7 @@ __all__ = [
     "set_default_on_drift",
     "set_step_observer",
     "short",
+    "suspend",
     "tool_digest",
     "tool_params",
     "unknown_live_tools",
