@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from ..errors import NextStep, NextStepAction, ReplayError
-from ..replay import Run, current_run
+from ..replay import Run, current_run, write_queued
 
 __all__ = ["RecordedSession", "SessionHistoryError"]
 
@@ -118,6 +118,7 @@ class RecordedSession:
             return self._scope
         stored = list(await self._inner.get_items())
         start = run.value_step(SESSION_STEP, self.session_id, lambda: len(stored))
+        write_queued(run)  # durable before the Runner writes the store
         if not isinstance(start, int) or start > len(stored):
             raise SessionHistoryError(
                 f"run {run.run_id!r}: session {self.session_id!r} held {start} item(s) when "

@@ -45,7 +45,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import NextStep, NextStepAction, ReplayError
-from ..replay import RecordedStep, Run, answered_before, current_run, suspend
+from ..replay import RecordedStep, Run, answered_before, current_run, suspend, write_queued
 
 try:
     from langgraph.types import Command
@@ -171,6 +171,7 @@ def _before(run: Run, input: Any, config: Any, snapshot: Any) -> tuple[Any, bool
         start = found[1]
     else:
         start = run.value_step(START_STEP, thread, lambda: latest)
+        write_queued(run)  # durable before the graph writes its first checkpoint
     used = {**(config or {})}
     used["metadata"] = {**used.get("metadata", {}), RUN_METADATA: run.run_id}
     if start is None or start == latest:

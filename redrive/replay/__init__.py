@@ -39,7 +39,7 @@ from ._samecall import (
     remember_params,
     tool_params,
 )
-from ._segments import answered_before, suspend
+from ._segments import answered_before, suspend, write_queued
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, rebuild_error
@@ -112,4 +112,5 @@ __all__ = [
     "tool_params",
     "unknown_live_tools",
     "unreplayed_steps",
+    "write_queued",
 ]

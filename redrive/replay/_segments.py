@@ -18,7 +18,7 @@ from ._block import Suspended
 from ._run import Run
 from ._steps import RecordedStep
 
-__all__ = ["answered_before", "suspend"]
+__all__ = ["answered_before", "suspend", "write_queued"]
 
 
 def answered_before(run: Run, seq: int, keep: Callable[[RecordedStep], bool]) -> int:
@@ -41,6 +41,20 @@ def answered_before(run: Run, seq: int, keep: Callable[[RecordedStep], bool]) ->
             cursor.consume(step)
             marked += 1
     return marked
+
+
+def write_queued(run: Run) -> None:
+    """Make the run's queued frames durable now (synced), before a write outside redrive.
+
+    A value step is queued and written with the next step; a store the
+    framework writes itself (a session, a checkpointer) may be written before
+    that, and a crash then would leave the store changed with no record of
+    what it held. Call this between recording such a value and the write.
+
+    Raises:
+        JournalWriteError: the journal refused the write (the run stops).
+    """
+    run._block.flush_queued()
 
 
 def suspend(message: str) -> Suspended:

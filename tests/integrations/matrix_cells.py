@@ -156,7 +156,7 @@ SCENARIOS: list[Scenario] = [
         "async",
         _two(chat),
         boundaries=(*_ALL, "session_write"),
-        quick=("session_write",),
+        quick=("model_1", "session_write"),
         expect={"inputs": 1, "items": 4},
     ),
     Scenario(
