@@ -319,16 +319,22 @@ def _email_tool(job: dict[str, Any]) -> Callable[..., str]:
 def _tool_loop(ask: Callable[[list[dict[str, Any]]], Any], job: dict[str, Any]) -> Any:
     """A bare Chat Completions tool loop over ``ask(messages) -> message``."""
     send_email = _email_tool(job)
-
     messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
     while True:
-        message = ask(messages)
-        if not message.tool_calls:
-            return {"output": message.content}
-        messages.append(message.model_dump(exclude_none=True))
-        for call in message.tool_calls:
-            result = send_email(**json.loads(call.function.arguments))
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        done = _chat_turn(ask(messages), messages, send_email)
+        if done is not None:
+            return done
+
+
+def _chat_turn(message: Any, messages: list[dict[str, Any]], send: Callable[..., str]) -> Any:
+    """Run a Chat Completions turn's tool calls into ``messages``; the answer when none."""
+    if not message.tool_calls:
+        return {"output": message.content}
+    messages.append(message.model_dump(exclude_none=True))
+    for call in message.tool_calls:
+        result = send(**json.loads(call.function.arguments))
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    return None
 
 
 async def litellm_loop(job: dict[str, Any], run: redrive.Run) -> Any:
@@ -352,15 +358,10 @@ async def litellm_loop(job: dict[str, Any], run: redrive.Run) -> Any:
 
     messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
     send_email = _email_tool(job)
-
     while True:
-        message = await ask(messages)
-        if not message.tool_calls:
-            return {"output": message.content}
-        messages.append(message.model_dump(exclude_none=True))
-        for call in message.tool_calls:
-            result = send_email(**json.loads(call.function.arguments))
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        done = _chat_turn(await ask(messages), messages, send_email)
+        if done is not None:
+            return done
 
 
 def litellm_sync(job: dict[str, Any], run: redrive.Run) -> Any:
