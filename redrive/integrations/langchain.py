@@ -24,18 +24,14 @@ the Anthropic SDK with :func:`redrive.wrap` for Anthropic models.
 
 Tools: :func:`tool` is ``langchain_core.tools.tool`` over a :func:`redrive.tool`.
 
-LangGraph: redrive re-drives an invocation from its start, replaying each
-finished model call and tool call from its journal and going live at the
-first unfinished one; a LangGraph checkpointer instead saves the graph's state
-after each super-step and resumes a thread from the last one saved. They do
-different jobs: the checkpointer keeps a conversation's state between
-invocations (memory, human-in-the-loop interrupts), redrive makes one
-invocation crash-safe (no model call paid twice, no tool side effect run
-twice, an offline replay for tests and debugging). Run each invocation in its
-own ``redrive.run`` and, after a crash, invoke again from the same starting
-state (the same input, the thread's state as it was before the invocation);
-do not resume a redrive run from a checkpoint saved mid-invocation, whose
-graph skips steps the journal expects (strict replay reports a divergence).
+LangGraph: the checkpointer owns a thread's state between invocations,
+redrive the steps inside one execution. Invoke a checkpointed graph through
+:func:`redrive.integrations.langgraph.invoke` (or ``ainvoke``): a re-driven
+invocation starts from the checkpoint its first attempt started from, an
+``interrupt()`` suspends the run, and ``Command(resume=...)`` under the same
+run id resumes it, replaying the interrupted node's finished tool calls.
+Without it, after a crash invoke the graph again from the state it started
+from: a checkpoint saved mid-invocation skips steps the journal expects.
 """
 
 from __future__ import annotations

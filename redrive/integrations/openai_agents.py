@@ -19,6 +19,14 @@ Tools: :func:`function_tool` is the SDK's ``agents.function_tool`` over a
 its result journaled; on resume or replay the recorded result is handed to
 the agent and the body does not run again.
 
+Sessions: wrap a session in :class:`RecordedSession` (``Runner.run(agent, text,
+session=RecordedSession(SQLiteSession(...)))``). The session owns the
+conversation before a run starts; redrive owns what the run writes: a resumed
+run reads the history the interrupted attempt read, and an item that attempt
+already stored is not stored twice (see :mod:`redrive.integrations.agents_session`).
+A bare session under a resumed run sends its stored items plus the input again,
+which the journal never saw (``DivergenceError``).
+
 Tracing: the SDK exports traces to OpenAI by default, with its own HTTP
 client (not a model step); ``agents.set_tracing_disabled(True)`` turns that
 off where there is no network (tests, offline replay).
@@ -32,6 +40,7 @@ from typing import Any, overload
 from ..errors import RecordedToolError, ReplayError
 from ..replay import Recovery
 from ._common import hide_key, missing_extra, recorded_tool
+from .agents_session import RecordedSession, SessionHistoryError
 
 try:
     import agents
@@ -40,7 +49,7 @@ try:
 except ImportError as err:  # pragma: no cover - exercised without the extra
     raise missing_extra("openai-agents", "agents", err) from err
 
-__all__ = ["function_tool"]
+__all__ = ["RecordedSession", "SessionHistoryError", "function_tool"]
 
 _DEFAULT: Any = object()
 

@@ -40,6 +40,7 @@ from ._samecall import (
     remember_params,
     tool_params,
 )
+from ._segments import answered_before, suspend, write_queued
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, rebuild_error
@@ -70,6 +71,7 @@ __all__ = [
     "ToolStep",
     "ValueStep",
     "active_runs",
+    "answered_before",
     "app_version",
     "await_approval",
     "current_run",
@@ -107,9 +109,11 @@ __all__ = [
     "set_default_on_drift",
     "set_step_observer",
     "short",
+    "suspend",
     "takeover_grace",
     "tool_digest",
     "tool_params",
     "unknown_live_tools",
     "unreplayed_steps",
+    "write_queued",
 ]

@@ -151,6 +151,10 @@ class RunBlock:
         frames = take_until(self._config.journal.frames(state.run_id), state.resumed_at)
         return render_resume_note(frames, state.run_id)
 
+    def flush_queued(self) -> None:
+        """Append the queued frames now, synced (see :func:`._segments.write_queued`)."""
+        self._appender.flush()
+
     def frames(self) -> Iterator[Frame]:
         """Yield the run's journaled frames (pending ones are flushed first)."""
         self._appender.flush()

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from ..errors import DivergenceError
-from ._diff import caller_location, diff_values, format_diff, short
+from ._diff import ABSENT, caller_location, diff_values, format_diff, short
 from ._steps import RecordedStep
 
 __all__ = ["Found", "ReplayDriftWarning", "divergence_error"]
@@ -48,6 +48,19 @@ class Found:
     name: str
     key: str
     args: Any
+
+
+#: said when a replayed model request only adds items to the recorded one: a store of the
+#: framework's own resent what an interrupted attempt had saved in it
+STORED_HISTORY_HINT = (
+    "  the replayed request only adds items to the recorded one: a conversation store the "
+    "framework keeps itself (an Agents SDK session, a LangGraph checkpointer, a saved "
+    "message history) most likely resent what the interrupted attempt had stored in it. "
+    "Let redrive own that history on resume: wrap an Agents SDK session in "
+    "redrive.integrations.openai_agents.RecordedSession, invoke a LangGraph graph with "
+    "redrive.integrations.langgraph.invoke, or build the history from the run's input "
+    "(see docs/framework-state.md)."
+)
 
 
 def divergence_error(
@@ -103,6 +116,8 @@ def divergence_error(
         lines.append(format_diff(diff))
     elif not same:
         lines.append(f"  replayed arguments: {short(found.args)}")
+    if same and step.kind == "model" and diff and all(r is ABSENT for _, r, _ in diff):
+        lines.append(STORED_HISTORY_HINT)
     if recent:
         lines.append("  last matching steps: " + "; ".join(recent))
     else:

@@ -1,0 +1,248 @@
+"""LangGraph invocations inside a redrive run: the checkpointer and the journal, each its part.
+
+Who owns what:
+
+* the **checkpointer** owns the graph's state between invocations: the
+  thread's messages, where an ``interrupt()`` paused it, what a
+  ``Command(resume=...)`` continues from;
+* **redrive** owns the steps inside one execution: each model call and each
+  tool call (:func:`redrive.integrations.langchain.tool`) is journaled, so a
+  node that runs again (after a crash, or because LangGraph re-executes an
+  interrupted node from its start on resume) replays its finished steps
+  instead of running them twice.
+
+:func:`invoke` / :func:`ainvoke` call ``graph.invoke`` / ``graph.ainvoke``
+(https://langchain-ai.github.io/langgraph/concepts/human_in_the_loop/) and
+make the two agree:
+
+1. The checkpoint the invocation starts from is journaled (a value step
+   ``langgraph_start`` labelled with the thread id). When a crashed attempt
+   left checkpoints of its own behind, the re-driven invocation starts again
+   from the journaled one (``checkpoint_id`` in the config), so the graph
+   asks the steps the journal holds in their order; a thread the run created
+   is deleted from the checkpointer and started afresh.
+2. An invocation that ends at an ``interrupt()`` journals a
+   ``langgraph_interrupt`` note and suspends the run (status ``suspended``;
+   the ``with redrive.run(...)`` block ends). Read the question from
+   ``graph.get_state(config).interrupts``.
+3. An invocation with ``Command(resume=...)`` under the same run id resumes
+   the run: the steps recorded before the interrupt are answered by the
+   checkpointer's state, except the tool steps of the turn that was
+   interrupted, which LangGraph re-executes: they replay from the journal (a
+   card charged before the interrupt is not charged again).
+
+4. Each checkpoint an invocation writes carries the run id in its metadata
+   (``redrive_run_id``); a ``Command(resume=...)`` under another run id for
+   an interrupt that run journaled is refused before anything runs
+   (:class:`InterruptResumedElsewhereError`: the other run alone can replay
+   the interrupted node's tool calls).
+
+Outside a run they are ``graph.invoke`` / ``graph.ainvoke``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import NextStep, NextStepAction, ReplayError
+from ..replay import RecordedStep, Run, answered_before, current_run, suspend, write_queued
+
+try:
+    from langgraph.types import Command
+except ImportError as err:  # pragma: no cover - exercised without the extra
+    from ._common import missing_extra
+
+    raise missing_extra("langgraph", "langchain", err) from err
+
+__all__ = ["InterruptResumedElsewhereError", "ainvoke", "invoke"]
+
+#: value step: the checkpoint id an invocation starts from (None: a new thread)
+START_STEP = "langgraph_start"
+#: note: an invocation ended at an interrupt
+INTERRUPT_NOTE = "langgraph_interrupt"
+#: checkpoint metadata key: the run id an invocation ran under
+RUN_METADATA = "redrive_run_id"
+
+
+def _thread(config: Any) -> str:
+    """The ``thread_id`` of ``config``.
+
+    Raises:
+        ValueError: no ``configurable.thread_id`` (a checkpointer needs one to resume).
+    """
+    thread = ((config or {}).get("configurable") or {}).get("thread_id")
+    if thread is None:
+        raise ValueError(
+            "redrive.integrations.langgraph.invoke needs config={'configurable': "
+            "{'thread_id': ...}} and a graph compiled with a checkpointer: the checkpointer "
+            "keeps the graph's state between invocations, redrive the steps inside one"
+        )
+    return str(thread)
+
+
+def _checkpoint_of(snapshot: Any) -> str | None:
+    """The checkpoint id of a ``StateSnapshot`` (None for a thread with no checkpoint)."""
+    config = getattr(snapshot, "config", None) or {}
+    found = (config.get("configurable") or {}).get("checkpoint_id")
+    return None if found is None else str(found)
+
+
+def _last_interrupt(run: Run, thread: str) -> tuple[int, str | None, Any] | None:
+    """The last interrupt note of ``thread``: its seq, its checkpoint, which earlier steps stay.
+
+    Kept askable: the tool steps recorded after the last model step before
+    the note (the interrupted node's calls, which LangGraph runs again on resume).
+    """
+    found: tuple[int, str | None] | None = None
+    last_model = -1
+    for frame in run.frames():
+        if frame.kind == "model_request":
+            last_model = frame.seq
+        if frame.kind == "note" and frame.name == INTERRUPT_NOTE:
+            data = (frame.data() or {}).get("data") or {}
+            if data.get("thread") == thread:
+                found = (frame.seq, data.get("checkpoint"))
+                turn = last_model
+    if found is None:
+        return None
+
+    def keep(step: RecordedStep) -> bool:
+        return step.kind == "tool" and step.seq > turn
+
+    return found[0], found[1], keep
+
+
+class InterruptResumedElsewhereError(ReplayError):
+    """A ``Command(resume=...)`` was sent under another run than the one the interrupt paused.
+
+    LangGraph re-executes the interrupted node from its start; only the run
+    that journaled the node's first execution can replay its finished tool
+    calls, so resuming under another run id would run their side effects twice.
+    """
+
+
+def _owner(snapshot: Any) -> str | None:
+    """The run id the thread's latest checkpoint was written under (None: not by redrive)."""
+    found = (getattr(snapshot, "metadata", None) or {}).get(RUN_METADATA)
+    return None if found is None else str(found)
+
+
+def _refuse_other_owner(run: Run, thread: str, owner: str) -> InterruptResumedElsewhereError:
+    return InterruptResumedElsewhereError(
+        f"run {run.run_id!r}: graph thread {thread!r} is paused at an interrupt that run "
+        f"{owner!r} journaled; resuming it here would re-execute the interrupted node's "
+        f"tool calls live (a side effect twice). Nothing was invoked.",
+        run_id=run.run_id,
+    ).with_next_steps(
+        (
+            NextStep(
+                NextStepAction.RESUME,
+                f"send the Command(resume=...) under run_id {owner!r}, in "
+                f"redrive.run(journal, {owner!r})",
+                {"run_id": owner},
+            ),
+        )
+    )
+
+
+def _before(run: Run, input: Any, config: Any, snapshot: Any) -> tuple[Any, bool]:
+    """Prepare an invocation in ``run``: the config to invoke with, and whether to reset.
+
+    Returns:
+        ``(config, delete)``: the config (tagged with the run id, pinned to
+        the journaled start checkpoint when a crashed attempt moved the
+        thread on), and whether the thread must be deleted first (the run
+        created it, and a crashed attempt left checkpoints in it).
+
+    Raises:
+        InterruptResumedElsewhereError: a resume of an interrupt another run journaled.
+    """
+    thread = _thread(config)
+    latest = _checkpoint_of(snapshot)
+    start: str | None
+    found = None
+    if isinstance(input, Command) and input.resume is not None:
+        found = _last_interrupt(run, thread)
+        owner = _owner(snapshot)
+        if found is None and owner is not None and owner != run.run_id:
+            raise _refuse_other_owner(run, thread, owner)
+    if found is not None:
+        answered_before(run, found[0], found[2])
+        start = found[1]
+    else:
+        start = run.value_step(START_STEP, thread, lambda: latest)
+        write_queued(run)  # durable before the graph writes its first checkpoint
+    used = {**(config or {})}
+    used["metadata"] = {**used.get("metadata", {}), RUN_METADATA: run.run_id}
+    if start is None or start == latest:
+        # a finished run's thread has moved on: it is never reset
+        return used, start is None and latest is not None and run.live and not run.finished
+    used["configurable"] = {**used.get("configurable", {}), "checkpoint_id": start}
+    return used, False
+
+
+def _interrupts(output: Any) -> list[Any]:
+    """The interrupts an invocation's output reports (``__interrupt__``), or []."""
+    if isinstance(output, dict):
+        return list(output.get("__interrupt__") or [])
+    return []
+
+
+def _after(run: Run, config: Any, output: Any, checkpoint: str | None) -> Any:
+    """Suspend ``run`` (the invocation stopped at an interrupt at ``checkpoint``)."""
+    found = _interrupts(output)
+    thread = _thread(config)
+    shown = [
+        {"id": str(getattr(i, "id", "")), "value": repr(getattr(i, "value", i))} for i in found
+    ]
+    run.note(INTERRUPT_NOTE, {"thread": thread, "checkpoint": checkpoint, "interrupts": shown})
+    raise suspend(
+        f"run {run.run_id!r}: graph thread {thread!r} stopped at interrupt(s) "
+        f"{[i['value'] for i in shown]}; read them from graph.get_state(config).interrupts, "
+        "then resume with invoke(graph, Command(resume=...), config) under the same run_id"
+    )
+
+
+def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
+    """Call ``graph.invoke(input, config, **options)``, journaled as described in the module.
+
+    Args:
+        graph: a compiled LangGraph graph with a checkpointer.
+        input: the graph's input, or a ``langgraph.types.Command``.
+        config: the run config; ``configurable.thread_id`` is required inside a run.
+        **options: further keyword arguments for ``graph.invoke``.
+
+    Returns:
+        What ``graph.invoke`` returns.
+
+    Raises:
+        ValueError: inside a run, ``config`` names no thread.
+        InterruptResumedElsewhereError: ``input`` is a ``Command(resume=...)``
+            for an interrupt another run journaled (nothing is invoked).
+        BaseException (private): the invocation stopped at an interrupt: the
+            run is suspended and its block ends. Do not catch it.
+    """
+    run = current_run()
+    if run is None:
+        return graph.invoke(input, config, **options)
+    used, delete = _before(run, input, config, graph.get_state(config))
+    if delete:
+        graph.checkpointer.delete_thread(_thread(config))
+    output = graph.invoke(input, used, **options)
+    if not _interrupts(output):
+        return output
+    return _after(run, config, output, _checkpoint_of(graph.get_state(config)))
+
+
+async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
+    """The async face of :func:`invoke` (``graph.ainvoke``); same arguments and errors."""
+    run = current_run()
+    if run is None:
+        return await graph.ainvoke(input, config, **options)
+    used, delete = _before(run, input, config, await graph.aget_state(config))
+    if delete:
+        await graph.checkpointer.adelete_thread(_thread(config))
+    output = await graph.ainvoke(input, used, **options)
+    if not _interrupts(output):
+        return output
+    return _after(run, config, output, _checkpoint_of(await graph.aget_state(config)))

@@ -1,0 +1,69 @@
+"""Runs that continue across invocations of a framework that keeps its own state.
+
+A framework with a durable store of its own (a LangGraph checkpointer) can
+pause a run at a human-in-the-loop interrupt and continue it later from its
+store, re-executing only the interrupted part. The steps the run recorded
+before the pause are then not asked again in order: their outcomes already
+live in the framework's store. :func:`answered_before` marks those steps
+answered, except the ones the framework re-executes (which still replay from
+the journal, so a side effect is not run twice); :func:`suspend` ends the
+run's block with status ``suspended`` until the next invocation resumes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._block import Suspended
+from ._run import Run
+from ._steps import RecordedStep
+
+__all__ = ["answered_before", "suspend", "write_queued"]
+
+
+def answered_before(run: Run, seq: int, keep: Callable[[RecordedStep], bool]) -> int:
+    """Mark the run's unreplayed recorded steps before ``seq`` as answered, except kept ones.
+
+    Args:
+        run: the active run (a resumed one; a new run has nothing recorded).
+        seq: the first seq of the part of the record this execution replays in order.
+        keep: says which earlier steps stay to be asked (matched as usual).
+
+    Returns:
+        How many steps were marked answered.
+    """
+    cursor = run._state.cursor
+    if cursor is None:
+        return 0
+    marked = 0
+    for step in cursor.remaining():
+        if step.seq < seq and not keep(step):
+            cursor.consume(step)
+            marked += 1
+    return marked
+
+
+def write_queued(run: Run) -> None:
+    """Make the run's queued frames durable now (synced), before a write outside redrive.
+
+    A value step is queued and written with the next step; a store the
+    framework writes itself (a session, a checkpointer) may be written before
+    that, and a crash then would leave the store changed with no record of
+    what it held. Call this between recording such a value and the write.
+
+    Raises:
+        JournalWriteError: the journal refused the write (the run stops).
+    """
+    run._block.flush_queued()
+
+
+def suspend(message: str) -> Suspended:
+    """Return the exception that ends the active run's block with status ``suspended``.
+
+    Raise it from inside the block; the run's exit records the status and
+    swallows it. A later execution of the run (same run_id) resumes it.
+
+    Args:
+        message: why the run waits, and what resumes it.
+    """
+    return Suspended(message)

@@ -1,0 +1,259 @@
+"""The conformance matrix: every cell is a real crash at a boundary and a resume.
+
+Cells (tests/integrations/matrix_cells.py) of one framework family run in a
+chain of child processes (tests/integrations/matrix_child.py): process k
+resumes cell k-1 (then replays it offline) and runs cell k until it is
+killed, so N cells cost N+1 processes; the families' chains run side by side.
+Each cell then gets a verdict from what is outside the processes: the side
+effects in its log, the requests its scripted server received, the run's
+status and output in its journal. The default run covers the cells marked
+quick; ``REDRIVE_MATRIX=full`` runs them all. docs/conformance.md is the
+table the cells declare, and a test keeps it equal to :func:`render`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import redrive
+from tests.integrations.conftest import FRAMEWORKS
+from tests.integrations.fakeapi import HoldingServer, _HoldingHandler
+from tests.integrations.matrix_cells import SERVER_KILLS, VERDICTS, Scenario, cells, render
+from tests.sdkserver import Received, Reply
+
+pytestmark = pytest.mark.crash
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+FULL = os.environ.get("REDRIVE_MATRIX") == "full"
+CELLS = cells(FULL)
+
+
+@attrs.define
+class KillAt(Reply):
+    """A script entry that SIGKILLs the child whose pid is in ``pidfile`` instead of answering."""
+
+    pidfile: str = ""
+
+
+class _KillingHandler(_HoldingHandler):
+    def _serve(self) -> None:
+        server = self.server
+        assert isinstance(server, HoldingServer)
+        with server.lock:
+            head = server.script[0] if server.script else None
+            if isinstance(head, KillAt):
+                server.script.pop(0)
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                server.requests.append(Received(self.command, self.path, headers, body))
+        if not isinstance(head, KillAt):
+            super()._serve()
+            return
+        os.kill(int(Path(head.pidfile).read_text()), signal.SIGKILL)
+        self.close_connection = True
+
+
+class KillingServer(HoldingServer):
+    """A :class:`HoldingServer` whose :class:`KillAt` entries kill the child in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.RequestHandlerClass = _KillingHandler
+
+
+@attrs.define
+class Cell:
+    """One cell's world: its server, files and what the children said about it."""
+
+    scenario: Scenario
+    boundary: str
+    dir: Path
+    server: KillingServer
+    lines: list[dict[str, Any]] = attrs.Factory(list)
+
+    @property
+    def id(self) -> str:
+        return f"{self.scenario.name}@{self.boundary}"
+
+    def job(self, mode: str, kill: str | None) -> dict[str, Any]:
+        return {
+            "cell": self.id,
+            "scenario": self.scenario.name,
+            "run_id": f"cell:{self.id}",
+            "journal": str(self.dir / "runs.duckdb"),
+            "effects": str(self.dir / "effects.log"),
+            "workdir": str(self.dir),
+            "base_url": self.server.url + "/v1",
+            "mode": mode,
+            "kill": kill,
+        }
+
+
+def _script(cell: Cell, pidfile: Path) -> list[Reply]:
+    turns = cell.scenario.script()
+    at = SERVER_KILLS.get(cell.boundary)
+    if at is not None:
+        turns.insert(at, KillAt(pidfile=str(pidfile)))
+    return turns
+
+
+def _chain(family: list[Cell], work: Path) -> None:
+    """Run a family's cells: process k resumes and replays cell k-1, then dies in cell k."""
+    previous: Cell | None = None
+    for index in range(len(family) + 1):
+        jobs: list[dict[str, Any]] = []
+        if previous is not None:
+            jobs += [previous.job("live", None), previous.job("offline", None)]
+        current = family[index] if index < len(family) else None
+        if current is not None:
+            jobs.append(current.job("live", current.boundary))
+        pidfile = work / f"pid-{index}"
+        if current is not None:
+            current.server.add(*_script(current, pidfile))
+        jobs_file = work / f"jobs-{index}.json"
+        jobs_file.write_text(json.dumps(jobs))
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.integrations.matrix_child", str(jobs_file)],
+            cwd=work,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        pidfile.write_text(str(child.pid))
+        out, err = child.communicate(timeout=600)
+        by_id = {c.id: c for c in family}
+        for line in out.splitlines():
+            if line.startswith("{"):
+                data = json.loads(line)
+                by_id[data["cell"]].lines.append({**data, "rc": child.returncode})
+        if current is not None:
+            current.lines.append(
+                {"cell": current.id, "killed": child.returncode, "stderr": err[-3000:]}
+            )
+        previous = current
+
+
+def _installed(scenario: Scenario) -> bool:
+    import importlib.util
+
+    module = FRAMEWORKS.get(scenario.family, (scenario.family, ""))[0]
+    return importlib.util.find_spec(module) is not None
+
+
+@pytest.fixture(scope="module")
+def matrix(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Cell]]:
+    """Run every collected cell (the families' chains side by side); yield them by id."""
+    root = tmp_path_factory.mktemp("matrix")
+    wanted = {
+        item.callspec.id
+        for item in request.session.items
+        if item.module is sys.modules[__name__] and hasattr(item, "callspec")
+    }
+    found: dict[str, Cell] = {}
+    families: dict[str, list[Cell]] = {}
+    servers: list[Any] = []
+    try:
+        for scenario, boundary in CELLS:
+            if not _installed(scenario) or f"{scenario.name}@{boundary}" not in wanted:
+                continue
+            server = KillingServer()
+            thread = threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+            )
+            thread.start()
+            servers.append((server, thread))
+            where = root / f"{scenario.name}-{boundary}"
+            where.mkdir()
+            cell = Cell(scenario, boundary, where, server)
+            found[cell.id] = cell
+            families.setdefault(scenario.family, []).append(cell)
+        chains = [
+            threading.Thread(target=_chain, args=(cells_, root / f"chain-{name}"))
+            for name, cells_ in families.items()
+        ]
+        for name in families:
+            (root / f"chain-{name}").mkdir()
+        for chain in chains:
+            chain.start()
+        for chain in chains:
+            chain.join()
+        yield found
+    finally:
+        for server, thread in servers:
+            server.released.set()
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+
+def verdict(cell: Cell) -> str:
+    """What the resume of ``cell`` did, from what is outside the processes."""
+    killed = next((line for line in cell.lines if "killed" in line), None)
+    if killed is None or killed["killed"] != -signal.SIGKILL:
+        return f"not killed at the boundary: {killed}"
+    answers = [line for line in cell.lines if "killed" not in line]
+    if len(answers) != 2 or any("error" in line for line in answers):
+        return f"stuck: {[line.get('error') for line in answers]}"
+    live, offline = answers[0]["output"], answers[1]["output"]
+    if live != offline:
+        return f"offline replay differs: {live} != {offline}"
+    wrong = {k: live.get(k) for k, v in cell.scenario.expect.items() if live.get(k) != v}
+    if wrong:
+        return f"framework state wrong after the resume: {wrong} (expected {cell.scenario.expect})"
+    log = cell.dir / "effects.log"
+    sent = log.read_text().splitlines() if log.exists() else []
+    if len(sent) > cell.scenario.effects:
+        return f"duplicate side effect: {sent}"
+    journal = redrive.open_journal(str(cell.dir / "runs.duckdb"))
+    try:
+        run_id = f"cell:{cell.id}"
+        paid = sum(1 for f in journal.frames(run_id) if f.kind == "model_response")
+        record = journal.get_run(run_id)
+    finally:
+        journal.close()
+    cut = 1 if cell.boundary in SERVER_KILLS else 0
+    if len(cell.server.requests) > paid + cut:
+        return f"duplicate model call: {len(cell.server.requests)} requests for {paid} steps"
+    if record is None or record.status != "succeeded" or len(sent) != cell.scenario.effects:
+        return f"stuck: status {record and record.status}, side effects {sent}"
+    return VERDICTS[cell.boundary]
+
+
+@pytest.mark.parametrize(("scenario", "boundary"), CELLS, ids=[f"{s.name}@{b}" for s, b in CELLS])
+def test_cell(scenario: Scenario, boundary: str, matrix: dict[str, Cell]) -> None:
+    """The cell's verdict is the one the table (docs/conformance.md) declares."""
+    if not _installed(scenario):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{scenario.family} is not installed (the dev extra installs it)")
+        pytest.skip(f"{scenario.family} is not installed")
+    cell = matrix[f"{scenario.name}@{boundary}"]
+    found = verdict(cell)
+    assert found == VERDICTS[boundary], (found, cell.lines)
+
+
+def test_the_documented_table_is_the_generated_one() -> None:
+    """docs/conformance.md is what the cells declare (regenerate: see matrix_cells)."""
+    assert (ROOT / "docs" / "conformance.md").read_text() == render(), (
+        "docs/conformance.md is out of date: "
+        "python -m tests.integrations.matrix_cells > docs/conformance.md"
+    )
+
+
+def test_no_cell_declares_a_duplicate_or_a_stuck_run() -> None:
+    assert not any(word in render().lower() for word in ("duplicate ", "stuck"))
