@@ -1,7 +1,8 @@
 """The stored form of an HTTP exchange: the model step's request and response payload.
 
 A request is stored as ``{method, path, query, body}`` (no headers; the path
-relative to the client's base URL; the JSON body parsed; secret query values
+the endpoint called, see :mod:`redrive.recorders._endpoints`, else relative to
+the client's base URL; the JSON body parsed; secret query values
 ``[REDACTED]``). A response is stored as::
 
     {"status": 200, "headers": [[name, value], ...], "stream": False,

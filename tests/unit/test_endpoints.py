@@ -12,6 +12,7 @@ another. Different endpoints never match.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -302,3 +303,15 @@ def test_different_endpoints_never_match(data: st.DataObject, one: Any, other: A
     assert (
         _describe(family, base_a, path_a, b"{}")[0] != _describe(family, base_b, path_b, b"{}")[0]
     )
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "http-clients.md"
+
+
+def test_the_docs_page_runs() -> None:
+    """Every code block of docs/http-clients.md runs, in order, in one namespace."""
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    assert len(blocks) == 2
+    namespace: dict[str, Any] = {}
+    for block in blocks:
+        exec(compile(block, str(DOC), "exec"), namespace)
