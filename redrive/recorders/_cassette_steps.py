@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from ..frames import encode
 from ._cassette_file import CassetteError, CassetteLimits, Interaction, _over
+from ._endpoints import endpoint_start
 from ._exchange import (
     ContentEncodingError,
     describe_request,
@@ -18,6 +19,7 @@ from ._exchange import (
     response_payload,
 )
 from ._provider import STREAM_GRAMMARS
+from ._reencode import stored_codings
 from ._sse import is_terminal_event, split_events
 
 Provider = Literal["openai", "anthropic"]
@@ -27,21 +29,6 @@ PROVIDERS: dict[str, tuple[Provider, str]] = {
     "api.openai.com": ("openai", "/v1"),
     "api.anthropic.com": ("anthropic", ""),
 }
-#: The path shapes of model calls on other hosts: the segments that follow the
-#: client's base URL (an OpenAI base URL ends in ``/v1`` or its like; an
-#: Anthropic one does not, its paths start ``/v1``).
-ENDPOINTS: dict[Provider, tuple[tuple[str, ...], ...]] = {
-    "openai": (
-        ("chat", "completions"),
-        ("completions",),
-        ("responses",),
-        ("embeddings",),
-        ("moderations",),
-    ),
-    "anthropic": (("v1", "messages"), ("v1", "complete")),
-}
-
-
 #: The final event each provider's stream grammar ends a complete stream with, as
 #: their API references document them: OpenAI chat completions end with ``data: [DONE]``
 #: and Responses with ``response.completed`` (or ``response.failed`` /
@@ -80,12 +67,15 @@ def model_call_of(
         return PROVIDERS[host]
     segments = [part for part in url.path.split("/") if part]
     families: tuple[Provider, ...] = (provider,) if provider else ("anthropic", "openai")
-    for start in range(len(segments)):
-        for family in families:
-            for shape in ENDPOINTS[family]:
-                if tuple(segments[start : start + len(shape)]) == shape:
-                    return family, "/" + "/".join(segments[:start])
-    return None
+    found = [
+        (start, rank, family)
+        for rank, family in enumerate(families)
+        if (start := endpoint_start(family, segments)) is not None
+    ]
+    if not found:
+        return None
+    start, _, family = min(found)
+    return family, "/" + "/".join(segments[:start])
 
 
 def step_of(
@@ -174,7 +164,10 @@ def step_of(
             interaction.status, interaction.headers, chunks=events + ([rest] if rest else [])
         )
     else:
-        payload = response_payload(interaction.status, interaction.headers, body=body)
+        codings = stored_codings(interaction.honest_headers())
+        payload = response_payload(
+            interaction.status, interaction.headers, body=body, content_encoding=codings
+        )
     try:
         encode(request)
         encode(payload)

@@ -1,13 +1,16 @@
 """The stored form of an HTTP exchange: the model step's request and response payload.
 
 A request is stored as ``{method, path, query, body}`` (no headers; the path
-relative to the client's base URL; the JSON body parsed; secret query values
+the endpoint called, see :mod:`redrive.recorders._endpoints`, else relative to
+the client's base URL; the JSON body parsed; secret query values
 ``[REDACTED]``). A response is stored as::
 
     {"status": 200, "headers": [[name, value], ...], "stream": False,
      "body": "<decoded text>" | b"<bytes>" | None, "chunks": ["event: ...\\n\\n", ...] | None}
 
-plus ``"partial": True`` for a stream the caller closed early. The live
+plus ``"partial": True`` for a stream the caller closed early, and
+``"content_encoding": "gzip"`` for a body that came encoded (stored decoded;
+a replay encodes it again, see :mod:`redrive.recorders._reencode`). The live
 recorder and the cassette importer both build it here, so an imported
 cassette replays exactly as a live recording does.
 """
@@ -21,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._jsontext import NOT_JSON, loads
+from ._endpoints import endpoint_path
 from ._secrets import scrub_headers, secret_query_param
 
 __all__ = [
@@ -79,25 +83,38 @@ def describe_request(
     query: Iterable[tuple[str, str]],
     content: bytes,
     content_type: str,
+    *,
+    family: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Build a model step's ``(name, request)`` from the parts of an HTTP request.
 
+    The stored path is the endpoint the request calls
+    (:func:`~redrive.recorders._endpoints.endpoint_path`: ``/chat/completions``
+    whether the client's base URL ends in ``/v1``, ``/v1beta/openai`` or
+    ``/openai``, or the client has none); a path that calls no endpoint of the
+    family is relative to the client's base URL.
+
     Args:
-        provider: ``"openai"``, ``"anthropic"``...
+        provider: ``"openai"``, ``"anthropic"``... (the label in the step name).
         base_path: the path of the client's base URL (``"/v1"``); stripped from ``path``.
         method: the HTTP method.
         path: the request path (with ``base_path``).
         query: the query parameters, in order.
         content: the request body.
         content_type: the body's ``content-type`` header.
+        family: the API family whose endpoints the path is read for
+            (``"openai"``, ``"anthropic"``); default ``provider``.
 
     Returns:
         ``("openai:POST /chat/completions", {"method", "path", "query", "body"})``;
         the body is the parsed JSON (or ``{"content_type", "data"}`` for other
         bodies); secret query parameters are ``[REDACTED]``.
     """
+    endpoint = endpoint_path(family or provider, path, base_path)
     base = base_path.rstrip("/")
-    if base and (path == base or path.startswith(base + "/")):
+    if endpoint is not None:
+        path = endpoint
+    elif base and (path == base or path.startswith(base + "/")):
         path = path[len(base) :] or "/"
     params: dict[str, Any] = {}
     for key, value in query:
@@ -124,6 +141,7 @@ def response_payload(
     body: bytes | None = None,
     chunks: list[bytes] | None = None,
     partial: bool = False,
+    content_encoding: str | None = None,
 ) -> dict[str, Any]:
     """Build the stored form of a response (see the module docstring).
 
@@ -133,6 +151,9 @@ def response_payload(
         body: the decoded body (no content-encoding) of a response that is not a stream.
         chunks: the events of a server-sent-event stream, as received.
         partial: a stream the caller closed early (adds ``"partial": True``).
+        content_encoding: the ``Content-Encoding`` the body came with (``"gzip"``),
+            kept as ``"content_encoding"`` so a replay encodes the body again
+            (:mod:`redrive.recorders._reencode`); None: no coding, no key.
 
     Returns:
         The payload dict of a ``model_response`` frame's ``response``.
@@ -147,6 +168,8 @@ def response_payload(
     }
     if partial:
         payload["partial"] = True
+    if content_encoding:
+        payload["content_encoding"] = content_encoding
     return payload
 
 

@@ -29,6 +29,9 @@ class HttpRecorder:
         should_retry: ``fn(response) -> bool`` as the SDK decides retries, or None
             for the common rule (``x-should-retry``, 408, 409, 429, 5xx).
         max_retries: ``fn() -> int``, the SDK client's retry budget.
+        family: the API family whose endpoints name the steps (``"openai"``,
+            ``"anthropic"``; see :mod:`redrive.recorders._endpoints`), or None
+            for ``provider``'s own.
     """
 
     provider: str
@@ -36,6 +39,7 @@ class HttpRecorder:
     view: ViewFn | None = None
     should_retry: Callable[[Any], bool] | None = None
     max_retries: Callable[[], int] = lambda: 0
+    family: str | None = None
 
     def describe(self, request: Any) -> tuple[str, dict[str, Any]]:
         """Return the model step ``(name, request)`` of an httpx request (its body read)."""
@@ -48,6 +52,7 @@ class HttpRecorder:
             url.params.multi_items(),
             bytes(request.content),
             request.headers.get("content-type", ""),
+            family=self.family,
         )
 
     def begin(self, run: Run, request: Any) -> ModelStep:

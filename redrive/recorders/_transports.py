@@ -23,6 +23,7 @@ from ..replay import Run, join_run, sending_live
 from ._exchange import as_bytes, replay_headers, response_payload
 from ._provider import RETRYABLE_EXTENSION, is_transient
 from ._recorder import HttpRecorder
+from ._reencode import encode_content, stored_codings
 from ._secrets import BODY_HEADERS
 from ._step import ModelStep
 from ._streams import (
@@ -112,6 +113,20 @@ async def _asend(send: Any, request: Any) -> Any:
     """The async form of :func:`_send`."""
     with sending_live():
         return await send.handle_async_request(request)
+
+
+def _read_raw(response: Any) -> bytes | None:
+    """The body as the wire carried it; None for a response read already (a test double's)."""
+    if response.is_stream_consumed:
+        return None
+    return b"".join(response.iter_raw())
+
+
+async def _aread_raw(response: Any) -> bytes | None:
+    """The async form of :func:`_read_raw`."""
+    if response.is_stream_consumed:
+        return None
+    return b"".join([chunk async for chunk in response.aiter_raw()])
 
 
 def _module_of(obj: Any) -> Any:
@@ -234,21 +249,32 @@ class RecordingTransport:
             live.tap = tap
             return live
         try:
-            body = yield _Io(response.read, response.aread)
+            raw = yield _Io(lambda: _read_raw(response), lambda: _aread_raw(response))
         finally:
             yield _Io(response.close, response.aclose)
         status = response.status_code
-        if recorder.should_record(request, response):
-            payload = response_payload(status, response.headers.multi_items(), body=body)
-            yield _Io(
-                lambda: recorder.record(step, payload), lambda: recorder.arecord(step, payload)
-            )
         extensions = {k: v for k, v in response.extensions.items() if k != "network_stream"}
         if status >= 400:  # recorded (the same answer again) or transient (try again)
             extensions[RETRYABLE_EXTENSION] = is_transient(status, response.headers)
-        return self._response(
-            status, _live_headers(response), request, content=body, extensions=extensions
-        )
+        headers = response.headers.multi_items()
+        codings = stored_codings(headers)
+        if raw is None:  # a test double's response, read (decoded) already
+            body = response.content
+            live = self._wire(status, _live_headers(response), request, body, codings, extensions)
+        else:
+            live = self._response(
+                status, headers, request, stream=self._httpx.ByteStream(raw), extensions=extensions
+            )
+            try:
+                body = self._response(status, headers=headers, content=raw).content
+            except self._httpx.DecodingError:
+                return live  # not what its coding says: the caller's read raises, as live
+        if recorder.should_record(request, response):
+            payload = response_payload(status, headers, body=body, content_encoding=codings)
+            yield _Io(
+                lambda: recorder.record(step, payload), lambda: recorder.arecord(step, payload)
+            )
+        return live
 
     def _replayed(self, step: ModelStep, request: Any) -> Any:
         payload: dict[str, Any] = step.response
@@ -256,8 +282,8 @@ class RecordingTransport:
         extensions = {RETRYABLE_EXTENSION: False} if status >= 400 else {}
         headers = replay_headers(payload)
         if not payload.get("stream"):
-            content = as_bytes(payload.get("body"))
-            return self._response(status, headers, request, content=content, extensions=extensions)
+            body, codings = as_bytes(payload.get("body")), payload.get("content_encoding")
+            return self._wire(status, headers, request, body, codings, extensions)
         chunks = [as_bytes(c) for c in payload.get("chunks") or []]
         end = None
         if payload.get("partial"):
@@ -265,8 +291,35 @@ class RecordingTransport:
         stream = stream_class(self._httpx, ReplayStream)(chunks, end)
         return self._response(status, headers, request, stream=stream, extensions=extensions)
 
-    def _response(self, status: int, headers: Any, request: Any, **parts: Any) -> Any:
+    def _response(self, status: int, headers: Any, request: Any = None, **parts: Any) -> Any:
         return self._httpx.Response(status, headers=headers, request=request, **parts)
+
+    def _wire(
+        self,
+        status: int,
+        headers: list[tuple[str, str]],
+        request: Any,
+        body: bytes,
+        codings: str | None,
+        extensions: dict[str, Any],
+    ) -> Any:
+        """An unread response of a decoded ``body``, encoded again as ``codings`` say.
+
+        httpx then reads it as it reads a live one (``iter_raw`` the encoded
+        bytes, ``iter_bytes`` the decoded; see :mod:`redrive.recorders._reencode`).
+        A coding without an encoder installed here: the body decoded, without the header.
+        """
+        raw = encode_content(body, codings, self._httpx) if codings else None
+        framing = [("content-length", str(len(body if raw is None else raw)))]
+        if raw is not None and codings:
+            framing.insert(0, ("content-encoding", codings))
+        return self._response(
+            status,
+            [*headers, *framing],
+            request,
+            stream=self._httpx.ByteStream(body if raw is None else raw),
+            extensions=extensions,
+        )
 
     def close(self) -> None:
         """Close the inner transport (sync)."""

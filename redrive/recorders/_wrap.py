@@ -75,10 +75,12 @@ def wrap(client: C, *, provider: str | None = None) -> C:
     if isinstance(transport, RecordingTransport):
         return client  # already wrapped
     httpx, is_async = _httpx_module(http)
-    label = provider or type(client).__module__.partition(".")[0]
+    family = type(client).__module__.partition(".")[0]
+    label = provider or family
     base_url = getattr(client, "base_url", None)
     recorder_args = {
         "provider": label,
+        "family": family,
         "base_path": str(getattr(base_url, "path", "") or ""),
         "view": _VIEWS.get(label),
     }

@@ -59,8 +59,9 @@ from .._runid import check_run_id
 from ..replay import Run
 from ..storage import Journal
 from ._cassette_file import CassetteError, CassetteLimits, Interaction, load_cassette
-from ._cassette_steps import ENDPOINTS, Provider, model_call_of, step_of
 from ._cassette_steps import PROVIDERS as PROVIDERS
+from ._cassette_steps import Provider, model_call_of, step_of
+from ._endpoints import ENDPOINTS
 from ._recorder import HttpRecorder
 from ._step import begin_model
 from .anthropic import anthropic_view

@@ -6,15 +6,25 @@ is the same class). Outside a run it passes every request straight to the
 inner transport. Inside a run each exchange is
 one model step (see :mod:`redrive.recorders._step`):
 
-* the step name is ``"{provider}:{METHOD} {path}"``, the path relative to the
-  client's base URL (so a run recorded against ``api.openai.com`` replays
-  against a local proxy);
+* the step name is ``"{provider}:{METHOD} {path}"``, the path the endpoint the
+  request calls (``/chat/completions``, ``/responses``, ``/v1/messages``...;
+  :mod:`~redrive.recorders._endpoints`), whatever path prefix the host puts
+  before it and wherever the client's base URL ends (so a run recorded against
+  ``api.openai.com`` replays against a local proxy, Gemini's
+  ``/v1beta/openai``, Azure's ``/openai/deployments/{d}``, or through an httpx
+  client a framework hands the SDK); a path that calls no known endpoint is
+  relative to the client's base URL;
 * the request is ``{method, path, query, body}`` with the JSON body parsed;
   headers (user agent, ``x-stainless-*`` retry counters, request ids,
   authorization, content length, compression) are not part of it;
-* the response is stored decoded (no ``content-encoding``), its headers
-  scrubbed of credentials and cookies, and a server-sent-event stream as its
-  ordered events (``chunks``); replay hands them back one by one;
+* the response is stored decoded, its ``Content-Encoding`` kept beside it
+  (``"content_encoding"``), its headers scrubbed of credentials and cookies,
+  and a server-sent-event stream as its ordered events (``chunks``); replay
+  hands them back one by one. The caller gets an unread response, recorded
+  or replayed, as httpx hands a live one: ``read``, ``iter_raw``,
+  ``iter_bytes``, ``iter_text``, ``iter_lines`` and their async twins work
+  as they do live (``iter_raw`` gives the body encoded, by the server while
+  recording, encoded again on replay: :mod:`~redrive.recorders._reencode`);
 * a stream the caller closes before its final event (it read enough) is
   recorded as it was received, marked ``"partial": True``: replay hands back
   the same events, and raises :class:`~redrive.DivergenceError` if the
@@ -42,6 +52,8 @@ This module is the public face of the parts, each in its own module:
 * :mod:`~redrive.recorders._secrets`: what never reaches a journal;
 * :mod:`~redrive.recorders._sse`: server-sent-event framing (the one parser);
 * :mod:`~redrive.recorders._exchange`: the stored request and response forms;
+* :mod:`~redrive.recorders._endpoints`: the endpoint a request path calls;
+* :mod:`~redrive.recorders._reencode`: a stored body encoded again for replay;
 * :mod:`~redrive.recorders._provider`: transient statuses, ``retryable`` marking;
 * :mod:`~redrive.recorders._recorder`: :class:`HttpRecorder`, one model step per exchange;
 * :mod:`~redrive.recorders._step`: the one seam to the run (a model-step handle);
