@@ -12,10 +12,11 @@ not)::
                      http_client=sync_http, http_async_client=async_http)
 
 The SDK's retries of a transient error (429, 5xx) happen below LangChain and
-are not recorded; the last one reaches your code as the SDK's exception,
-without redrive's ``retryable`` mark (LangChain builds its own SDK client, so
-:func:`redrive.wrap` cannot mark it): pass
-``redrive.run(..., retryable=TRANSIENT_ERRORS)`` to keep such a run resumable.
+are not recorded; the last one reaches your code as langchain-openai's
+subclass of the SDK's exception, which the run reads as transient (its status,
+its connection or timeout class, LangChain's ``is_retryable``): the run stays
+resumable without any option (``TRANSIENT_ERRORS`` is kept for code that
+passes it).
 
 ``langchain_anthropic.ChatAnthropic`` (1.7) exposes no client or http-client
 parameter: it builds its Anthropic SDK client itself, so it cannot be recorded

@@ -16,6 +16,7 @@ from ._delta import expand_frames
 from ._diff import ABSENT, diff_values, format_diff, short
 from ._divergence import ReplayDriftWarning
 from ._executor import RunExecutor, executor
+from ._failure import ErrorClassifier, leaves_resumable, set_error_classifier
 from ._fingerprint import (
     REASKED,
     Fingerprint,
@@ -48,6 +49,7 @@ from ._toolspec import Recovery, ToolSpec, rebuild_error
 __all__ = [
     "ABSENT",
     "Cursor",
+    "ErrorClassifier",
     "Fingerprint",
     "LostRunContextError",
     "ModelStep",
@@ -88,6 +90,7 @@ __all__ = [
     "idempotency_key",
     "iter_steps",
     "join_run",
+    "leaves_resumable",
     "mark_retry_requested",
     "match_view",
     "outside_run",
@@ -107,6 +110,7 @@ __all__ = [
     "sends_live",
     "set_boundary_hook",
     "set_default_on_drift",
+    "set_error_classifier",
     "set_step_observer",
     "short",
     "suspend",

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import (
-    ReplayError,
     RunBusyError,
     RunBusyReason,
     TerminalRunError,
@@ -27,6 +26,7 @@ from ._appender import Appender
 from ._context import _current, _enter, _leave, open_here, opener
 from ._events import log_closed, log_opened
 from ._faces import Wait
+from ._failure import leaves_resumable
 from ._flow_tasks import nothing, watch_tasks
 from ._flows import Flow, FlowTracker
 from ._lease import LeaseKeeper
@@ -34,7 +34,6 @@ from ._matcher import Matcher
 from ._opening import Opener
 from ._state import RunState
 from ._steps import take_until
-from ._toolspec import tool_error_retryable
 from ._writer import JournalWriter, _Adopted
 
 __all__ = ["INTERRUPTIONS", "RunBlock", "Suspended"]
@@ -354,29 +353,10 @@ class RunBlock:
     def _resumable(self, exc: BaseException) -> bool:
         """Whether the run stays resumable after ``exc`` ended its block.
 
-        The engine knows no SDK: it honours the exception's ``retryable`` (or
-        ``is_retryable``) attribute, which the recorders set from provider
-        knowledge (see ``redrive.recorders._provider``), a tool's recorded
-        mark, and the run's ``retryable`` exception types. A redrive error
-        re-raised by a framework as its own (``raise FrameworkError(...) from
-        err``, as the OpenAI Agents SDK does for a tool's error) counts as that
-        redrive error: the step it stopped never finished.
+        Read from the whole tree under ``exc`` (a framework's wrapper of an SDK
+        error, an exception group...): see :mod:`redrive.replay._failure`.
         """
-        if isinstance(exc, ReplayError):
-            return not isinstance(exc, TerminalRunError)
-        cause = exc.__cause__
-        while cause is not None:  # a framework re-raised redrive's error as its own
-            if isinstance(cause, ReplayError):
-                return not isinstance(cause, TerminalRunError)
-            cause = cause.__cause__
-        retryable = tool_error_retryable(exc)
-        if retryable is not None:
-            return retryable
-        flag = getattr(exc, "retryable", None)
-        if flag is True or getattr(exc, "is_retryable", None) is True:
-            return True
-        # False or unmarked: a recorded error replayed gives the same answer again
-        return isinstance(exc, self._config.retryable)
+        return leaves_resumable(exc, self._config.retryable)
 
     def cancel(self, reason: str, *, by: str = "run.cancel") -> None:
         """End the run ``cancelled`` at once, on purpose, naming who and why.

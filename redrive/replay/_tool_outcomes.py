@@ -22,6 +22,7 @@ from ._appender import Appender
 from ._blocked import blocked_error
 from ._context import _boundary
 from ._diff import caller_location, diff_values, format_diff
+from ._failure import tool_error_is_retryable
 from ._flows import Issue
 from ._operations import OperationLedger
 from ._policy import redact_paths
@@ -322,11 +323,7 @@ class ToolOutcomes:
             if isinstance(exc, Exception):
                 self._check_live_tool(spec, plan, None, exc)
             return
-        retryable = bool(
-            isinstance(exc, spec.retryable + self._config.retryable)
-            or getattr(exc, "retryable", None) is True
-            or getattr(exc, "is_retryable", None) is True
-        )
+        retryable = tool_error_is_retryable(exc, spec.retryable + self._config.retryable)
         if not isinstance(exc, Exception):
             return
         _boundary("tool_body_done", self._state.run_id, plan.seq, spec.name)
