@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from .errors import JournalCorruptError
 from .frames import Frame
 from .replay import StepReader
-from .storage import Journal, RunRecord, frame_problem, run_problem
+from .storage import Journal, RunRecord, check_row, frame_problem
 from .storage.rdj import RdjJournal, is_text_path, read_text
 from .storage.rdj import import_run as _import_run
 
@@ -52,15 +52,7 @@ def check_run(
             ``last_good_seq``.
     """
     where = f"{source}: " if source else ""
-    problem = run_problem(record)
-    if problem is not None:
-        raise JournalCorruptError(
-            f"{where}run {record.run_id!r}: its row is malformed: {problem}. Export what is "
-            "intact (redrive export RUN --intact -o FILE.rdj) or drop the run (redrive drop RUN).",
-            run_id=record.run_id,
-            reason="row",
-            source=source or None,
-        )
+    check_row(record, source or None)
     reader = StepReader(record.run_id)
     for frame in frames:
         problem = frame_problem(frame)

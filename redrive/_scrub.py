@@ -68,7 +68,7 @@ from ._masking import _CACHE_LOCK as _CACHE_LOCK
 from ._masking import _MASKED as _MASKED
 from ._masking import _mask as _mask
 from ._masking import mask_pieces, mask_text
-from ._scrub_stream import scrub_events
+from ._scrub_stream import mask_token_list, scrub_events
 from ._secrets_policy import STEP_KINDS, secrets_policy
 from ._signed import holds_signed, signed
 from .frames import Kind
@@ -201,6 +201,8 @@ class Scrubber:
                 out[key] = new
             return out if changed else value
         if kind is list or kind is tuple:
+            if self.defaults and kind is list:
+                value = mask_token_list(value, self.names)
             items = []
             for i, item in enumerate(value):
                 where = f"{path}[{i}]"
@@ -261,6 +263,8 @@ class Scrubber:
                 out[key] = new
             return out if changed else value
         if kind is list or kind is tuple:
+            if kind is list:
+                value = mask_token_list(value, self.names)
             items = [
                 self._string(item)
                 if type(item) is str
@@ -306,6 +310,12 @@ class Scrubber:
     def _string(self, text: str) -> str:
         """Mask a text by the default rules; a JSON text holding signed content, as JSON."""
         masked = mask_text(text, self.names)
+        if '"token"' in text and text.lstrip()[:1] in _JSON_HEADS:
+            # a tokenized text (logprobs) may spell a secret no one token holds: walked
+            parsed = _json(text)
+            if isinstance(parsed, dict | list):
+                new = self._unrooted(parsed)
+                return text if new is parsed else _dumps(new)
         if masked is text:  # nothing to mask (the cached common case): nothing to keep either
             return text
         if text.lstrip()[:1] in _JSON_HEADS and holds_signed(text):

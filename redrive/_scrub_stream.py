@@ -33,7 +33,7 @@ from ._credentials import REDACTED, _fold, credential_field
 from ._masking import mask_pieces
 from ._signed import signed
 
-__all__ = ["scrub_events"]
+__all__ = ["mask_token_list", "scrub_events"]
 
 _SCALARS = (int, float, bool, type(None))
 #: one string slot: (event index, its container, its key or index)
@@ -159,3 +159,54 @@ def scrub_events(chunks: Sequence[Any], names: frozenset[str] = frozenset()) -> 
     if not changed:
         return chunks
     return tuple(out) if type(chunks) is tuple else out
+
+
+def _is_token_entry(item: Any) -> bool:
+    return type(item) is dict and type(item.get("token")) is str
+
+
+def _retokened(entry: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """``entry`` with its ``token`` ``old`` now ``new`` (its ``bytes`` too), alternatives alike."""
+    out = dict(entry)
+    if out.get("token") == old:
+        out["token"] = new
+        if isinstance(out.get("bytes"), list):
+            out["bytes"] = list(new.encode("utf-8"))
+    alternatives = out.get("top_logprobs")
+    if isinstance(alternatives, list):
+        out["top_logprobs"] = [
+            _retokened(alt, old, new) if _is_token_entry(alt) else alt for alt in alternatives
+        ]
+    return out
+
+
+def mask_token_list(items: list[Any], names: frozenset[str] = frozenset()) -> list[Any]:
+    """Mask a tokenized text: a list of ``{"token": str, ...}`` entries read as one text.
+
+    A non-streamed OpenAI response spells its message out again in
+    ``logprobs.content`` (and ``logprobs.refusal``): one entry per token, each
+    with the token's ``bytes`` and its ``top_logprobs`` alternatives. A secret
+    the model wrote is then in no one entry (``"sk-proj-"``, ``"LOGPROB"``,
+    ...), so the tokens are masked together (:func:`mask_pieces`) as a stream's
+    deltas are, and each changed entry's ``bytes`` and the alternatives equal to
+    its old token follow. Source of the shape: OpenAI Chat Completions API
+    reference, ``choices[].logprobs.content[]`` (``token``, ``bytes``,
+    ``logprob``, ``top_logprobs``).
+
+    Args:
+        items: a list; only one whose entries all carry a string ``token`` is a text.
+        names: as for :func:`redrive._masking.mask_text`.
+
+    Returns:
+        ``items`` itself when nothing is masked, else a new list of as many entries.
+    """
+    if len(items) < 2 or not all(map(_is_token_entry, items)):
+        return items
+    tokens = [entry["token"] for entry in items]
+    masked = mask_pieces(tokens, names)
+    if masked is tokens:
+        return items
+    return [
+        entry if old == new else _retokened(entry, old, new)
+        for entry, old, new in zip(items, tokens, masked, strict=True)
+    ]

@@ -9,7 +9,7 @@ from typing import Any
 from .._whatchanged import fingerprint_lines, recorded_app_version, run_fingerprint
 from ..errors import JournalCorruptError
 from ..replay import pending_approvals
-from ..storage import RunRecord, RunStatus
+from ..storage import RunRecord, RunStatus, check_row
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
 from ._output import Out, age, clip, run_row, shown
@@ -47,9 +47,11 @@ def _runs(args: argparse.Namespace, out: Out) -> int:
         for done, record in enumerate(rows, 1):
             item = run_row(record)
             try:
+                check_row(record)
                 item["steps"] = count_steps(journal, record.run_id)
             except JournalCorruptError as exc:  # damage stays with its run: list the others
                 item["steps"], item["damaged"] = None, exc.message
+                item["recorded_status"], item["status"] = item["status"], "damaged"
             item["age_s"] = round(now - record.updated_at, 3)
             if record.run_id in blocked:
                 item["blocked_seq"] = blocked[record.run_id]
@@ -97,6 +99,7 @@ def _show(args: argparse.Namespace, out: Out) -> int:
     journal, run_id = source(args.run, args.journal)
     record = journal.get_run(run_id)
     assert record is not None  # source() checked it
+    check_row(record, getattr(journal, "url", None))  # a malformed row: JournalCorruptError, exit 4
     steps, info = read_steps(journal.frames(run_id))
     if out.json:
         fingerprint = run_fingerprint(journal, run_id).to_dict()

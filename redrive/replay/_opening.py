@@ -13,7 +13,7 @@ from typing import Any
 from .._advice import after_end_advice
 from ..errors import AppendConflictError, RunInputMismatchError, TerminalRunError
 from ..frames import FORMAT_VERSION, Kind, fingerprint, make_frame
-from ..storage import RunRecord, RunStatus, RunUpdate
+from ..storage import RunRecord, RunStatus, RunUpdate, check_row
 from ._config import UNSET, redrive_version
 from ._cursor import CAUSAL_TURNS, Cursor
 from ._faces import Wait
@@ -109,6 +109,8 @@ class Opener:
         )  # lost a creation race: resume it
 
     def resume(self, record: RunRecord) -> None:
+        # a malformed row: the run is damaged (JournalCorruptError), and only this run
+        check_row(record, getattr(self._state.config.journal, "url", None))
         self._state.resumed = True
         if (
             self._state.config.input is not UNSET

@@ -30,7 +30,7 @@ from ._copy import copy_run
 from ._limits import MAX_VALUE
 from ._prune import PruneResult, prune_runs
 from ._url import JournalURL, parse_journal_url
-from ._validate import frame_problem, run_problem
+from ._validate import check_row, frame_problem, run_problem
 from ._verify import verify_frames, verify_run
 from .memory import MemoryJournal
 
@@ -45,6 +45,7 @@ __all__ = [
     "RunStatus",
     "RunUpdate",
     "cancel_text",
+    "check_row",
     "copy_run",
     "frame_problem",
     "held_by_other",

@@ -20,10 +20,11 @@ import math
 from typing import Any, Final
 
 from .._runid import check_run_id
+from ..errors import JournalCorruptError
 from ..frames import Frame, Kind, decode, payload_problem
 from ._records import RunRecord, RunStatus
 
-__all__ = ["BIGINT_MAX", "FRAME_FIELDS", "frame_problem", "run_problem"]
+__all__ = ["BIGINT_MAX", "FRAME_FIELDS", "check_row", "frame_problem", "run_problem"]
 
 #: The largest ``BIGINT`` (signed 64-bit) of DuckDB and Postgres: the bound of every count.
 BIGINT_MAX: Final = 2**63 - 1
@@ -150,6 +151,34 @@ def run_problem(record: RunRecord) -> str | None:
         if problem is not None:
             return f"{name}: {problem}"
     return None
+
+
+def check_row(record: RunRecord, source: str | None = None) -> None:
+    """Refuse a run row as read when it fails :func:`run_problem`: the run is damaged.
+
+    Every reader that acts on a row (a resume, ``show``, ``verify``) calls this,
+    so a row the validator refuses is refused alike everywhere, and only that
+    run is: the journal and its other runs read on.
+
+    Args:
+        record: the row, as read.
+        source: the journal or file, for the message.
+
+    Raises:
+        JournalCorruptError: ``reason="row"``, naming the run, the field and the way out
+            (export what is intact, or drop the run).
+    """
+    problem = run_problem(record)
+    if problem is None:
+        return
+    where = f"{source}: " if source else ""
+    raise JournalCorruptError(
+        f"{where}run {record.run_id!r}: its row is malformed: {problem}. Export what is "
+        "intact (redrive export RUN --intact -o FILE.rdj) or drop the run (redrive drop RUN).",
+        run_id=record.run_id,
+        reason="row",
+        source=source,
+    )
 
 
 def _output(value: Any) -> str | None:

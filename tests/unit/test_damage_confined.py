@@ -154,6 +154,47 @@ def test_a_bad_duckdb_row_damages_its_run_only(
     assert _cli(capsys, "--journal", path, "verify")[0] == cli.EXIT_OK
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        "status = 'bogus'",
+        "next_seq = -5",
+        "last_chain = 'zz'",
+        "created_at = 'NaN'::DOUBLE",
+        "lease_epoch = -1",
+    ],
+)
+def test_a_malformed_run_row_damages_its_run_only(
+    drive: Drive, tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str
+) -> None:
+    """Run a's own row (not its frames) altered in the table: `verify` said CORRUPT while
+    `runs` listed it by its status, `show` printed it and a resume went ahead (outside test
+    of issue 24; `status = 'bogus'` raised a bare ValueError). Now every reader refuses that
+    run alike, and only that run."""
+    import json
+
+    path = str(tmp_path / "j.duckdb")
+    desk = Desk(drive)
+    journal = DuckDBJournal(path)
+    desk.crash_all(journal)
+    journal.checkpoint()
+    journal.close()
+    with duckdb.connect(path) as con:
+        con.execute(f"UPDATE redrive_runs SET {change} WHERE run_id = 'a'")
+    journal = DuckDBJournal(path)
+    desk.resume_others(journal)
+    journal.close()
+    _listed_damaged_after_resume(capsys, path)
+    code, text = _cli(capsys, "--journal", path, "--json", "runs")
+    rows = {row["run_id"]: row for row in json.loads(text)["runs"]}
+    assert rows["a"]["status"] == "damaged" and "row is malformed" in rows["a"]["damaged"]
+    assert rows["b"]["status"] == rows["c"]["status"] == "succeeded"
+    code, text = _cli(capsys, "--journal", path, "show", "a")
+    assert code == cli.EXIT_JOURNAL and "row is malformed" in text
+    assert _cli(capsys, "--journal", path, "drop", "a")[0] == cli.EXIT_OK
+    assert _cli(capsys, "--journal", path, "verify")[0] == cli.EXIT_OK
+
+
 def test_a_bad_postgres_row_damages_its_run_only(drive: Drive, pg_url: str, pg_schema: str) -> None:
     """The same on Postgres: the altered row's run alone is unreadable."""
     import psycopg
