@@ -312,14 +312,14 @@ class Scrubber:
         masked = mask_text(text, self.names)
         if '"token"' in text and text.lstrip()[:1] in _JSON_HEADS:
             # a tokenized text (logprobs) may spell a secret no one token holds: walked
-            parsed = _json(text)
+            parsed = loads(text)
             if isinstance(parsed, dict | list):
                 new = self._unrooted(parsed)
                 return text if new is parsed else _dumps(new)
         if masked is text:  # nothing to mask (the cached common case): nothing to keep either
             return text
         if text.lstrip()[:1] in _JSON_HEADS and holds_signed(text):
-            parsed = _json(text)
+            parsed = loads(text)
             if isinstance(parsed, dict | list):  # walked: signed objects are kept whole
                 new = self._unrooted(parsed)
                 return text if new is parsed else _dumps(new)
@@ -331,8 +331,8 @@ class Scrubber:
         if self._paths:
             stripped = text.lstrip()
             if stripped[:1] in ("{", "["):
-                parsed = _json(stripped)
-                if parsed is not _NOT_JSON:
+                parsed = loads(stripped)
+                if parsed is not NOT_JSON:
                     new = self.value(parsed, path)
                     if new is not parsed:
                         return _dumps(new)
@@ -363,8 +363,8 @@ class Scrubber:
             if not line.startswith("data:"):
                 continue
             body = line[5:].strip()
-            parsed = _json(body) if body[:1] in ("{", "[") else _NOT_JSON
-            if parsed is _NOT_JSON:
+            parsed = loads(body) if body[:1] in ("{", "[") else NOT_JSON
+            if parsed is NOT_JSON:
                 continue
             new = self.value(parsed, path)
             if new is not parsed:
@@ -488,19 +488,11 @@ class Scrubber:
         return None if text is None else self.value(text)
 
 
-_NOT_JSON: Any = NOT_JSON
-
-
 _JSON_HEADS = frozenset("{[")
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _json(text: str) -> Any:
-    """The JSON in ``text``, or ``_NOT_JSON`` (not JSON, or too deep: masked as text)."""
-    return loads(text)
 
 
 #: A scrubber with no ``redact=`` patterns: the default rules only.
