@@ -486,3 +486,38 @@ def test_any_interrupted_node_replays_every_step_it_made_before_each_interrupt(
     assert [run.status for run in runs] == ["suspended"] * len(answers) + ["succeeded"]
     assert charges == [i + 5 for i, action in enumerate(actions) if action == "charge"]
     assert len(server.requests) == calls
+
+
+def test_an_interrupt_journaled_without_from_seq_resumes_by_the_rule_of_its_time(
+    server: HoldingServer, tmp_path: Path, closing: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A note written before ``from_seq`` existed keeps the tool calls after the last model call."""
+    need("langchain")
+    from langgraph.types import Command
+
+    import redrive.integrations.langgraph as lg
+
+    real_after = lg._after
+
+    def old_after(run: Any, config: Any, output: Any, checkpoint: Any, from_seq: int) -> Any:
+        real_note = run.note
+        run.note = lambda name, data: real_note(
+            name, {k: v for k, v in data.items() if k != "from_seq"}
+        )
+        return real_after(run, config, output, checkpoint, from_seq)
+
+    charges: list[int] = []
+    graph = _graph(server, charges, _saver("memory", tmp_path, closing), closing)
+    server.add(*_interrupt())
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    config = {"configurable": {"thread_id": "ticket-7"}}
+    with monkeypatch.context() as patched:
+        patched.setattr(lg, "_after", old_after)
+        with redrive.run(journal, "job:7"):
+            lg.invoke(graph, {"messages": [("user", PROMPT)]}, config)
+    notes = [f.data() for f in journal.frames("job:7") if f.name == lg.INTERRUPT_NOTE]
+    assert "from_seq" not in notes[0]["data"]
+    with redrive.run(journal, "job:7") as run:
+        run.finish(lg.invoke(graph, Command(resume="yes"), config)["messages"][-1].content)
+    assert (run.status, run.output, charges) == ("succeeded", FINAL, [1])
+    assert len(server.requests) == 2
