@@ -60,10 +60,9 @@ def next_step_seq(run: Run) -> int:
     state = run._state
     with state.lock:
         cursor = state.cursor
-        waiting = [] if cursor is None else cursor.remaining()
-        if waiting:
-            return min(step.seq for step in waiting)
-        return run._block.next_seq
+        # the first unanswered step (loading no more of the journal than it takes)
+        head = None if cursor is None else cursor._idx.head()
+        return run._block.next_seq if head is None else head.seq
 
 
 def write_queued(run: Run) -> None:
