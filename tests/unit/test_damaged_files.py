@@ -4,6 +4,7 @@ always ends with a verdict line, its advice right for the damage found."""
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sqlite3
 from collections.abc import Callable
@@ -35,9 +36,12 @@ def _journal_files(folder: Path, *, log: bool) -> str:
         with redrive.run(journal, "done") as run:
             run.finish([_lookup(n) for n in range(3)])
         journal.checkpoint()  # type: ignore[attr-defined]
-        run = redrive.run(journal, "open")
-        run.__enter__()  # abandoned: as a SIGKILL leaves it
-        _lookup(1)
+
+        def abandoned() -> None:  # as a SIGKILL leaves it; in a context of its own, so the
+            redrive.run(journal, "open").__enter__()  # run is current for no later test
+            _lookup(1)
+
+        contextvars.Context().run(abandoned)
         journal.close()
         _TEMPLATE.update(db=path.read_bytes(), log=Path(f"{path}.rdlog").read_bytes())
     path.write_bytes(_TEMPLATE["db"])

@@ -137,8 +137,8 @@ def test_a_garbage_output_in_the_header_is_refused(
         run.finish("fine")
     real = rdjmod.header_bytes
 
-    def hostile(record: RunRecord, flags: dict[str, Any]) -> bytes:
-        return real(attrs.evolve(record, output=b"\xc1\xc1"), flags)
+    def hostile(record: RunRecord, flags: dict[str, Any], *rest: Any, **options: Any) -> bytes:
+        return real(attrs.evolve(record, output=b"\xc1\xc1"), flags, *rest, **options)
 
     monkeypatch.setattr("redrive.storage.rdj._transfer.header_bytes", hostile)
     export_run(journal, "r", tmp_path / "r.rdj")

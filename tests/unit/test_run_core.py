@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 import redrive
@@ -751,7 +752,13 @@ def test_a_well_chained_frame_with_a_bad_payload_is_not_the_last_good_seq() -> N
         payload=["not", "a", "map"],
         prev_chain=first.chain,
     )
-    journal.append("bad", [start], expected_seq=1)
+    with pytest.raises(ValueError, match="payload"):  # the writer refuses it (one validator)
+        journal.append("bad", [start], expected_seq=1)
+    # as another process's bytes would put it there: the reader refuses it too
+    journal._state.frames["bad"].append(start)
+    journal._state.runs["bad"] = attrs.evolve(
+        journal._state.runs["bad"], next_seq=2, last_chain=start.chain
+    )
     with (
         pytest.raises(redrive.JournalCorruptError) as info,
         redrive.run(journal, "bad", live=False),
