@@ -27,16 +27,9 @@ make the two agree:
    ``graph.get_state(config).interrupts``.
 3. An invocation with ``Command(resume=...)`` under the same run id resumes
    the run: the steps recorded before the interrupt are answered by the
-   checkpointer's state, except the steps of the interrupted node, which
-   LangGraph re-executes from its start: they replay from the journal (a
-   model call is not paid again, a card charged before the interrupt is not
-   charged again). Which steps those are is learned from LangGraph's
-   callbacks: where the journal stood when each node (task) started, and
-   which node raised ``GraphInterrupt``; the note keeps it as ``from_seq``
-   (every step, model or tool, from that seq to the note is the node's). A
-   node interrupted again on resume starts by replaying its first steps, so
-   its ``from_seq`` stays that of its first execution however often it
-   interrupts.
+   checkpointer's state, except the tool steps of the turn that was
+   interrupted, which LangGraph re-executes: they replay from the journal (a
+   card charged before the interrupt is not charged again).
 
 4. Each checkpoint an invocation writes carries the run id in its metadata
    (``redrive_run_id``); a ``Command(resume=...)`` under another run id for
@@ -50,22 +43,11 @@ Outside a run they are ``graph.invoke`` / ``graph.ainvoke``.
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 from ..errors import NextStep, NextStepAction, ReplayError
-from ..replay import (
-    RecordedStep,
-    Run,
-    answered_before,
-    current_run,
-    next_step_seq,
-    suspend,
-    write_queued,
-)
+from ..replay import RecordedStep, Run, answered_before, current_run, suspend, write_queued
 
 try:
-    from langchain_core.callbacks import BaseCallbackHandler
-    from langgraph.errors import GraphInterrupt
     from langgraph.types import Command
 except ImportError as err:  # pragma: no cover - exercised without the extra
     from ._common import missing_extra
@@ -108,15 +90,11 @@ def _checkpoint_of(snapshot: Any) -> str | None:
 def _last_interrupt(run: Run, thread: str) -> tuple[int, str | None, Any] | None:
     """The last interrupt note of ``thread``: its seq, its checkpoint, which earlier steps stay.
 
-    Kept askable: the interrupted node's steps, which LangGraph runs again on
-    resume: every step (model or tool) from the note's ``from_seq`` on. A
-    note without ``from_seq`` (journaled before it was recorded) keeps the
-    tool steps after the last model step before it, as then.
+    Kept askable: the tool steps recorded after the last model step before
+    the note (the interrupted node's calls, which LangGraph runs again on resume).
     """
     found: tuple[int, str | None] | None = None
     last_model = -1
-    since: int | None = None
-    turn = -1
     for frame in run.frames():
         if frame.kind == "model_request":
             last_model = frame.seq
@@ -125,63 +103,13 @@ def _last_interrupt(run: Run, thread: str) -> tuple[int, str | None, Any] | None
             if data.get("thread") == thread:
                 found = (frame.seq, data.get("checkpoint"))
                 turn = last_model
-                since = data.get("from_seq")
     if found is None:
         return None
 
     def keep(step: RecordedStep) -> bool:
-        if since is not None:
-            return step.seq >= since
         return step.kind == "tool" and step.seq > turn
 
     return found[0], found[1], keep
-
-
-class _NodeStarts(BaseCallbackHandler):
-    """Where the run's journal stood as each graph task started; which tasks were interrupted.
-
-    A LangChain callback handler (https://python.langchain.com/docs/concepts/callbacks/)
-    added to the invocation's config: LangGraph runs each node of a superstep
-    as a task whose runs carry ``metadata["langgraph_checkpoint_ns"]`` (the
-    task's own namespace, inherited by the runnables it calls); a node that
-    calls ``interrupt()`` ends its run with ``on_chain_error(GraphInterrupt)``.
-    """
-
-    run_inline = True  # read the journal's position in the task's own thread, at its start
-
-    def __init__(self, run: Run) -> None:
-        self._run = run
-        self._starts: dict[str, int] = {}
-        self._tasks: dict[UUID, str] = {}
-        self._interrupted: set[str] = set()
-
-    def on_chain_start(
-        self,
-        serialized: Any,
-        inputs: Any,
-        *,
-        run_id: UUID,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """Note the seq of the task's first step (its first start; nested runs share it)."""
-        task = (metadata or {}).get("langgraph_checkpoint_ns")
-        if task is None:
-            return
-        self._tasks[run_id] = str(task)
-        if str(task) not in self._starts:
-            self._starts[str(task)] = next_step_seq(self._run)
-
-    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        """Mark the task interrupted when ``error`` is LangGraph's ``GraphInterrupt``."""
-        task = self._tasks.get(run_id)
-        if task is not None and isinstance(error, GraphInterrupt):
-            self._interrupted.add(task)
-
-    def from_seq(self) -> int:
-        """The first seq of the interrupted tasks' steps (none: where the journal stands now)."""
-        found = [self._starts[task] for task in self._interrupted]
-        return min(found) if found else next_step_seq(self._run)
 
 
 class InterruptResumedElsewhereError(ReplayError):
@@ -217,17 +145,14 @@ def _refuse_other_owner(run: Run, thread: str, owner: str) -> InterruptResumedEl
     )
 
 
-def _before(
-    run: Run, input: Any, config: Any, snapshot: Any, starts: _NodeStarts
-) -> tuple[Any, bool]:
+def _before(run: Run, input: Any, config: Any, snapshot: Any) -> tuple[Any, bool]:
     """Prepare an invocation in ``run``: the config to invoke with, and whether to reset.
 
     Returns:
-        ``(config, delete)``: the config (tagged with the run id, with
-        ``starts`` among its callbacks, pinned to the journaled start
-        checkpoint when a crashed attempt moved the thread on), and whether
-        the thread must be deleted first (the run created it, and a crashed
-        attempt left checkpoints in it).
+        ``(config, delete)``: the config (tagged with the run id, pinned to
+        the journaled start checkpoint when a crashed attempt moved the
+        thread on), and whether the thread must be deleted first (the run
+        created it, and a crashed attempt left checkpoints in it).
 
     Raises:
         InterruptResumedElsewhereError: a resume of an interrupt another run journaled.
@@ -249,23 +174,11 @@ def _before(
         write_queued(run)  # durable before the graph writes its first checkpoint
     used = {**(config or {})}
     used["metadata"] = {**used.get("metadata", {}), RUN_METADATA: run.run_id}
-    used["callbacks"] = _with_handler(used.get("callbacks"), starts)
     if start is None or start == latest:
         # a finished run's thread has moved on: it is never reset
         return used, start is None and latest is not None and run.live and not run.finished
     used["configurable"] = {**used.get("configurable", {}), "checkpoint_id": start}
     return used, False
-
-
-def _with_handler(callbacks: Any, handler: _NodeStarts) -> Any:
-    """``callbacks`` (a config's: None, a list of handlers or a manager) plus ``handler``."""
-    if callbacks is None:
-        return [handler]
-    if isinstance(callbacks, list):
-        return [*callbacks, handler]
-    manager = callbacks.copy()
-    manager.add_handler(handler, inherit=True)
-    return manager
 
 
 def _interrupts(output: Any) -> list[Any]:
@@ -275,20 +188,14 @@ def _interrupts(output: Any) -> list[Any]:
     return []
 
 
-def _after(run: Run, config: Any, output: Any, checkpoint: str | None, from_seq: int) -> Any:
-    """Suspend ``run`` (the invocation stopped at an interrupt at ``checkpoint``).
-
-    ``from_seq`` is the first seq of the interrupted node's steps (see :class:`_NodeStarts`).
-    """
+def _after(run: Run, config: Any, output: Any, checkpoint: str | None) -> Any:
+    """Suspend ``run`` (the invocation stopped at an interrupt at ``checkpoint``)."""
     found = _interrupts(output)
     thread = _thread(config)
     shown = [
         {"id": str(getattr(i, "id", "")), "value": repr(getattr(i, "value", i))} for i in found
     ]
-    run.note(
-        INTERRUPT_NOTE,
-        {"thread": thread, "checkpoint": checkpoint, "interrupts": shown, "from_seq": from_seq},
-    )
+    run.note(INTERRUPT_NOTE, {"thread": thread, "checkpoint": checkpoint, "interrupts": shown})
     raise suspend(
         f"run {run.run_id!r}: graph thread {thread!r} stopped at interrupt(s) "
         f"{[i['value'] for i in shown]}; read them from graph.get_state(config).interrupts, "
@@ -318,15 +225,13 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
     run = current_run()
     if run is None:
         return graph.invoke(input, config, **options)
-    starts = _NodeStarts(run)
-    used, delete = _before(run, input, config, graph.get_state(config), starts)
+    used, delete = _before(run, input, config, graph.get_state(config))
     if delete:
         graph.checkpointer.delete_thread(_thread(config))
     output = graph.invoke(input, used, **options)
     if not _interrupts(output):
         return output
-    checkpoint = _checkpoint_of(graph.get_state(config))
-    return _after(run, config, output, checkpoint, starts.from_seq())
+    return _after(run, config, output, _checkpoint_of(graph.get_state(config)))
 
 
 async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
@@ -334,12 +239,10 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
     run = current_run()
     if run is None:
         return await graph.ainvoke(input, config, **options)
-    starts = _NodeStarts(run)
-    used, delete = _before(run, input, config, await graph.aget_state(config), starts)
+    used, delete = _before(run, input, config, await graph.aget_state(config))
     if delete:
         await graph.checkpointer.adelete_thread(_thread(config))
     output = await graph.ainvoke(input, used, **options)
     if not _interrupts(output):
         return output
-    checkpoint = _checkpoint_of(await graph.aget_state(config))
-    return _after(run, config, output, checkpoint, starts.from_seq())
+    return _after(run, config, output, _checkpoint_of(await graph.aget_state(config)))

@@ -41,7 +41,7 @@ from ._samecall import (
     remember_params,
     tool_params,
 )
-from ._segments import answered_before, next_step_seq, suspend, write_queued
+from ._segments import answered_before, suspend, write_queued
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, rebuild_error
@@ -93,7 +93,6 @@ __all__ = [
     "leaves_resumable",
     "mark_retry_requested",
     "match_view",
-    "next_step_seq",
     "outside_run",
     "pending_approvals",
     "read_fingerprint",

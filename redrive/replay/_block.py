@@ -154,11 +154,6 @@ class RunBlock:
         """Append the queued frames now, synced (see :func:`._segments.write_queued`)."""
         self._appender.flush()
 
-    @property
-    def next_seq(self) -> int:
-        """The seq the next frame this execution writes gets (queued frames counted)."""
-        return self._writer.next_seq
-
     def frames(self) -> Iterator[Frame]:
         """Yield the run's journaled frames (pending ones are flushed first)."""
         self._appender.flush()

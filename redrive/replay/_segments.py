@@ -18,7 +18,7 @@ from ._block import Suspended
 from ._run import Run
 from ._steps import RecordedStep
 
-__all__ = ["answered_before", "next_step_seq", "suspend", "write_queued"]
+__all__ = ["answered_before", "suspend", "write_queued"]
 
 
 def answered_before(run: Run, seq: int, keep: Callable[[RecordedStep], bool]) -> int:
@@ -41,28 +41,6 @@ def answered_before(run: Run, seq: int, keep: Callable[[RecordedStep], bool]) ->
             cursor.consume(step)
             marked += 1
     return marked
-
-
-def next_step_seq(run: Run) -> int:
-    """The seq of the next step this execution asks, replayed or live.
-
-    The first recorded step not yet answered (a resumed execution asks the
-    recorded steps in order), else the seq the next live step gets. A
-    framework reads it where a part of its work starts, to learn later which
-    steps that part asked.
-
-    Args:
-        run: the active run.
-
-    Returns:
-        A frame seq (0 or more).
-    """
-    state = run._state
-    with state.lock:
-        cursor = state.cursor
-        # the first unanswered step (loading no more of the journal than it takes)
-        head = None if cursor is None else cursor._idx.head()
-        return run._block.next_seq if head is None else head.seq
 
 
 def write_queued(run: Run) -> None:

@@ -25,8 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import redrive
 from tests.integrations.conftest import need
@@ -49,11 +47,6 @@ def closing() -> Iterator[list[Any]]:
     """httpx clients a test made, closed at its end (no socket left to the collector)."""
     made: list[Any] = []
     yield made
-    _close(made)
-
-
-def _close(made: list[Any]) -> None:
-    """Close httpx clients (sync and async) and sqlite connections."""
     for client in made:
         if hasattr(client, "aclose"):
             asyncio.run(client.aclose())
@@ -168,34 +161,15 @@ def test_a_recorded_session_resumes_with_one_copy_of_each_item(
 # --- 2. LangGraph interrupts ------------------------------------------------------------------
 
 
-def _chat_model(server: HoldingServer, closing: list[Any]) -> Any:
-    """A real ``ChatOpenAI`` on the scripted server, its calls journaled (httpx clients)."""
-    need("langchain")
-    from langchain_openai import ChatOpenAI
-
-    from redrive.integrations.langchain import openai_http_clients
-
-    base = server.url + "/v1"
-    sync_http, async_http = openai_http_clients(base)
-    closing += [sync_http, async_http]
-    return ChatOpenAI(
-        model="gpt-4o",
-        base_url=base,
-        api_key="sk-test",  # type: ignore[arg-type]
-        max_retries=0,
-        http_client=sync_http,
-        http_async_client=async_http,
-    )
-
-
 def _graph(server: HoldingServer, charges: list[int], checkpointer: Any, closing: list[Any]) -> Any:
     need("langchain")
     from langchain_core.tools import tool as plain_tool
+    from langchain_openai import ChatOpenAI
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
     from langgraph.types import interrupt
 
-    from redrive.integrations.langchain import tool
+    from redrive.integrations.langchain import openai_http_clients, tool
 
     @tool(name="send_email", restart_safe=False)
     def charge(to: str, body: str) -> str:
@@ -208,7 +182,17 @@ def _graph(server: HoldingServer, charges: list[int], checkpointer: Any, closing
         """Ask the person in charge."""
         return str(interrupt(question))
 
-    llm = _chat_model(server, closing).bind_tools([charge, ask_human])
+    base = server.url + "/v1"
+    sync_http, async_http = openai_http_clients(base)
+    closing += [sync_http, async_http]
+    llm = ChatOpenAI(
+        model="gpt-4o",
+        base_url=base,
+        api_key="sk-test",  # type: ignore[arg-type]
+        max_retries=0,
+        http_client=sync_http,
+        http_async_client=async_http,
+    ).bind_tools([charge, ask_human])
 
     def call_model(state: MessagesState) -> dict[str, Any]:
         return {"messages": [llm.invoke(state["messages"])]}
@@ -303,221 +287,3 @@ def test_an_interrupt_resumed_under_another_run_id_is_refused_before_anything_ru
     assert caught.value.next_steps[0].params == {"run_id": "job:7"}
     assert charges == [1]
     assert len(server.requests) == 1
-
-
-# --- 2b. A node that calls the model itself, then interrupts ----------------------------------
-#
-# Outside test of issue 27: a node that drafts with the model, charges, and
-# asks ``interrupt()`` twice was paid again on each resume and charged again
-# on the second (the kept steps were "the tool steps after the last model
-# call", right only when the model has a node of its own).
-
-
-def _node_graph(
-    server: HoldingServer,
-    actions: list[str],
-    reply: bool,
-    face: str,
-    checkpointer: Any,
-    closing: list[Any],
-    charges: list[int],
-) -> Any:
-    """A graph: node ``work`` does ``actions`` in order; then (``reply``) a node calls the model.
-
-    ``actions`` items: ``"model"`` (a ChatOpenAI call), ``"charge"`` (a
-    ``restart_safe=False`` tool appending its amount to ``charges``), ``"ask"``
-    (``interrupt()``). ``face`` ``"async"`` makes the nodes coroutines.
-    """
-    need("langchain")
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.types import interrupt
-    from typing_extensions import TypedDict
-
-    class State(TypedDict, total=False):
-        text: str
-        out: str
-
-    @redrive.tool(restart_safe=False)
-    def charge(amount: int) -> str:
-        charges.append(amount)
-        return f"r-{amount}"
-
-    @redrive.tool(name="charge", restart_safe=False)
-    async def acharge(amount: int) -> str:
-        charges.append(amount)
-        return f"r-{amount}"
-
-    llm = _chat_model(server, closing)
-
-    def work(state: State) -> State:
-        done = []
-        for i, action in enumerate(actions):
-            if action == "model":
-                done.append(str(llm.invoke(f"{state['text']} #{i}").content)[:7])
-            elif action == "charge":
-                done.append(charge(i + 5))
-            else:
-                done.append(str(interrupt(f"question {i}?")))
-        return {"out": "|".join(done)}
-
-    async def awork(state: State) -> State:
-        done = []
-        for i, action in enumerate(actions):
-            if action == "model":
-                done.append(str((await llm.ainvoke(f"{state['text']} #{i}")).content)[:7])
-            elif action == "charge":
-                done.append(await acharge(i + 5))
-            else:
-                done.append(str(interrupt(f"question {i}?")))
-        return {"out": "|".join(done)}
-
-    def answer(state: State) -> State:
-        return {"out": state["out"] + "|" + str(llm.invoke(state["out"]).content)[:7]}
-
-    async def aanswer(state: State) -> State:
-        return {"out": state["out"] + "|" + str((await llm.ainvoke(state["out"])).content)[:7]}
-
-    builder = StateGraph(State)
-    builder.add_node("work", awork if face == "async" else work)
-    builder.add_edge(START, "work")
-    if reply:
-        builder.add_node("reply", aanswer if face == "async" else answer)
-        builder.add_edge("work", "reply")
-        builder.add_edge("reply", END)
-    else:
-        builder.add_edge("work", END)
-    return builder.compile(checkpointer=checkpointer)
-
-
-def _deliver_all(
-    graph: Any, journal: Any, face: str, answers: list[str], closing: list[Any]
-) -> list[redrive.Run]:
-    """The first delivery, then one ``Command(resume=answer)`` per answer, all under one run id.
-
-    The async face runs every delivery on one event loop (the graph's async
-    httpx client keeps its connections on the loop that opened them) and
-    closes the async clients in ``closing`` there.
-    """
-    from langgraph.types import Command
-
-    from redrive.integrations.langgraph import ainvoke, invoke
-
-    config = {"configurable": {"thread_id": "ticket-9"}}
-    messages = [{"text": PROMPT}, *(Command(resume=answer) for answer in answers)]
-    runs: list[redrive.Run] = []
-    if face == "sync":
-        for message in messages:
-            with redrive.run(journal, "job:9") as run:
-                run.finish(invoke(graph, message, config)["out"])
-            runs.append(run)
-        return runs
-
-    async def go() -> None:
-        for message in messages:
-            async with redrive.run(journal, "job:9") as arun:
-                arun.finish((await ainvoke(graph, message, config))["out"])
-            runs.append(arun)
-        for client in [c for c in closing if hasattr(c, "aclose")]:
-            closing.remove(client)
-            await client.aclose()
-
-    asyncio.run(go())
-    return runs
-
-
-@pytest.mark.parametrize(
-    ("saver", "face"), [("memory", "sync"), ("memory", "async"), ("sqlite", "sync")]
-)
-def test_a_node_that_calls_the_model_then_interrupts_twice_pays_and_charges_once(
-    server: HoldingServer, tmp_path: Path, saver: str, face: str, closing: list[Any]
-) -> None:
-    """Model call, charge, two interrupts in one node, then a reply node: three deliveries."""
-    charges: list[int] = []
-    actions = ["model", "charge", "ask", "ask"]
-    graph = _node_graph(
-        server, actions, True, face, _saver(saver, tmp_path, closing), closing, charges
-    )
-    server.add(chat(True), chat(True))
-    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
-    runs = _deliver_all(graph, journal, face, ["yes", "sure"], closing)
-    assert [run.status for run in runs] == ["suspended", "suspended", "succeeded"]
-    assert runs[-1].output == f"{FINAL[:7]}|r-6|yes|sure|{FINAL[:7]}"
-    assert charges == [6]
-    assert len(server.requests) == 2  # the node's model call once, the reply's once
-
-
-node_actions = st.lists(st.sampled_from(["model", "charge", "ask"]), min_size=1, max_size=6).filter(
-    lambda actions: "ask" in actions
-)
-
-
-@settings(max_examples=10, deadline=None)
-@given(actions=node_actions, reply=st.booleans())
-def test_any_interrupted_node_replays_every_step_it_made_before_each_interrupt(
-    actions: list[str], reply: bool
-) -> None:
-    """Any order of model calls, charges and interrupts in a node: each step runs once.
-
-    Each delivery re-executes the node from its start; whatever the node did
-    before its interrupt(s), model call or tool, replays from the journal.
-    """
-    import tempfile
-
-    charges: list[int] = []
-    closing: list[Any] = []
-    answers = [f"a{i}" for i, action in enumerate(actions) if action == "ask"]
-    with tempfile.TemporaryDirectory() as tmp, serve() as server:
-        try:
-            graph = _node_graph(
-                server,
-                actions,
-                reply,
-                "sync",
-                _saver("memory", Path(tmp), closing),
-                closing,
-                charges,
-            )
-            calls = actions.count("model") + reply
-            server.add(*[chat(True)] * calls)
-            journal = redrive.open_journal(f"{tmp}/runs.duckdb")
-            runs = _deliver_all(graph, journal, "sync", answers, closing)
-        finally:
-            _close(closing)
-    assert [run.status for run in runs] == ["suspended"] * len(answers) + ["succeeded"]
-    assert charges == [i + 5 for i, action in enumerate(actions) if action == "charge"]
-    assert len(server.requests) == calls
-
-
-def test_an_interrupt_journaled_without_from_seq_resumes_by_the_rule_of_its_time(
-    server: HoldingServer, tmp_path: Path, closing: list[Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A note written before ``from_seq`` existed keeps the tool calls after the last model call."""
-    need("langchain")
-    from langgraph.types import Command
-
-    import redrive.integrations.langgraph as lg
-
-    real_after = lg._after
-
-    def old_after(run: Any, config: Any, output: Any, checkpoint: Any, from_seq: int) -> Any:
-        real_note = run.note
-        run.note = lambda name, data: real_note(
-            name, {k: v for k, v in data.items() if k != "from_seq"}
-        )
-        return real_after(run, config, output, checkpoint, from_seq)
-
-    charges: list[int] = []
-    graph = _graph(server, charges, _saver("memory", tmp_path, closing), closing)
-    server.add(*_interrupt())
-    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
-    config = {"configurable": {"thread_id": "ticket-7"}}
-    with monkeypatch.context() as patched:
-        patched.setattr(lg, "_after", old_after)
-        with redrive.run(journal, "job:7"):
-            lg.invoke(graph, {"messages": [("user", PROMPT)]}, config)
-    notes = [f.data() for f in journal.frames("job:7") if f.name == lg.INTERRUPT_NOTE]
-    assert "from_seq" not in notes[0]["data"]
-    with redrive.run(journal, "job:7") as run:
-        run.finish(lg.invoke(graph, Command(resume="yes"), config)["messages"][-1].content)
-    assert (run.status, run.output, charges) == ("succeeded", FINAL, [1])
-    assert len(server.requests) == 2
