@@ -309,13 +309,13 @@ class Scrubber:
 
     def _string(self, text: str) -> str:
         """Mask a text by the default rules; a JSON text holding signed content, as JSON."""
-        masked = mask_text(text, self.names)
         if '"token"' in text and text.lstrip()[:1] in _JSON_HEADS:
             # a tokenized text (logprobs) may spell a secret no one token holds: walked
             parsed = loads(text)
             if isinstance(parsed, dict | list):
                 new = self._unrooted(parsed)
                 return text if new is parsed else _dumps(new)
+        masked = mask_text(text, self.names)
         if masked is text:  # nothing to mask (the cached common case): nothing to keep either
             return text
         if text.lstrip()[:1] in _JSON_HEADS and holds_signed(text):

@@ -103,7 +103,6 @@ class TableSpool:
     types: tuple[str, ...]
     directory: str
     batch: int = 5000
-    flushes: int = attrs.field(default=0, init=False)
     _rows: list[Sequence[Any]] = attrs.field(factory=list, init=False)
 
     def __enter__(self) -> TableSpool:
@@ -145,4 +144,3 @@ class TableSpool:
         )
         os.unlink(path)
         self._rows.clear()
-        self.flushes += 1
