@@ -113,6 +113,10 @@ class DivergenceError(ReplayError):
             ``"path/to/file.py:42 in function"`` (the first frame outside
             redrive, the standard library and installed packages), or None
             when it cannot be told (a step issued from a worker thread).
+
+    What to do: an intended change: ``redrive check --update --write`` (saved runs) or
+    ``ReplayPolicy(on_drift="continue_live")`` (live runs); else fix the code. See
+    ``next_steps``.
     """
 
     kind: str | None = None
@@ -158,6 +162,9 @@ class ReplayMissError(ReplayError, LookupError):
         name: the name of the step asked for.
         found: its canonical arguments.
         closest: text lines describing the nearest recorded steps.
+
+    What to do: record the step (``--redrive-record-mode=rewrite`` for a test), or replay with
+    ``live=True``; ``closest`` shows what was recorded.
     """
 
     kind: str | None = None
@@ -179,6 +186,9 @@ class SideEffectRetryBlockedError(ReplayError):
         arguments: the call's canonical arguments.
         idempotency_key: the step's idempotency key.
         attempts: how often the step was attempted.
+
+    What to do: check the external system, then ``redrive resolve RUN SEQ --done RESULT_JSON``
+    or ``--not-done --reason TEXT``; for later runs a ``recover()``.
     """
 
     tool: str | None = None
@@ -189,7 +199,11 @@ class SideEffectRetryBlockedError(ReplayError):
 
 @_fields
 class RetryLimitExceededError(SideEffectRetryBlockedError):
-    """An in-flight step was attempted more often than the run allows."""
+    """An in-flight step was attempted more often than the run allows.
+
+    What to do: find why the step keeps dying (``redrive show RUN``), then settle it with
+    ``redrive resolve``.
+    """
 
 
 class RunBusyReason(enum.StrEnum):
@@ -224,6 +238,9 @@ class RunBusyError(ReplayError):
         where: for :attr:`RunBusyReason.OPEN_HERE`, where the run is already
             open in this process (thread, task, and the ``with`` line).
         reason: which case this is; derived from the other fields when not given.
+
+    What to do: usually nothing (another worker runs it); ``on_busy="wait"`` waits for it; a
+    dead worker's run is taken over when its lease lapses.
     """
 
     owner: str | None = None
@@ -255,6 +272,9 @@ class LeaseLostError(RunBusyError):
     Attributes:
         epoch: this worker's lease epoch.
         current_epoch: the run's lease epoch now.
+
+    What to do: stop this loop (the new holder settles the step); lengthen ``lease=`` if workers
+    freeze that long.
     """
 
     epoch: int | None = None
@@ -270,6 +290,8 @@ class AppendConflictError(ReplayError):
 
     Attributes:
         found: the journal's actual next seq.
+
+    What to do: re-open the run so it reads what the other writer appended.
     """
 
     found: int | None = None
@@ -283,6 +305,9 @@ class RunInputMismatchError(ReplayError, ValueError):
         expected: the recorded input.
         found: the input given now.
         diff: ``(path, recorded, given)`` for each differing leaf.
+
+    What to do: give each job its own run id (the job's, not a session's), or resume with
+    ``expected``.
     """
 
     expected: Any = None
@@ -292,7 +317,10 @@ class RunInputMismatchError(ReplayError, ValueError):
 
 @_fields
 class UnknownRunError(ReplayError, LookupError):
-    """No run with this id (``run_id``) is in the journal."""
+    """No run with this id (``run_id``) is in the journal.
+
+    What to do: check the id and the journal (``redrive runs``); ``create=True`` starts it.
+    """
 
 
 @_fields
@@ -301,6 +329,8 @@ class TerminalRunError(ReplayError):
 
     Attributes:
         status: the run's terminal status (``"failed"``, ``"cancelled"``).
+
+    What to do: replay it with ``live=False``, or fork it after its last side-effecting step.
     """
 
     status: str | None = None
@@ -320,6 +350,9 @@ class RunEndedError(ReplayError, RuntimeError):
         step: what was refused: ``"tool 'charge'"``, ``"note 'progress'"``,
             ``"tool_done of seq 4"``...
         thread: the name of the thread that asked.
+
+    What to do: end a run's threads and tasks inside its block (``redrive.executor()``, await
+    them).
     """
 
     status: str | None = None
@@ -342,6 +375,9 @@ class JournalCorruptError(ReplayError):
         offset: the byte offset of the bad record in ``source``.
         record_index: the 0-based index of the bad record in a journal log.
         next_record_offset: the byte offset of the record after it.
+
+    What to do: ``redrive verify``; save what is intact (``export RUN --intact``), then
+    ``redrive drop RUN``.
     """
 
     last_good_seq: int | None = None
@@ -363,6 +399,8 @@ class JournalFormatError(ReplayError):
         too: ``"new"`` or ``"old"``: which side of ``expected`` ``found`` is.
         source: the file read.
         path: a file that is not a journal of this format at all.
+
+    What to do: a newer file: upgrade redrive; ``path`` set: the file is no journal.
     """
 
     found: int | str | None = None
@@ -379,6 +417,8 @@ class JournalLockedError(ReplayError):
 
     Attributes:
         path: the journal file.
+
+    What to do: stop the other process or work from inside it; several processes need Postgres.
     """
 
     path: str | None = None
@@ -399,6 +439,8 @@ class JournalWriteError(ReplayError):
     Attributes:
         journal: the journal's URL.
         frames: how many frames the write held.
+
+    What to do: fix the cause (disk space, connection), then resume the run.
     """
 
     journal: str | None = None
@@ -413,6 +455,8 @@ class RecordedToolError(ReplayError):
         tool: the tool's name.
         error_type: the recorded exception's ``module.QualName``.
         error_message: its message.
+
+    What to do: import the module defining ``error_type`` before replaying.
     """
 
     tool: str | None = None
@@ -429,6 +473,9 @@ class LostRunContextError(ReplayError, RuntimeError):
     Nothing ran: the call fails closed rather than execute unrecorded. Fields:
     ``run_ids`` (the active runs, sorted), ``thread`` (the calling thread's
     name), ``step`` (``"tool 'charge_card'"``, ``"model 'model:plan'"``...).
+
+    What to do: start threads with ``redrive.executor()``; wrap run-less code in
+    ``redrive.outside_run()``.
     """
 
     run_ids: tuple[str, ...] | None = None

@@ -99,6 +99,9 @@ class RunParkedError(ReplayError):
     Attributes:
         outcome: always ``"parked"``.
         cause_type: the class name of the run's error.
+
+    What to do: ``redrive runs --status blocked`` lists the run; settle what stopped it (for a
+    side effect in flight, ``redrive resolve``), then enqueue the job again.
     """
 
     outcome: str | None = None
