@@ -70,7 +70,9 @@ class Claim:
         )
 
 
-_EXAMPLES = "tests/unit/test_docs_examples.py"
+_UNIT = "tests/unit"
+_QUEUES = "tests/queues/test_examples.py"
+_EXAMPLES = f"{_UNIT}/test_docs_examples.py"
 
 #: The blocks a test of their own checks; every other block gets the generic check.
 CLAIMS = (
@@ -105,10 +107,14 @@ CLAIMS = (
         "redrive ",
         "tests/unit/test_view.py::test_docs_view_commands",
     ),
-    Claim("docs/queues.md", "python", "", "tests/queues/test_examples.py::test_every_docs_block_is_checked_here"),
-    Claim("docs/queues.md", "sh", "", "tests/queues/test_examples.py::test_every_docs_block_is_checked_here"),
-    Claim("docs/secrets.md", "python", "", "tests/unit/test_docs_secrets.py::test_every_block_runs"),
-    Claim("docs/http-clients.md", "python", "", "tests/unit/test_endpoints.py::test_the_docs_page_runs"),
+    *(
+        Claim("docs/queues.md", lang, "", f"{_QUEUES}::test_every_docs_block_is_checked_here")
+        for lang in ("python", "sh")
+    ),
+    Claim("docs/secrets.md", "python", "", f"{_UNIT}/test_docs_secrets.py::test_every_block_runs"),
+    Claim(
+        "docs/http-clients.md", "python", "", f"{_UNIT}/test_endpoints.py::test_the_docs_page_runs"
+    ),
 )
 
 
@@ -132,7 +138,9 @@ def page_blocks(path: Path) -> list[Block]:
         lang = info.split()[0] if info else ("" if token.type == "fence" else "indented")
         title = _TITLE.search(info)
         line = (token.map[0] if token.map else 0) + 1
-        found.append(Block(page, len(found), line, lang, title.group(1) if title else "", token.content))
+        found.append(
+            Block(page, len(found), line, lang, title.group(1) if title else "", token.content)
+        )
     return found
 
 

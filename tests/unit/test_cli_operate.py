@@ -341,11 +341,12 @@ def test_version() -> None:
     assert code == 0 and out.startswith("redrive ") and out.strip() != "redrive"
 
 
-def test_readme_operator_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The commands of the README's "Operator commands" section run as printed, exit 0."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Operator commands", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
-    commands = [line.strip() for line in section.splitlines() if line.startswith("    redrive")]
+def test_docs_operator_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator commands of docs/how-to/deploys.md run as printed, exit 0."""
+    from tests.docblocks import claimed
+
+    (block,) = claimed("tests/unit/test_cli_operate.py::test_docs_operator_commands")
+    commands = block.code.strip().splitlines()
     assert len(commands) >= 5
     monkeypatch.chdir(tmp_path)
     journal = redrive.open_journal("runs.duckdb")

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.docblocks import CLAIMS, ROOT, Block, blocks, claims_of, page_blocks, pages
-from tests.sdkserver import Reply, Received, chat_completion, serve
+from tests.sdkserver import Received, Reply, chat_completion, serve
 
 #: commands a sh block may run in the page's scratch directory
 RUNNABLE = {"python", "redrive", "cat", "ls", "mkdir", "cp", "sed", "echo"}

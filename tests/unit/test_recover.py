@@ -269,7 +269,7 @@ def test_what_changed_names_the_parts_and_the_steps(app: App) -> None:
 def test_cli_recover_what_changed_runs_and_show(
     app: App, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The commands exactly as the README gives them, on a DuckDB journal."""
+    """The commands exactly as docs/how-to/deploys.md gives them, on a DuckDB journal."""
     url = str(tmp_path / "runs.duckdb")
     journal = _duckdb(tmp_path)
     monkeypatch.setenv("REDRIVE_APP_VERSION", "v1")
@@ -304,20 +304,17 @@ def test_cli_recover_what_changed_runs_and_show(
 
 
 def _operating_commands() -> list[list[str]]:
-    """The ``redrive ...`` command lines of the README's Operating section, in order."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = text.split("\n## Operating\n", 1)[1].split("\n## ", 1)[0]
-    return [
-        shlex.split(line.strip())[1:]
-        for line in section.splitlines()
-        if line.startswith("    redrive ")
-    ]
+    """The ``redrive ...`` command lines of docs/how-to/deploys.md's deploys and recovery."""
+    from tests.docblocks import claimed
+
+    blocks = claimed("tests/unit/test_recover.py::test_docs_operating_commands_run_as_written")
+    return [shlex.split(line)[1:] for b in blocks for line in b.code.strip().splitlines()]
 
 
-def test_readme_operating_commands_run_as_written(
+def test_docs_operating_commands_run_as_written(
     app: App, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every command of the README's Operating section runs as written, in order: runs
+    """Every command of docs/how-to/deploys.md's deploys and recovery runs as written: runs
     recorded under v1 are listed, shown, compared with v2 code, and recovered."""
     url = str(tmp_path / "runs.duckdb")
     journal = _duckdb(tmp_path)

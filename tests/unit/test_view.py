@@ -23,10 +23,11 @@ import redrive
 from redrive.cli import main
 from redrive.replay._timeline import _json_for_script, page, render_run, run_data
 from tests import sample_run
+from tests.docblocks import claimed
 from tests.sdkserver import ScriptServer, serve
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-README_ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def chromium() -> str:
@@ -39,8 +40,12 @@ def chromium() -> str:
     return found
 
 
-def browse(page: Path, *, screenshot: Path | None = None) -> str:
+def browse(
+    page: Path, *, screenshot: Path | None = None, size: tuple[int, int] = (1100, 520)
+) -> str:
     """Load ``page`` in headless Chromium, network cut; return the DOM after scripts ran.
+
+    ``screenshot``: also save a PNG of the page at ``size`` (width, height in pixels) there.
 
     The page's own ``<script>`` elements are cut out of what is returned, so a
     check on the DOM sees what the script drew, not the script's source.
@@ -62,7 +67,7 @@ def browse(page: Path, *, screenshot: Path | None = None) -> str:
     if screenshot is not None:
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [*base, "--window-size=1100,520", f"--screenshot={screenshot}", url],
+            [*base, f"--window-size={size[0]},{size[1]}", f"--screenshot={screenshot}", url],
             capture_output=True,
             timeout=120,
             check=True,
@@ -174,17 +179,16 @@ def test_run_repr_html(server: ScriptServer) -> None:
     assert document.count('"mode": "replayed"') == 4 and '"mode": "live"' not in document
 
 
-def test_readme_view_commands(
+def test_docs_view_commands(
     server: ScriptServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's "Looking at a run" commands run as printed and write their files."""
-    readme = (README_ROOT / "README.md").read_text()
-    section = readme.split("### Looking at a run: timeline and OpenTelemetry", 1)[1]
-    section = section.split("\n## ", 1)[0].split("\n### ", 1)[0]
-    commands = [line.strip() for line in section.splitlines() if line.startswith("    redrive")]
+    """The commands of docs/how-to/look-at-a-run.md run as printed and write their files."""
+    (block,) = claimed("tests/unit/test_view.py::test_docs_view_commands")
+    commands = block.code.strip().splitlines()
     assert len(commands) == 3
-    assert "](docs/timeline.png)" in section
-    assert (README_ROOT / "docs" / "timeline.png").stat().st_size > 10_000
+    page = (ROOT / block.page).read_text()
+    assert "](../timeline.png)" in page
+    assert (ROOT / "docs" / "timeline.png").stat().st_size > 10_000
     monkeypatch.chdir(tmp_path)
     journal = redrive.open_journal("runs.duckdb")
     sample_run.record(server, journal)
