@@ -57,7 +57,7 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
 __all__ = ["TRANSIENT_ERRORS", "openai_http_clients", "tool"]
 
 #: The OpenAI SDK errors that redrive treats as transient (a connection error or
-#: timeout, 409, 429, 5xx; see README "Model clients"), for
+#: timeout, 409, 429, 5xx; see docs/how-to/model-clients.md), for
 #: ``redrive.run(..., retryable=TRANSIENT_ERRORS)`` around a ``ChatOpenAI``
 #: on :func:`openai_http_clients`: such an error leaves the run resumable,
 #: while a permanent one (400, 401, 404...) still fails it.

@@ -1,7 +1,7 @@
 """The fencing window, closed downstream: workers frozen inside their body past their lease.
 
 Issue 24 #9: 60 holders SIGSTOPped at random moments past their lease, then
-resumed, gave 16 duplicate bodies, all inside the window the README documents
+resumed, gave 16 duplicate bodies, all inside the window docs/explanation/guarantees.md documents
 (a worker frozen inside its own body). redrive cannot close it; the system
 the body writes to can, by refusing a stale fencing token
 (``examples/fenced_ledger.py``).
