@@ -38,8 +38,13 @@ def _extras() -> set[str]:
     return set(project["optional-dependencies"])
 
 
-def _pages_with_blocks() -> list[str]:
-    return [p.relative_to(ROOT).as_posix() for p in pages() if page_blocks(p)]
+def _pages_with_unclaimed_blocks() -> list[str]:
+    """The pages the generic check runs on (a page whose blocks are all claimed has none)."""
+    return [
+        p.relative_to(ROOT).as_posix()
+        for p in pages()
+        if any(not claims_of(b) for b in page_blocks(p))
+    ]
 
 
 def test_blocks_are_found_on_every_page_that_has_them() -> None:
@@ -56,26 +61,43 @@ def test_blocks_are_found_on_every_page_that_has_them() -> None:
 def test_every_block_has_a_check() -> None:
     """Each block is claimed by one test, or has a language the generic check runs; a ``text``
     block not claimed follows a block whose output it is."""
-    unchecked = []
-    for path in pages():
-        previous: Block | None = None
-        for block in page_blocks(path):
-            claims = claims_of(block)
-            if len({c.test for c in claims}) > 1:
-                unchecked.append(f"{block.where}: claimed by several tests {claims}")
-            elif not claims and block.lang not in GENERIC:
-                unchecked.append(
-                    f"{block.where}: a block in {block.lang or 'no language'} has no check "
-                    "(give it a language from docs/contributing.md, or claim it in "
-                    "tests/docblocks.py with the test that checks it)"
-                )
-            elif not claims and block.lang == "text" and not _runs(previous):
-                unchecked.append(
-                    f"{block.where}: a text block is output: put it right after the python or "
-                    "sh block that prints it, or claim it with the test that produces it"
-                )
-            previous = block
+    unchecked = [problem for path in pages() for problem in _unchecked(page_blocks(path))]
     assert not unchecked, "\n".join(unchecked)
+
+
+def test_a_block_without_a_check_is_reported() -> None:
+    """An indented block, a block with no language, a lone text block: each is reported."""
+    page = [
+        Block("docs/x.md", 0, 1, "indented", "", "redrive runs\n"),
+        Block("docs/x.md", 1, 5, "", "", "print(1)\n"),
+        Block("docs/x.md", 2, 9, "text", "", "some output\n"),
+        Block("docs/x.md", 3, 13, "python", "", "print(1)\n"),
+        Block("docs/x.md", 4, 17, "text", "", "1\n"),
+    ]
+    assert [p.split(":")[1] for p in _unchecked(page)] == ["1", "5", "9"]
+
+
+def _unchecked(page: list[Block]) -> list[str]:
+    """What is wrong with the checks of one page's blocks (one line per block left unchecked)."""
+    unchecked = []
+    previous: Block | None = None
+    for block in page:
+        claims = claims_of(block)
+        if len({c.test for c in claims}) > 1:
+            unchecked.append(f"{block.where}: claimed by several tests {claims}")
+        elif not claims and block.lang not in GENERIC:
+            unchecked.append(
+                f"{block.where}: a block in {block.lang or 'no language'} has no check "
+                "(give it a language from docs/contributing.md, or claim it in "
+                "tests/docblocks.py with the test that checks it)"
+            )
+        elif not claims and block.lang == "text" and not _runs(previous):
+            unchecked.append(
+                f"{block.where}: a text block is output: put it right after the python or "
+                "sh block that prints it, or claim it with the test that produces it"
+            )
+        previous = block
+    return unchecked
 
 
 def _runs(block: Block | None) -> bool:
@@ -160,13 +182,36 @@ def _check_command(line: str, extras: set[str]) -> bool:
     raise AssertionError(f"{line!r}: no generic check runs {command!r} (claim the block)")
 
 
-@pytest.mark.parametrize("page", _pages_with_blocks())
+@pytest.mark.parametrize("page", _pages_with_unclaimed_blocks())
 def test_page_blocks_run(page: str, tmp_path: Path) -> None:
     """The page's unclaimed blocks run in order in one scratch directory: python blocks exit 0,
     sh commands exit as annotated (``# exit N``), a text block after either is its output."""
-    page_blocks_ = [b for b in page_blocks(ROOT / page) if not claims_of(b)]
-    if not page_blocks_:
-        pytest.skip(f"every block of {page} is claimed by another test")
+    _run_page([b for b in page_blocks(ROOT / page) if not claims_of(b)], tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("lang", "code", "output"),
+    [
+        ("python", "print('hello')\n", "goodbye\n"),  # another output than shown
+        ("python", "raise SystemExit(3)\n", None),  # a script that fails
+        ("sh", "redrive runs --no-such-flag\n", None),  # a flag the parser does not have
+        ("sh", "redrive runs  # exit 1\n", None),  # an exit code other than annotated
+        ("sh", "scripts/no-such-script\n", None),  # a script that does not exist
+        ("sh", "pip install 'redrive[no-such-extra]'\n", None),  # an extra that does not exist
+        ("sh", "curl https://example.com\n", None),  # a command no generic check runs
+    ],
+)
+def test_a_drifted_block_fails(lang: str, code: str, output: str | None, tmp_path: Path) -> None:
+    """The generic check fails on a block that no longer does what the page says."""
+    page = [Block("docs/x.md", 0, 1, lang, "", code)]
+    if output is not None:
+        page.append(Block("docs/x.md", 1, 5, "text", "", output))
+    with pytest.raises(AssertionError):
+        _run_page(page, tmp_path)
+
+
+def _run_page(page: list[Block], tmp_path: Path) -> None:
+    """Run one page's unclaimed blocks in order in ``tmp_path`` (AssertionError on drift)."""
     extras = _extras()
     _shims(tmp_path / ".bin")
     with serve() as server:
@@ -181,7 +226,7 @@ def test_page_blocks_run(page: str, tmp_path: Path) -> None:
             "ANTHROPIC_API_KEY": "sk-ant-docs",
         }
         printed: str | None = None
-        for block in page_blocks_:
+        for block in page:
             where = block.where
             if block.lang == "text":
                 assert printed is not None, f"{where}: nothing printed before this text block"
