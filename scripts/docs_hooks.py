@@ -55,23 +55,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cli_reference() -> str:
-    """The command line reference: the global options, then each command's ``--help``."""
+    """The command line reference: ``redrive --help``, then each command's ``--help``."""
     os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: fix it
     parser = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    helps = {choice.dest: choice.help for choice in sub._choices_actions}
-    out = ["```text", parser.format_help().rstrip(), "```", ""]
-    out += ["| command | does |", "| --- | --- |"]
-    for name in sub.choices:
-        out.append(f"| [`{name}`](#{name}) | {_cell(helps.get(name) or '')} |")
-    out.append("")
+    out = ["### redrive", "", "```text", parser.format_help().rstrip(), "```", ""]
     for name, command in sub.choices.items():
-        out += [f"## {name}", "", "```text", command.format_help().rstrip(), "```", ""]
+        out += [f"### {name}", "", "```text", command.format_help().rstrip(), "```", ""]
     return "\n".join(out)
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def public_exceptions() -> dict[type[BaseException], str]:

@@ -125,6 +125,29 @@ def _commands() -> list[str]:
     return list(sub.choices)
 
 
+def test_command_table_names_real_commands_and_options() -> None:
+    """Each row of the command line page's table names commands of the parser, with options
+    those commands have; every command has a row."""
+    import argparse
+
+    from redrive.cli._main import _parser
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = (ROOT / "docs" / "reference" / "cli.md").read_text()
+    table = text.split("## Commands at a glance\n", 1)[1].split("\n## ", 1)[0]
+    seen = set()
+    for row in table.splitlines()[2:]:
+        first = row.split(" | ", 1)[0]
+        for usage in re.findall(r"`([a-z][^`]*)`", first):
+            command = usage.split()[0]
+            assert command in sub.choices, f"no command {command!r}: {row}"
+            seen.add(command)
+            options = {o for a in sub.choices[command]._actions for o in a.option_strings}
+            for flag in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", usage):
+                assert flag in options, f"{command} has no option {flag}: {row}"
+    assert seen == set(sub.choices)
+
+
 def test_every_error_says_what_to_do() -> None:
     """Each redrive error's docstring (the errors page) ends with what to do next."""
     missing = [
