@@ -148,6 +148,16 @@ def test_command_table_names_real_commands_and_options() -> None:
     assert seen == set(sub.choices)
 
 
+def test_exit_codes_are_the_command_lines() -> None:
+    """The exit codes the command line page lists are the ``redrive.cli.EXIT_*`` codes."""
+    from redrive import cli
+
+    text = (ROOT / "docs" / "reference" / "cli.md").read_text()
+    listed = text.split("Exit codes:", 1)[1].split("\n\n", 1)[0]
+    codes = {int(c) for c in re.findall(r"(?:^|; )(\d+) ", " ".join(listed.split()))}
+    assert codes == {v for k, v in vars(cli).items() if k.startswith("EXIT_")}
+
+
 def test_every_error_says_what_to_do() -> None:
     """Each redrive error's docstring (the errors page) ends with what to do next."""
     missing = [
