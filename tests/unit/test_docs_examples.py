@@ -228,63 +228,19 @@ def test_gitattributes_block(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert json.loads(lines[0])["run_id"] == "refund:A-100:refunded" and len(lines) == 15
 
 
-MYAPP = """
-import os
-
-import redrive
-
-PROMPT = os.environ.get("MYAPP_PROMPT", "Refund when the order allows it.")
-ORDERS = {"A-1": {"order_id": "A-1", "amount": 30, "refundable": True}}
-
-
-@redrive.model(name="model:support")
-def support_model(messages):
-    last = messages[-1]
-    if last["role"] == "user":
-        return {"tool": "lookup_order", "args": {"order_id": last["content"].split()[-1]}}
-    if last["name"] == "lookup_order":
-        if "ask a human" in messages[0]["content"]:
-            return {"text": "A human will look at order A-1."}
-        return {"tool": "issue_refund", "args": {"order_id": "A-1", "amount": 30}}
-    return {"text": "Refunded 30 on A-1."}
-
-
-@redrive.tool(read_only=True)
-def lookup_order(order_id):
-    return dict(ORDERS[order_id])
-
-
-@redrive.tool(restart_safe=True)
-def issue_refund(order_id, amount, idempotency_key):
-    return {"refunded": amount}
-
-
-TOOLS = {"lookup_order": lookup_order, "issue_refund": issue_refund}
-
-
-@redrive.durable(os.environ.get("MYAPP_JOURNAL", "prod.duckdb"), run_id="support:{ticket_id}")
-def handle_ticket(ticket_id, message):
-    messages = [{"role": "system", "content": PROMPT}, {"role": "user", "content": message}]
-    for _ in range(4):
-        answer = support_model(messages)
-        if "tool" not in answer:
-            return {"reply": answer["text"]}
-        result = TOOLS[answer["tool"]](**answer["args"])
-        messages.append({"role": "tool", "name": answer["tool"], "content": result})
-    return {"reply": "gave up"}
-"""
-
-
 def test_incident_walkthrough(tmp_path: Path) -> None:
-    """Issue 17 #4: the incident tutorial's five steps run exactly as written (sh lines through a
-    ``redrive`` command, python blocks as scripts), production recorded with one prompt and the
-    fix made with another: the fork replays the old steps by position (model='warn'), finishes,
-    re-runs cleanly, and ends as a fixture that ``redrive check`` passes."""
-    blocks = [(b.lang, b.code) for b in _claimed("test_incident_walkthrough")]
-    assert [lang for lang, _ in blocks] == ["sh", "sh", "python", "python", "sh", "sh"]
+    """Issue 17 #4: the incident tutorial's five steps run exactly as written (its app written
+    where its title says, sh lines through a ``redrive`` command, python blocks as scripts),
+    production recorded with the old prompt and the fix made by the page's edit: the fork
+    replays the old steps by position (model='warn'), finishes, re-runs cleanly, and ends as a
+    fixture that ``redrive check`` passes."""
+    claimed = _claimed("test_incident_walkthrough")
+    app, steps = claimed[0], [(b.lang, b.code) for b in claimed[1:]]
+    assert app.title == "myapp/agent.py"
+    assert [lang for lang, _ in steps] == ["sh", "sh", "python", "sh", "python", "sh", "sh"]
     (tmp_path / "myapp").mkdir()
     (tmp_path / "myapp" / "__init__.py").write_text("")
-    (tmp_path / "myapp" / "agent.py").write_text(MYAPP)
+    (tmp_path / app.title).write_text(app.code)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "redrive"
@@ -296,7 +252,6 @@ def test_incident_walkthrough(tmp_path: Path) -> None:
         "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
         "PROD_JOURNAL": "prod.duckdb",
     }
-    fixed = {**base, "MYAPP_PROMPT": "Refund when the order allows it; else ask a human."}
 
     def python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -320,17 +275,19 @@ def test_incident_walkthrough(tmp_path: Path) -> None:
         base,
     )
     assert made.returncode == 0 and "Refunded 30" in made.stdout, made.stderr
-    sh(blocks[0][1], base)  # 1. export, verify
-    shown = sh(blocks[1][1], base)  # 2. show, import
+    sh(steps[0][1], base)  # 1. export, verify
+    shown = sh(steps[1][1], base)  # 2. show, import
     assert "issue_refund" in shown and '"refunded": 30' in shown
-    replayed = python(blocks[2][1], base)  # 3. replay with the suspect tool live
+    replayed = python(steps[2][1], base)  # 3. replay with the suspect tool live
     assert replayed.returncode == 0, replayed.stderr
-    for _attempt in range(2):  # 4. the fork leaves nothing behind: it runs twice alike
-        forked = python(blocks[3][1], fixed)
+    sh(steps[3][1], base)  # 4. fix the prompt
+    assert "allows it; else ask a human." in (tmp_path / app.title).read_text()
+    for _attempt in range(2):  # the fork leaves nothing behind: it runs twice alike
+        forked = python(steps[4][1], base)
         assert forked.returncode == 0, forked.stderr
-    diff = sh(blocks[4][1], fixed)
+    diff = sh(steps[5][1], base)
     assert "first differ at seq 5" in diff and "else ask a human." in diff
-    checked = sh(blocks[5][1], fixed)  # 5. update, then the check passes
+    checked = sh(steps[6][1], base)  # 5. update, then the check passes
     assert "PASS" in checked
 
 
