@@ -195,7 +195,7 @@ def test_page_blocks_run(page: str, tmp_path: Path) -> None:
         ("python", "print('hello')\n", "goodbye\n"),  # another output than shown
         ("python", "raise SystemExit(3)\n", None),  # a script that fails
         ("sh", "redrive runs --no-such-flag\n", None),  # a flag the parser does not have
-        ("sh", "redrive runs  # exit 1\n", None),  # an exit code other than annotated
+        ("sh", "ls  # exit 1\n", None),  # an exit code other than annotated
         ("sh", "scripts/no-such-script\n", None),  # a script that does not exist
         ("sh", "pip install 'redrive[no-such-extra]'\n", None),  # an extra that does not exist
         ("sh", "curl https://example.com\n", None),  # a command no generic check runs
