@@ -111,6 +111,12 @@ CLAIMS = (
         Claim("docs/queues.md", lang, "", f"{_QUEUES}::test_every_docs_block_is_checked_here")
         for lang in ("python", "sh")
     ),
+    Claim(
+        "docs/reference/format.md",
+        "text",
+        "",
+        f"{_UNIT}/test_format_spec.py::test_the_pages_layouts_are_what_the_readers_read",
+    ),
     Claim("docs/secrets.md", "python", "", f"{_UNIT}/test_docs_secrets.py::test_every_block_runs"),
     Claim(
         "docs/http-clients.md", "python", "", f"{_UNIT}/test_endpoints.py::test_the_docs_page_runs"

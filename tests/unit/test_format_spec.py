@@ -250,3 +250,36 @@ def test_a_newer_version_is_refused_by_both_readers(tmp_path: Path) -> None:
         spec.read_rdj(newer)
     with pytest.raises(JournalFormatError):
         RdjJournal(newer)
+
+
+def test_the_pages_layouts_are_what_the_readers_read() -> None:
+    """The layout drawings of docs/reference/format.md agree with the files and both readers."""
+    import json
+    import re
+
+    from redrive.storage._logformat import _HEAD2, MAGIC
+
+    page = (ROOT / "docs" / "reference" / "format.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```text\n(.*?)^```$", page, re.S | re.M)
+    assert len(blocks) == 5, "a layout drawing was added or removed: check it here"
+    chain, rdj, run_line, frame_line, rdlog = blocks
+    # the chain's head is the frame fields in this order, then the payload
+    assert "pack([run_id, seq, kind, name, key, float(at)])" in chain and "|| payload" in chain
+    # the .rdj preamble: the magic's bytes as drawn are the file's first bytes
+    magic = bytes.fromhex("".join(re.search(r"magic\s+((?:[0-9a-f]{2} ?){8})", rdj)[1].split()))  # type: ignore[index]
+    assert magic == spec.RDJ_MAGIC == (FORMATS / "v2" / "run.rdj").read_bytes()[:8]
+    assert "tag u8 | body length u32 | body | xxh3-64" in rdj
+    # the text form: the keys drawn are the keys written, in order
+    lines = (FORMATS / "v2" / "run.rdj.jsonl").read_text(encoding="utf-8").splitlines()
+    drawn_run = re.findall(r'"(\w+)":', run_line)
+    assert [k for k in drawn_run if k in json.loads(lines[0])] == list(json.loads(lines[0]))
+    drawn_frame = [k for k in re.findall(r'"(\w+)":', frame_line) if k != "volatile"][:5]
+    assert drawn_frame == list(json.loads(lines[1]))[:5]
+    # the .rdlog header: the drawn field widths add up to the header the readers use
+    widths = {"u32": 4, "u64": 8}
+    fields = re.search(r"^(marker\(4\).*)$", rdlog, re.M)[1].split("|")[:-1]  # type: ignore[index]
+    total = sum(
+        int(m[1]) if (m := re.search(r"\((\d+)\)", f)) else widths[f.split()[-1]] for f in fields
+    )
+    assert total == _HEAD2.size == 28
+    assert MAGIC == spec.LOG_MAGIC_V2
