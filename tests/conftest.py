@@ -1,9 +1,10 @@
 """Shared fixtures: the ``--runslow`` switch, Hypothesis profiles, the ``drive`` fixture
 (one loop, both faces) and the PostgreSQL test database.
 
-Hypothesis profiles: ``default`` (fast, for the edit-test loop), ``ci`` (more
-examples, derandomized so a CI failure reproduces, no deadline) and
-``thorough`` (many examples, for a deep local run). ``HYPOTHESIS_PROFILE=name``
+Hypothesis profiles: ``default`` (30 examples, for the edit-test loop), ``ci`` (50,
+derandomized so a CI failure reproduces, no deadline) and ``thorough`` (2,000, for a
+deep local run); a costly property takes its own three counts from :func:`examples`
+(docs/testing.md). ``HYPOTHESIS_PROFILE=name``
 picks one; otherwise ``CI=true`` picks ``ci``. A test's own ``@settings``
 (e.g. ``max_examples``) still wins over the profile for the values it sets.
 
@@ -33,7 +34,7 @@ from redrive.replay import set_boundary_hook
 PROFILES: dict[str, settings] = {
     "default": settings(max_examples=30, deadline=None),
     "ci": settings(
-        max_examples=200,
+        max_examples=50,
         derandomize=True,
         deadline=None,
         print_blob=True,
@@ -62,6 +63,20 @@ def hypothesis_profile(environ: Mapping[str, str] = os.environ) -> str:
 
 
 settings.load_profile(hypothesis_profile())
+
+
+def examples(*, default: int, ci: int, thorough: int) -> int:
+    """How many examples a costly property runs under the loaded profile.
+
+    For a property whose one example costs far more than the others' (a journal file
+    opened, a dozen CLI calls): pass it as ``@settings(max_examples=examples(...))`` so
+    its count follows the profile as the others' do (docs/testing.md lists them).
+
+    Returns:
+        ``default``, ``ci`` or ``thorough``, by :func:`hypothesis_profile`.
+    """
+    return {"default": default, "ci": ci, "thorough": thorough}[hypothesis_profile()]
+
 
 PG_URL = os.environ.get("REDRIVE_PG_URL") or "postgresql://postgres@127.0.0.1:5432/test"
 

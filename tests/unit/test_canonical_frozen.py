@@ -48,6 +48,7 @@ from redrive._canonical import (
     encode,
     pack_tree,
 )
+from tests.conftest import examples
 
 # -- the oracle: redrive/_canonical.py at commit 2456847, verbatim but for the names ----------
 
@@ -375,7 +376,7 @@ def _outcome(fn: Any, value: Any) -> tuple[str, Any]:
         return "error", type(exc)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(default=150, ci=400, thorough=3000), deadline=None)
 @given(_VALUES)
 def test_encode_matches_the_frozen_encoder(value: Any) -> None:
     """The same bytes as the old encoder, or the same error type."""

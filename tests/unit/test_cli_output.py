@@ -15,13 +15,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import redrive
 from redrive import cli
 from redrive._runid import check_run_id
 from redrive.cli._output import escaped
+from tests.conftest import examples
 
 #: An ANSI escape sequence as rich writes them (SGR colours, OSC hyperlinks).
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b\]8;[^\x1b]*\x1b\\")
@@ -75,6 +76,9 @@ def _valid(run_id: str) -> bool:
     return True
 
 
+# 13 CLI calls on a journal file an example: fewer examples than the profile's, the
+# escaping itself is the cheap property below at the profile's full count
+@settings(max_examples=examples(default=10, ci=25, thorough=300))
 @given(run_id=_texts.map(lambda t: "r" + t).filter(_valid), text=_texts.filter(_valid))
 @example(run_id="[/]", text="[/INST] hello [bold]")
 @example(run_id="fake\nrow\tx", text="\x1b[31mred\r\u202etxt")
@@ -132,3 +136,26 @@ def test_escaping_is_reversible_and_leaves_no_break() -> None:
     """escaped() turns backslash, tab, newline and other controls into backslash escapes."""
     assert escaped("a\tb\nc\\d\x1be\u202e") == "a\\tb\\nc\\\\d\\x1be\\u202e"
     assert escaped("plain [/] text") == "plain [/] text"
+
+
+_ESCAPE = re.compile(r"\\(\\|t|n|r|x[0-9a-f]{2}|u[0-9a-f]{4})")
+
+
+def _unescaped(text: str) -> str:
+    """The inverse of :func:`escaped` (the linear TSV convention it documents)."""
+
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        simple = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
+        return simple[code] if code in simple else chr(int(code[1:], 16))
+
+    return _ESCAPE.sub(one, text)
+
+
+@given(text=st.text(st.characters(codec=None)))
+def test_any_text_escapes_to_one_printable_cell_and_back(text: str) -> None:
+    """Property: escaped(text) holds no tab, line break or control character, and unescapes
+    back to text (what every listing command prints each value through)."""
+    cell = escaped(text)
+    assert not _CONTROL.search(cell) and "\n" not in cell, cell
+    assert _unescaped(cell) == text

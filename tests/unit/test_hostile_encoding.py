@@ -14,6 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from redrive.frames import MAX_DEPTH, PrefixRef, decode
+from tests.conftest import examples
 
 
 def _prefix(count: int, tail: list[Any]) -> msgpack.ExtType:
@@ -139,7 +140,7 @@ def _hostile_ext(draw: st.DrawFn, depth: int = 0) -> msgpack.ExtType:
     return msgpack.ExtType(code, data)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(default=60, ci=120, thorough=2000), deadline=None)
 @example(msgpack.packb(msgpack.ExtType(8, msgpack.packb([10**12, 0, 0]))))
 @example(msgpack.packb(msgpack.ExtType(8, msgpack.packb([2**63, 0, 0]))))
 @example(msgpack.packb(msgpack.ExtType(6, b"1e999999999999999999999")))

@@ -26,6 +26,7 @@ from redrive.replay import expand_frames
 from redrive.replay._policy import compile_paths, match_view
 from redrive.storage import MemoryJournal
 from redrive.storage.rdj import import_run
+from tests.conftest import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "fixtures" / "runs"
@@ -126,7 +127,7 @@ _JSONISH = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(default=60, ci=120, thorough=2000), deadline=None)
 @given(_JSONISH)
 def test_unrooted_scrub_is_the_rooted_walk(value: Any) -> None:
     """Without patterns the scrubber (no paths, cached text) gives the rooted walk's result."""
@@ -136,7 +137,7 @@ def test_unrooted_scrub_is_the_rooted_walk(value: Any) -> None:
     assert Scrubber(defaults=False).value(tree) is tree
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(default=60, ci=120, thorough=2000), deadline=None)
 @given(_TEXT)
 def test_cached_mask_text_is_the_rules(text: str) -> None:
     """mask_text (cached) equals the uncached rules, and keeps the object when nothing changes."""
@@ -166,7 +167,7 @@ def test_the_mask_cache_keeps_no_secret_it_masked() -> None:
         assert value is None or secret not in value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(default=60, ci=120, thorough=2000), deadline=None)
 @given(
     st.sampled_from(["model_request", "model_response", "tool_start", "note", "run_end"]),
     st.dictionaries(st.sampled_from(["args", "result", "token", "data", "x"]), _JSONISH),

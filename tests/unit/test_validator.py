@@ -22,6 +22,7 @@ from redrive.storage import Journal, MemoryJournal, RunRecord
 from redrive.storage.duckdb import DuckDBJournal
 from redrive.storage.postgres import PostgresJournal
 from redrive.storage.rdj import RdjJournal, export_run
+from tests.conftest import examples
 from tests.hostile import write_rdj
 
 
@@ -225,7 +226,11 @@ def _reads(path: str, tmp: Path) -> list[Callable[[], object]]:
     return [lambda: list(RdjJournal(path).frames("r")), steps, show, export, imported]
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(default=20, ci=40, thorough=300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(case=hostile_files())
 def test_verify_passes_exactly_when_every_read_succeeds(
     case: tuple[RunRecord, list[Frame]], tmp_path_factory: pytest.TempPathFactory
