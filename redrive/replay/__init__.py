@@ -23,6 +23,7 @@ from ._fingerprint import (
     app_version,
     current_tools,
     read_fingerprint,
+    recorded_prompts,
     register_tool,
     tool_digest,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "outside_run",
     "pending_approvals",
     "read_fingerprint",
+    "recorded_prompts",
     "rebuild_error",
     "redirect_runs",
     "redirected",

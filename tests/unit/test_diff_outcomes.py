@@ -58,14 +58,6 @@ def server() -> Iterator[ScriptServer]:
         yield srv
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
-def journal_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "duckdb":
-        return str(tmp_path / "runs.duckdb")
-    url: str = request.getfixturevalue("pg_url")
-    return f"{url}?schema={request.getfixturevalue('pg_schema')}"
-
-
 def _record_two(server: ScriptServer, url: str) -> None:
     """Run ``done``: refunded. Run ``blocked``: killed with the refund in flight, then resumed
     with ``on_in_flight="tell_model"``: the refund is blocked, the output says so."""
