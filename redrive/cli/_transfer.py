@@ -14,6 +14,7 @@ from ..errors import JournalCorruptError, JournalFormatError, JournalWriteError
 from ._common import EXIT_DATA, EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
 from ._journals import close_opened, is_rdj_file, opened, source
 from ._output import Out, run_row, shown
+from ._shares import add_allow_secrets, refuse_secrets
 
 __all__ = ["register"]
 
@@ -24,6 +25,7 @@ def _export(args: argparse.Namespace, out: Out) -> int:
     if args.otlp_json is not None or args.output is None:
         return _export_otlp(args, out)
     journal = opened(args.journal)
+    refuse_secrets(journal, args.run, "export", allowed=args.allow_secrets)
     if args.intact:
         from ._damaged import export_intact
 
@@ -70,6 +72,7 @@ def _export_otlp(args: argparse.Namespace, out: Out) -> int:
         raise CliError(
             "UsageError", "export needs -o FILE.rdj, --otlp-json FILE.json, or both", EXIT_USAGE
         )
+    refuse_secrets(opened(args.journal), args.run, "export", allowed=args.allow_secrets)
     if args.output is not None:
         args_rdj = argparse.Namespace(**{**vars(args), "otlp_json": None})
         _export(args_rdj, Out(False) if out.json else out)
@@ -255,9 +258,25 @@ def _import_cassette(args: argparse.Namespace, out: Out) -> int:
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     """Add ``export``, ``import``, ``verify`` and ``import-cassette`` to the subcommands."""
-    p = sub.add_parser("export", parents=[common], help="write a run to an .rdj file")
-    p.add_argument("run")
-    p.add_argument("-o", "--output", metavar="FILE.rdj")
+    p = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write a run to an .rdj file (or JSON Lines, or OpenTelemetry spans)",
+        usage="redrive export RUN (-o FILE.rdj | --otlp-json FILE.json) [options]",
+        description="Write run RUN for someone else to read: an .rdj file (-o FILE.rdj), its "
+        "JSON Lines text form (-o FILE.rdj.jsonl), OpenTelemetry spans (--otlp-json), or both; "
+        "one of -o and --otlp-json is required. Before writing, the run is scanned with the "
+        "journal writer's secret detector: a credential field or secret-looking text makes the "
+        "command refuse (exit 65), naming the run, seq and path, unless --allow-secrets.",
+    )
+    p.add_argument("run", metavar="RUN", help="the run id in --journal")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE.rdj",
+        help="the file to write (required unless --otlp-json): .rdj, or .jsonl for the "
+        "JSON Lines text form",
+    )
     p.add_argument(
         "--intact",
         action="store_true",
@@ -268,6 +287,7 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="FILE.json",
         help="write the run as OpenTelemetry GenAI spans in OTLP/JSON (needs redrive[otel])",
     )
+    add_allow_secrets(p)
     p.set_defaults(func=_export)
 
     p = sub.add_parser("import", parents=[common], help="copy an .rdj file's run into --journal")
