@@ -125,6 +125,9 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "textconv",
         parents=[common],
         help="print an .rdj file as JSON Lines, one frame a line (a git diff driver)",
+        description="Print FILE as its JSON Lines text form on stdout, volatile fields last: "
+        "set it as a git textconv driver (`git config diff.rdj.textconv 'redrive textconv'`) "
+        "to review recorded runs as text.",
     )
     p.add_argument("file", metavar="FILE", help=".rdj file (or .jsonl)")
     p.set_defaults(func=_textconv)

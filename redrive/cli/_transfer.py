@@ -290,11 +290,24 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     add_allow_secrets(p)
     p.set_defaults(func=_export)
 
-    p = sub.add_parser("import", parents=[common], help="copy an .rdj file's run into --journal")
-    p.add_argument("file", metavar="FILE.rdj")
+    p = sub.add_parser(
+        "import",
+        parents=[common],
+        help="copy an .rdj file's run into --journal",
+        description="Copy the run of FILE (an .rdj file, or its .rdj.jsonl text form) into "
+        "--journal, checked frame by frame and all or nothing, keeping the run's own times. "
+        "Exit 65 when the file's run id breaks the run-id rule.",
+    )
+    p.add_argument("file", metavar="FILE.rdj", help="the .rdj (or .rdj.jsonl) file to import")
     p.set_defaults(func=_import)
 
-    p = sub.add_parser("verify", parents=[common], help="check chain integrity")
+    p = sub.add_parser(
+        "verify",
+        parents=[common],
+        help="check chain integrity",
+        description="Check every frame's seq and chain (and each file's header) of the runs "
+        "given, or of every run in --journal. Exit 0 when all pass, 1 when one fails.",
+    )
     p.add_argument(
         "targets",
         nargs="*",
@@ -307,9 +320,12 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "import-cassette",
         parents=[common],
         help="import a vcrpy YAML/JSON cassette of model traffic as a run",
+        description="Turn the model calls of a vcrpy cassette into one finished run in "
+        "--journal (secrets scrubbed as a recording scrubs them); interactions that are no "
+        "model call are listed as skipped. Exit 65 for a malformed or hostile cassette.",
     )
-    p.add_argument("file", metavar="FILE.yaml|FILE.json")
-    p.add_argument("--run-id")
+    p.add_argument("file", metavar="FILE.yaml|FILE.json", help="the cassette to import")
+    p.add_argument("--run-id", help="the new run's id (default: derived from the file name)")
     p.add_argument(
         "--provider",
         choices=("openai", "anthropic"),

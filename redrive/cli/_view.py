@@ -49,6 +49,9 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "view",
         parents=[common],
         help="write a run's timeline (or two runs side by side) as one HTML file",
+        description="Write RUN's timeline as one self-contained HTML file; with RUN_B, both "
+        "side by side with their first divergence marked as `redrive diff` names it. The runs "
+        "are scanned for secrets first: the command refuses (exit 65) unless --allow-secrets.",
     )
     p.add_argument("a", metavar="RUN", help="run id or .rdj file")
     p.add_argument(
