@@ -11,13 +11,16 @@ from typing import Any
 
 import xxhash
 
-from ._jsontext import list_at, loads, text_at, token_counts
+from ._jsontext import list_at, loads, text_at
+from ._otel_fields import ToolCall, tool_calls, usage
 from ._scrub import mask_text
 from .frames import Kind
 from .replay import RecordedStep
 
-#: The version of the OpenTelemetry GenAI semantic conventions these spans follow.
-SEMCONV_VERSION = "1.37.0"
+#: The version of the OpenTelemetry semantic conventions these spans follow: the newest
+#: schema ``opentelemetry-semantic-conventions`` 0.66b2 publishes (``Schemas.V1_44_0``),
+#: whose GenAI attributes count cached tokens in ``gen_ai.usage.input_tokens``.
+SEMCONV_VERSION = "1.44.0"
 _SCOPE = "redrive"
 _SCHEMA = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 
@@ -84,10 +87,6 @@ def _response_body(response: Any) -> dict[str, Any]:
     return found
 
 
-def _usage(view: dict[str, Any]) -> tuple[int | None, int | None]:
-    return token_counts(view.get("usage"))
-
-
 def model_attributes(
     name: str, request: dict[str, Any], outcome: dict[str, Any] | None
 ) -> tuple[str, dict[str, Any], str | None]:
@@ -115,7 +114,6 @@ def model_attributes(
     if error is not None or (isinstance(view.get("status"), int) and view["status"] >= 400):
         kind = error.get("type") if isinstance(error, dict) else None
         error_type = str(kind or view.get("status") or "error")
-    inp, out = _usage(view)
     model = view.get("model") if isinstance(view.get("model"), str) else None
     attributes = {
         "gen_ai.operation.name": operation,
@@ -126,8 +124,7 @@ def model_attributes(
         "gen_ai.response.id": body.get("id"),
         "gen_ai.response.finish_reasons": body.get("finish"),
         "gen_ai.request.stream": bool(view.get("stream")) or None,
-        "gen_ai.usage.input_tokens": inp,
-        "gen_ai.usage.output_tokens": out,
+        **usage(view.get("usage")).attributes(),
         "error.type": error_type,
     }
     return f"{operation} {model}" if model else operation, attributes, error_type
@@ -159,32 +156,30 @@ def tool_attributes(
 
 
 class _CallIds:
-    """Matches tool steps to the tool-call ids of the model response before them."""
+    """Pairs tool steps with the tool-call ids of the model response before them.
+
+    A tool step takes the call of its name whose arguments equal its own (so
+    parallel calls of one tool keep their own ids, whatever order they ran
+    in); a step whose arguments match no call (a framework rewrote them)
+    takes the first call of its name still unpaired.
+    """
 
     def __init__(self) -> None:
-        self.pending: list[dict[str, Any]] = []
+        self.pending: list[ToolCall] = []
 
     def model(self, request: dict[str, Any], outcome: dict[str, Any] | None) -> None:
         view = (outcome or {}).get("view") or request.get("view") or {}
-        calls = view.get("tool_calls") if isinstance(view, dict) else None
-        self.pending = [c for c in calls or [] if isinstance(c, dict)]
+        self.pending = tool_calls(view)
 
     def take(self, name: str, args: Any) -> str | None:
-        best = None
-        for call in self.pending:
-            if call.get("name") != name:
-                continue
-            arguments = call.get("arguments") or "null"
-            same = isinstance(arguments, str) and loads(arguments) == args
-            if same or best is None:
-                best = call
-            if same:
-                break
+        named = [call for call in self.pending if call.name == name]
+        best = next((call for call in named if call.arguments == args), None)
+        if best is None and named:
+            best = named[0]
         if best is None:
             return None
         self.pending.remove(best)
-        ident = best.get("id")
-        return ident if isinstance(ident, str) else None
+        return best.id
 
 
 def _step_common(step_seq: int, kind: str, replayed: bool, **more: Any) -> dict[str, Any]:

@@ -16,7 +16,8 @@ the loop under test never receives, is left out or fixed:
   ``exported_at`` are ``0.0``; a lease (owner: host, pid) is never exported.
 
 What the loop receives stays as it was received (invariant 16): response
-headers that describe the transport rather than the answer (:data:`VOLATILE_HEADERS`:
+headers that describe the transport rather than the answer (:data:`VOLATILE_HEADERS`,
+from :mod:`redrive._volatile`:
 ``date``, ``server``, processing times, rate-limit counters, request ids)
 are kept. Instead, a file already on disk whose steps equal the new
 recording's in everything but those (and the fields above) is left as it is:
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import msgpack
 
+from ._volatile import VOLATILE_HEADERS, volatile_header
 from .frames import GENESIS, Frame, Kind
 
 if TYPE_CHECKING:
@@ -41,26 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["VOLATILE_HEADERS", "save_settled", "settled_frames"]
 
-#: Response headers (lower case) whose value describes the transport, not the answer:
-#: a recording that differs from the file on disk only in these does not replace it.
-#: Names ending a prefix with ``-`` match every header that starts with it.
-VOLATILE_HEADERS = frozenset(
-    {
-        "date",
-        "age",
-        "expires",
-        "server",
-        "via",
-        "cf-ray",
-        "request-id",
-        "x-request-id",
-        "openai-processing-ms",
-        "x-envoy-upstream-service-time",
-        "x-ratelimit-",
-        "anthropic-ratelimit-",
-        "set-cookie",
-    }
-)
 #: Ext code of a stored value (a tool's result or a model's response as handed back).
 _STORED_EXT = 10
 #: What a settled fingerprint says of the app version (see :mod:`._whatchanged`).
@@ -112,13 +94,6 @@ def settled_frames(frames: Iterable[Frame]) -> Iterator[Frame]:
         yield settled
 
 
-def _volatile_header(name: Any) -> bool:
-    low = str(name).lower()
-    return low in VOLATILE_HEADERS or any(
-        low.startswith(p) for p in VOLATILE_HEADERS if p.endswith("-")
-    )
-
-
 def _masked(frame: Frame) -> Any:
     """A settled frame's payload as a tree, with the values of volatile response headers masked."""
     tree = _unpack(frame.payload)
@@ -130,7 +105,7 @@ def _masked(frame: Frame) -> Any:
     if isinstance(response, dict) and isinstance(response.get("headers"), list):
         response["headers"] = [
             [pair[0], None]
-            if isinstance(pair, list) and pair and _volatile_header(pair[0])
+            if isinstance(pair, list) and pair and volatile_header(pair[0])
             else pair
             for pair in response["headers"]
         ]

@@ -28,6 +28,7 @@ from ._entry import drive as _drive
 from ._entry import import_paths as _import_paths
 from ._entry import private_copy as _copy
 from ._entry import resolve as _resolve
+from ._promptcheck import prompt_changes
 from .errors import DivergenceError, ReplayMissError, UnknownRunError
 from .frames import Kind
 from .replay import (
@@ -104,12 +105,17 @@ def run_fingerprint(journal: Journal, run_id: str) -> Fingerprint:
 
 @attrs.frozen(kw_only=True)
 class Change:
-    """One part of a fingerprint that differs: ``part`` (``app_version``, ``tool:NAME``...)."""
+    """One part of a fingerprint that differs.
+
+    ``part`` names it (``app_version``, ``tool:NAME``, ``prompt:HASH``...);
+    ``counted`` is False for a note that does not make the run changed.
+    """
 
     part: str
     recorded: Any
     current: Any
     detail: str = ""
+    counted: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -118,6 +124,7 @@ class Change:
             "recorded": self.recorded,
             "current": self.current,
             "detail": self.detail,
+            "counted": self.counted,
         }
 
 
@@ -173,7 +180,7 @@ class WhatChanged:
         A tool defined now and not when the run started is listed among the
         changes but does not count: it cannot break a replay.
         """
-        return bool(self.steps) or any(c.detail != "new" for c in self.changes)
+        return bool(self.steps) or any(c.detail != "new" and c.counted for c in self.changes)
 
     @property
     def strict_replay_breaks(self) -> bool:
@@ -188,9 +195,11 @@ class WhatChanged:
         ]
         if not self.changed:
             lines.append("nothing changed that the fingerprint or a replay can see")
-            return "\n".join(lines)
         for c in self.changes:
-            lines.append(f"  changed {c.part}: {c.detail or f'{c.recorded!r} -> {c.current!r}'}")
+            label = "changed" if c.counted else "not compared"
+            lines.append(f"  {label} {c.part}: {c.detail or f'{c.recorded!r} -> {c.current!r}'}")
+        if not self.changed:
+            return "\n".join(lines)
         for s in self.steps:
             mark = "unreplayable" if s.blocking else "may differ"
             lines.append(f"  seq {s.seq} {s.kind} {s.name}: {mark}: {s.why}")
@@ -358,6 +367,8 @@ def what_changed(
         left: set[int] | None = None  # recorded steps the dry replay did not answer
         if replay and func is not None:
             replayed, drift, drift_step, left = _dry_replay(journal, run_id, func)
+        elif func is not None and entry:
+            changes.extend(_prompt_changes(journal, run_id, entry))
         steps: list[StepAtRisk] = []
         for s in iter_steps(journal.frames(run_id)):
             if s.kind != "tool" or s.name not in effect or s.seq in recorded.reasked:
@@ -380,6 +391,11 @@ def what_changed(
         replayed=replayed,
         first_drift=drift,
     )
+
+
+def _prompt_changes(journal: Journal, run_id: str, entry: str) -> list[Change]:
+    """The recorded system prompts the current code no longer holds (see :mod:`._promptcheck`)."""
+    return [Change(**fields) for fields in prompt_changes(journal.frames(run_id), run_id, entry)]
 
 
 def _dry_replay(

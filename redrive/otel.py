@@ -4,14 +4,24 @@ A run becomes one trace: a root ``invoke_agent`` span for the run (its
 status, output status and fingerprint), and under it a ``chat`` (or
 ``embeddings``...) span per model step and an ``execute_tool`` span per tool
 step, named and attributed after the OpenTelemetry Semantic Conventions for
-Generative AI, version 1.37.0 (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/
-and .../gen-ai-agent-spans/; attribute names as published in
-``opentelemetry-semantic-conventions``' ``gen_ai_attributes``): ``gen_ai.operation.name``,
+Generative AI as published with semantic conventions 1.44.0
+(https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/ and
+.../gen-ai-agent-spans/; attribute names as defined in
+``opentelemetry-semantic-conventions`` 0.66b2's ``gen_ai_attributes``, which a
+test checks every attribute against): ``gen_ai.operation.name``,
 ``gen_ai.provider.name`` (and the older ``gen_ai.system`` beside it, for
 back ends that still read it), ``gen_ai.request.model``, ``gen_ai.response.model``,
 ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``,
-``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``,
-``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type``,
+``gen_ai.usage.input_tokens`` (every input token, cached ones included:
+for Anthropic ``input_tokens + cache_read_input_tokens +
+cache_creation_input_tokens``), ``gen_ai.usage.output_tokens``,
+``gen_ai.usage.cache_read.input_tokens``,
+``gen_ai.usage.cache_creation.input_tokens``,
+``gen_ai.usage.reasoning.output_tokens`` (see :mod:`redrive._otel_fields`),
+``gen_ai.tool.name``, ``gen_ai.tool.call.id`` (paired by the provider's own
+field names: Anthropic ``tool_use`` ``id``/``input``, OpenAI chat
+``id``/``function.arguments``, Responses ``call_id``/``arguments``),
+``gen_ai.tool.type``,
 ``gen_ai.agent.name`` and ``error.type``. What only redrive knows goes under
 ``redrive.*``: ``redrive.run.id``, ``redrive.run.status``,
 ``redrive.run.fingerprint``, ``redrive.step.seq``, ``redrive.step.kind``,

@@ -22,6 +22,7 @@ import functools
 import os
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar, overload
 
 import pytest
@@ -136,6 +137,16 @@ def pg_schema(pg_url: str) -> Iterator[str]:
     yield name
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def journal_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A journal URL, once per SQL backend: a DuckDB file in ``tmp_path``, then
+    ``REDRIVE_PG_URL?schema=<a fresh schema>`` (for CLI tests on both journals)."""
+    if request.param == "duckdb":
+        return str(tmp_path / "runs.duckdb")
+    url: str = request.getfixturevalue("pg_url")
+    return f"{url}?schema={request.getfixturevalue('pg_schema')}"
 
 
 # -- one loop, both faces ------------------------------------------------------------------

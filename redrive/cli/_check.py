@@ -124,6 +124,9 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "check",
         parents=[common],
         help="re-drive saved runs against the current code (strict, replay only)",
+        description="Re-drive each saved run (.rdj files, or the files in each directory) "
+        "through its recorded entrypoint, replay only and strict: no model call, no tool "
+        "body. Exit 0 when every run replays, 1 when one diverges or goes live.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help=".rdj files or directories")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failure")

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from ..replay import RunDiff, StepView, diff_runs, format_diff, short
+from ..replay import RunDiff, StepView, diff_runs
 from ._common import EXIT_FAILED, EXIT_OK, Subparsers
 from ._journals import source
 from ._output import Out, shown
@@ -34,15 +34,16 @@ def diff_document(a: str, b: str, found: RunDiff | None) -> dict[str, Any]:
         found: what :func:`redrive.diff_runs` returned for them (None: no difference).
 
     Returns:
-        ``{"a", "b", "identical", "what", "index", "first_divergent_step",
+        ``{"a", "b", "identical", "what", "index", "location", "first_divergent_step",
         "output_diff"}``: ``what`` and ``index`` as in :class:`~redrive.replay.RunDiff`
-        (None when identical); ``first_divergent_step`` is None when identical or
-        when only the runs' ends differ, else ``{"index", "what", "a", "b", "diff"}``
-        with both steps in full (seq, kind, name, args, outcome; None where a run
-        has no step) and ``diff`` as ``[path, a, b]`` leaves, argument paths from
-        ``$`` (the step's arguments), outcome paths from ``$.outcome``;
-        ``output_diff`` the ``[path, a, b]`` leaves of the runs' ends
-        (``$.run_end.status``, ``$.run_end.output``) when only those differ.
+        (None when identical), ``location`` as the text names it (``seq 5 (step 2)``);
+        ``first_divergent_step`` is None when identical or when only the runs' ends
+        differ, else ``{"index", "what", "a", "b", "diff"}`` with both steps in full
+        (seq, kind, name, args, status, outcome; None where a run has no step) and
+        ``diff`` as ``[path, a, b]`` leaves, argument paths from ``$`` (the step's
+        arguments), outcome paths from ``$.outcome``; ``output_diff`` the
+        ``[path, a, b]`` leaves of the runs' ends (``$.run_end.status``,
+        ``$.run_end.output``, ``$.run_end.error``), whatever else differs.
     """
     document: dict[str, Any] = {
         "a": a,
@@ -50,15 +51,17 @@ def diff_document(a: str, b: str, found: RunDiff | None) -> dict[str, Any]:
         "identical": found is None,
         "what": None if found is None else found.what,
         "index": None if found is None else found.index,
+        "location": None if found is None else found.location(),
         "first_divergent_step": None,
         "output_diff": [],
     }
     if found is None:
         return document
-    leaves = [[_argument_path(p) if found.what == "args" else p, x, y] for p, x, y in found.diff]
-    if found.what == "output":
-        document["output_diff"] = leaves
-    else:
+    document["output_diff"] = [list(leaf) for leaf in found.ends]
+    if found.what != "output":
+        leaves = [
+            [_argument_path(p) if found.what == "args" else p, x, y] for p, x, y in found.diff
+        ]
         document["first_divergent_step"] = {
             "index": found.index,
             "what": found.what,
@@ -69,35 +72,17 @@ def diff_document(a: str, b: str, found: RunDiff | None) -> dict[str, Any]:
     return document
 
 
-def _where(step: StepView | None) -> str:
-    if step is None:
-        return "no step there"
-    return f"seq {step.seq} {step.kind} {step.name} args {short(step.args)}"
-
-
 def diff_text(a: str, b: str, found: RunDiff) -> list[str]:
     """Return the lines ``redrive diff`` prints for a difference (without ``--json``).
 
-    Steps are named by their seq (the frame position ``redrive show`` and
-    divergence errors print; a run's first step is seq 1), and the step's
-    1-based position among the run's steps. A difference in the runs' ends
-    (status, output) is printed path by path, as an argument difference is.
+    :meth:`RunDiff.lines <redrive.replay.RunDiff.lines>` (the library's one
+    rendering, which the two-run ``redrive view`` shows too), argument paths
+    from ``$`` (the step's arguments) as a divergence error prints them.
     """
-    if found.what == "output":
-        lines = [f"runs {a!r} and {b!r} make the same {found.index} steps; their ends differ:"]
-    else:
-        seqs = [s.seq for s in (found.step_a, found.step_b) if s is not None]
-        lines = [
-            f"runs {a!r} and {b!r} first differ at seq {min(seqs)} "
-            f"(step {found.index + 1}; {found.what}):",
-            f"  {a}: {_where(found.step_a)}",
-            f"  {b}: {_where(found.step_b)}",
-        ]
-    if found.diff:
-        lines.append(f"  differences ({a} -> {b}):")
-        paths = [(_argument_path(p) if found.what == "args" else p, x, y) for p, x, y in found.diff]
-        lines.extend(format_diff(paths).splitlines())
-    return lines
+    if found.what != "args":
+        return found.lines()
+    shown_diff = [(_argument_path(p), x, y) for p, x, y in found.diff]
+    return attrs.evolve(found, diff=shown_diff).lines()
 
 
 def _diff(args: argparse.Namespace, out: Out) -> int:
@@ -140,10 +125,20 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "textconv",
         parents=[common],
         help="print an .rdj file as JSON Lines, one frame a line (a git diff driver)",
+        description="Print FILE as its JSON Lines text form on stdout, volatile fields last: "
+        "set it as a git textconv driver (`git config diff.rdj.textconv 'redrive textconv'`) "
+        "to review recorded runs as text.",
     )
     p.add_argument("file", metavar="FILE", help=".rdj file (or .jsonl)")
     p.set_defaults(func=_textconv)
-    p = sub.add_parser("diff", parents=[common], help="first divergent step of two runs")
+    p = sub.add_parser(
+        "diff",
+        parents=[common],
+        help="where two runs first differ, and how their ends differ",
+        description="Compare two runs step by step (kind, name, arguments, status, outcome) and "
+        "their ends (status, output, error). Response ids, HTTP Date and rate-limit headers and "
+        "created times are not differences. Exit 0 when they agree, 1 when they differ.",
+    )
     p.add_argument("a", metavar="A", help="run id or .rdj file")
     p.add_argument("b", metavar="B", help="run id or .rdj file")
     p.set_defaults(func=_diff)

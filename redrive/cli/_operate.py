@@ -174,8 +174,9 @@ def _prune(args: argparse.Namespace, out: Out) -> int:
         return EXIT_OK
     verb = "would delete" if found.dry_run else "deleted"
     if found.deleted:
+        out.line(f"{verb} from {shown(args.journal)}:")  # piped, a table prints no title
         out.table(
-            f"{verb} from {args.journal}",
+            "",
             ["run_id", "status", "frames", "age"],
             [[r.run_id, r.status, r.next_seq, age(now - r.updated_at)] for r in found.deleted],
         )
@@ -241,7 +242,14 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "lease of, or that changed after it was listed, is kept. --dry-run lists what "
         "would be deleted.",
     )
-    p.add_argument("--older-than", type=float, required=True, metavar="DAYS")
+    p.add_argument(
+        "--older-than",
+        type=float,
+        required=True,
+        metavar="DAYS",
+        help="delete runs whose last update (an imported run's own, not the import's) is at "
+        "least DAYS days old (fractions allowed: 0.5 is twelve hours)",
+    )
     p.add_argument(
         "--status",
         choices=[s.value for s in RunStatus],

@@ -164,7 +164,14 @@ def _show(args: argparse.Namespace, out: Out) -> int:
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     """Add the ``runs`` and ``show`` commands to the ``redrive`` parser's subcommands."""
-    p = sub.add_parser("runs", parents=[common], help="list runs with status, steps and age")
+    p = sub.add_parser(
+        "runs",
+        parents=[common],
+        help="list runs with status, steps and age",
+        description="List the runs of --journal, newest first: id, status (running runs no "
+        "worker holds show as blocked when a step waits for a person), steps, frames, age "
+        "since the last update (an imported run keeps its own time) and entrypoint.",
+    )
     p.add_argument(
         "--status",
         choices=["running", "suspended", "succeeded", "failed", "cancelled", "blocked"],
@@ -182,9 +189,15 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--entrypoint", help="only runs whose entrypoint contains this text")
     p.add_argument("--app-version", help="only runs recorded under this app version (fingerprint)")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=int, metavar="N", help="list at most N runs (the newest)")
     p.set_defaults(func=_runs)
 
-    p = sub.add_parser("show", parents=[common], help="a run's timeline of steps")
+    p = sub.add_parser(
+        "show",
+        parents=[common],
+        help="a run's timeline of steps",
+        description="Print run RUN step by step (seq, kind, name, status, attempts, tokens, "
+        "duration), its fingerprint and its end. Exit 3 when there is no such run.",
+    )
     p.add_argument("run", help="run id in --journal, or an .rdj file")
     p.set_defaults(func=_show)

@@ -275,6 +275,9 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="read-only DuckDB SQL (SELECT, WITH, DESCRIBE...) over the journal, in place: "
         "views runs and frames (frames.data is the payload as JSON); no file or network access",
+        description="Run one read-only SQL statement (SELECT, WITH, DESCRIBE...) in DuckDB over "
+        "the journal as it is, through two views: runs (one row a run) and frames (one row a "
+        "frame, data as JSON). Nothing is written; files and the network are out of reach.",
     )
-    p.add_argument("query")
+    p.add_argument("query", metavar="QUERY", help="one read-only SQL statement")
     p.set_defaults(func=_sql)

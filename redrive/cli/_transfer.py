@@ -14,6 +14,7 @@ from ..errors import JournalCorruptError, JournalFormatError, JournalWriteError
 from ._common import EXIT_DATA, EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Subparsers, one_line
 from ._journals import close_opened, is_rdj_file, opened, source
 from ._output import Out, run_row, shown
+from ._shares import add_allow_secrets, refuse_secrets
 
 __all__ = ["register"]
 
@@ -24,6 +25,7 @@ def _export(args: argparse.Namespace, out: Out) -> int:
     if args.otlp_json is not None or args.output is None:
         return _export_otlp(args, out)
     journal = opened(args.journal)
+    refuse_secrets(journal, args.run, "export", allowed=args.allow_secrets)
     if args.intact:
         from ._damaged import export_intact
 
@@ -70,6 +72,7 @@ def _export_otlp(args: argparse.Namespace, out: Out) -> int:
         raise CliError(
             "UsageError", "export needs -o FILE.rdj, --otlp-json FILE.json, or both", EXIT_USAGE
         )
+    refuse_secrets(opened(args.journal), args.run, "export", allowed=args.allow_secrets)
     if args.output is not None:
         args_rdj = argparse.Namespace(**{**vars(args), "otlp_json": None})
         _export(args_rdj, Out(False) if out.json else out)
@@ -255,9 +258,25 @@ def _import_cassette(args: argparse.Namespace, out: Out) -> int:
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     """Add ``export``, ``import``, ``verify`` and ``import-cassette`` to the subcommands."""
-    p = sub.add_parser("export", parents=[common], help="write a run to an .rdj file")
-    p.add_argument("run")
-    p.add_argument("-o", "--output", metavar="FILE.rdj")
+    p = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write a run to an .rdj file (or JSON Lines, or OpenTelemetry spans)",
+        usage="redrive export RUN (-o FILE.rdj | --otlp-json FILE.json) [options]",
+        description="Write run RUN for someone else to read: an .rdj file (-o FILE.rdj), its "
+        "JSON Lines text form (-o FILE.rdj.jsonl), OpenTelemetry spans (--otlp-json), or both; "
+        "one of -o and --otlp-json is required. Before writing, the run is scanned with the "
+        "journal writer's secret detector: a credential field or secret-looking text makes the "
+        "command refuse (exit 65), naming the run, seq and path, unless --allow-secrets.",
+    )
+    p.add_argument("run", metavar="RUN", help="the run id in --journal")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE.rdj",
+        help="the file to write (required unless --otlp-json): .rdj, or .jsonl for the "
+        "JSON Lines text form",
+    )
     p.add_argument(
         "--intact",
         action="store_true",
@@ -268,13 +287,27 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="FILE.json",
         help="write the run as OpenTelemetry GenAI spans in OTLP/JSON (needs redrive[otel])",
     )
+    add_allow_secrets(p)
     p.set_defaults(func=_export)
 
-    p = sub.add_parser("import", parents=[common], help="copy an .rdj file's run into --journal")
-    p.add_argument("file", metavar="FILE.rdj")
+    p = sub.add_parser(
+        "import",
+        parents=[common],
+        help="copy an .rdj file's run into --journal",
+        description="Copy the run of FILE (an .rdj file, or its .rdj.jsonl text form) into "
+        "--journal, checked frame by frame and all or nothing, keeping the run's own times. "
+        "Exit 65 when the file's run id breaks the run-id rule.",
+    )
+    p.add_argument("file", metavar="FILE.rdj", help="the .rdj (or .rdj.jsonl) file to import")
     p.set_defaults(func=_import)
 
-    p = sub.add_parser("verify", parents=[common], help="check chain integrity")
+    p = sub.add_parser(
+        "verify",
+        parents=[common],
+        help="check chain integrity",
+        description="Check every frame's seq and chain (and each file's header) of the runs "
+        "given, or of every run in --journal. Exit 0 when all pass, 1 when one fails.",
+    )
     p.add_argument(
         "targets",
         nargs="*",
@@ -287,9 +320,12 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "import-cassette",
         parents=[common],
         help="import a vcrpy YAML/JSON cassette of model traffic as a run",
+        description="Turn the model calls of a vcrpy cassette into one finished run in "
+        "--journal (secrets scrubbed as a recording scrubs them); interactions that are no "
+        "model call are listed as skipped. Exit 65 for a malformed or hostile cassette.",
     )
-    p.add_argument("file", metavar="FILE.yaml|FILE.json")
-    p.add_argument("--run-id")
+    p.add_argument("file", metavar="FILE.yaml|FILE.json", help="the cassette to import")
+    p.add_argument("--run-id", help="the new run's id (default: derived from the file name)")
     p.add_argument(
         "--provider",
         choices=("openai", "anthropic"),

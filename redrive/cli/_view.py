@@ -8,6 +8,7 @@ import os
 from ._common import EXIT_OK, Subparsers
 from ._journals import source
 from ._output import Out, shown
+from ._shares import add_allow_secrets, refuse_secrets
 
 __all__ = ["register"]
 
@@ -16,11 +17,13 @@ def _view(args: argparse.Namespace, out: Out) -> int:
     from ..replay import render_compare, render_run
 
     journal_a, a = source(args.a, args.journal)
+    refuse_secrets(journal_a, a, "write the page of", allowed=args.allow_secrets)
     if args.b is None:
         document = render_run(journal_a, a)
         default = f"{_safe(a)}.html"
     else:
         journal_b, b = source(args.b, args.journal)
+        refuse_secrets(journal_b, b, "write the page of", allowed=args.allow_secrets)
         document = render_compare(journal_a, a, journal_b, b)
         default = f"{_safe(a)}--{_safe(b)}.html"
     path = args.output or default
@@ -46,6 +49,9 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "view",
         parents=[common],
         help="write a run's timeline (or two runs side by side) as one HTML file",
+        description="Write RUN's timeline as one self-contained HTML file; with RUN_B, both "
+        "side by side with their first divergence marked as `redrive diff` names it. The runs "
+        "are scanned for secrets first: the command refuses (exit 65) unless --allow-secrets.",
     )
     p.add_argument("a", metavar="RUN", help="run id or .rdj file")
     p.add_argument(
@@ -55,4 +61,5 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="a second run to compare (first divergent step marked)",
     )
     p.add_argument("-o", "--output", metavar="FILE.html", help="where to write (default RUN.html)")
+    add_allow_secrets(p)
     p.set_defaults(func=_view)

@@ -40,5 +40,11 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("run", help="run id in --journal, or an .rdj file")
     add_import_path(p)
-    p.add_argument("--no-replay", action="store_true", help="compare fingerprints only")
+    p.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="compare the fingerprint only (app and redrive versions, tools, and the system "
+        "prompts against the string literals of the entrypoint's package), without re-driving "
+        "the run",
+    )
     p.set_defaults(func=_what_changed)

@@ -23,10 +23,11 @@ from ._fingerprint import (
     app_version,
     current_tools,
     read_fingerprint,
+    recorded_prompts,
     register_tool,
     tool_digest,
 )
-from ._fork import RunDiff, StepView, diff_runs, fork
+from ._fork import fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._lease import SHARED_JOURNAL_LEASE, takeover_grace
 from ._policy import ReplayPolicy, match_view, set_default_on_drift
@@ -34,6 +35,7 @@ from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_
 from ._resolve import resolve_step
 from ._retry import RetryRequested, mark_retry_requested, retry_requested
 from ._run import Run, run
+from ._rundiff import RunDiff, StepView, diff_runs
 from ._samecall import (
     ToolParams,
     declared_params,
@@ -97,6 +99,7 @@ __all__ = [
     "pending_approvals",
     "read_fingerprint",
     "rebuild_error",
+    "recorded_prompts",
     "redirect_runs",
     "redirected",
     "register_tool",

@@ -10,7 +10,20 @@ import sysconfig
 from types import FrameType
 from typing import Any
 
-__all__ = ["ABSENT", "Absent", "caller_location", "diff_values", "format_diff", "short"]
+import msgpack
+
+from .._canonical_decode import decode
+from .._stored import decode_value
+
+__all__ = [
+    "ABSENT",
+    "Absent",
+    "caller_location",
+    "diff_values",
+    "format_diff",
+    "short",
+    "user_value",
+]
 
 
 class Absent(enum.Enum):
@@ -35,11 +48,45 @@ _repr.maxdict = 6
 _repr.maxlevel = 3
 
 
+def _ext_value(ext: msgpack.ExtType) -> Any:
+    """``ext`` as the value it encodes, read by the decoder that wrote it, else ``ext``.
+
+    Canonical values (argument trees: datetimes, UUIDs, decimals, big ints;
+    codes 1-10, :mod:`redrive._canonical_decode`) and leaves of a stored value
+    (codes 20-28, :mod:`redrive._stored`) are packed back into one ext and
+    decoded, so a ``Decimal`` prints as ``Decimal('1.10')``, never as
+    ``ExtType(code=6, ...)``.
+    """
+    packed: bytes = msgpack.packb(ext, use_bin_type=True)
+    try:
+        return decode(packed)
+    except ValueError:
+        pass
+    try:
+        return decode_value(packed)
+    except ValueError:
+        return ext
+
+
+def user_value(value: Any) -> Any:
+    """``value`` with every msgpack ext in it decoded to the user's value (lists, dicts walked)."""
+    if isinstance(value, msgpack.ExtType):
+        return _ext_value(value)
+    if isinstance(value, dict):
+        return {user_value(k): user_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [user_value(v) for v in value]
+    return value
+
+
 def short(value: Any) -> str:
-    """Return a bounded one-line repr of ``value`` (strings up to 80 characters)."""
+    """Return a bounded one-line repr of ``value`` as the user's value.
+
+    Strings up to 80 characters; a msgpack ext is decoded first (:func:`user_value`).
+    """
     if value is _MISSING:
         return "<absent>"
-    return _repr.repr(value)
+    return _repr.repr(user_value(value))
 
 
 def _child(path: str, key: Any) -> str:
@@ -78,7 +125,7 @@ def diff_values(
         elif (type(a) is not type(b) or a != b) and not (
             isinstance(a, float) and isinstance(b, float) and a != a and b != b
         ):
-            out.append((where, a, b))
+            out.append((where, user_value(a), user_value(b)))
     return out
 
 

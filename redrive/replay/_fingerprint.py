@@ -255,6 +255,23 @@ def model_name(step_name: str, args: Any) -> str:
     return model if isinstance(model, str) else step_name
 
 
+def recorded_prompts(run_id: str, frames: Iterable[Frame]) -> list[tuple[int, str, Any]]:
+    """The system prompts a run's model steps sent: ``(seq, hash, prompt)``, first sending each.
+
+    ``hash`` is the 16-hex hash :attr:`Fingerprint.prompts` lists; ``prompt`` as
+    :func:`system_prompts` reads it (a string, or a list of text blocks).
+
+    Raises:
+        JournalCorruptError: as :class:`~._steps.StepReader`.
+    """
+    found: dict[str, tuple[int, str, Any]] = {}
+    for step in StepReader(run_id).read(frames):
+        if step.kind == "model":
+            for prompt in system_prompts(step.args):
+                found.setdefault(_hash(prompt), (step.seq, _hash(prompt), prompt))
+    return list(found.values())
+
+
 def read_fingerprint(run_id: str, frames: Iterable[Frame]) -> Fingerprint:
     """Read a run's fingerprint from its frames (streamed; nothing is kept but the answer).
 

@@ -20,7 +20,7 @@ from typing import Any
 from .._jsontext import token_counts
 from .._scrub import DEFAULT
 from ..frames import Frame, Kind
-from ._fork import diff_runs
+from ._rundiff import diff_runs
 from ._steps import RecordedStep, StepReader
 
 __all__ = ["as_iframe", "page", "render_compare", "render_run", "run_data"]
@@ -189,6 +189,7 @@ def render_compare(journal_a: Any, a: str, journal_b: Any, b: str) -> str:
             {
                 "index": found.index,
                 "what": found.what,
+                "location": found.location(),
                 "seq_a": found.step_a.seq if found.step_a else None,
                 "seq_b": found.step_b.seq if found.step_b else None,
                 "diff": [[p, repr(x)[:2000], repr(y)[:2000]] for p, x, y in found.diff[:50]],
@@ -291,7 +292,7 @@ summary.appendChild(el('span', null, 'steps: '));
 const count = el('span', null, total); count.id = 'step-count'; summary.appendChild(count);
 if (div) {
   const box = el('div'); box.id = 'divergence';
-  box.appendChild(el('div', 'marker', 'First divergent step: index ' + div.index + ' (' + div.what + ')'));
+  box.appendChild(el('div', 'marker', 'First divergence: ' + div.location + ' (' + div.what + ')'));
   box.appendChild(el('pre', null, div.text));
   const leaves = el('details'); leaves.appendChild(el('summary', null, 'path diff: ' + div.diff.length + ' difference(s)'));
   div.diff.forEach(function(x){ leaves.appendChild(el('pre', 'leaf', x[0] + ':\n  ' + x[1] + '\n→ ' + x[2])); });
@@ -353,7 +354,7 @@ data.runs.forEach(function(run, r){
     if (mark) box.appendChild(mark);
   });
   if (div && mySeq === null && div.index >= run.steps.length) {
-    const m = el('div', 'step divergent marker', '▲ first divergent step: this run has no step ' + div.index + (div.what === 'output' ? ' (outputs differ)' : ''));
+    const m = el('div', 'step divergent marker', div.what === 'output' ? '▲ their ends differ (' + div.location + ')' : '▲ first divergence: this run has no step ' + (div.index + 1));
     m.id = 'divergent-' + r; box.appendChild(m);
   }
   host.appendChild(box);

@@ -271,7 +271,8 @@ def after_append(
     record: RunRecord, frames: Sequence[Frame], update: RunUpdate | None, now: float
 ) -> RunRecord:
     """Return the run row as it stands after a validated append."""
-    changes: dict[str, Any] = {"updated_at": now}
+    at = update.updated_at if update is not None and update.updated_at is not None else now
+    changes: dict[str, Any] = {"updated_at": at}
     if frames:
         changes["next_seq"] = frames[-1].seq + 1
         changes["last_chain"] = frames[-1].chain

@@ -133,9 +133,13 @@ def copy_run(
         if whole and record.status != RunStatus.RUNNING.value
         else None
     )
+    if whole and new_id is None:  # the run's own time, not the copy's (see RunUpdate)
+        final = attrs.evolve(final or RunUpdate(), updated_at=record.updated_at)
     done = 1
+    last_at = first.at
     batch: list[Frame] = []
     for frame in frames:
+        last_at = frame.at
         batch.append(frame)
         if len(batch) >= BATCH:
             dst.append(target, batch, expected_seq=done, epoch=epoch)
@@ -143,6 +147,9 @@ def copy_run(
             batch = []
             if progress is not None:
                 progress(done, total)
+    if final is not None and final.updated_at is not None and final.updated_at <= 0:
+        # a settled recording keeps no time (redrive._plugin_settle): its last frame's, or now
+        final = attrs.evolve(final, updated_at=last_at if last_at > 0 else None)
     if batch or final is not None:
         dst.append(target, batch, expected_seq=done, update=final, epoch=epoch)
         done += len(batch)

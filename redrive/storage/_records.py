@@ -65,11 +65,18 @@ class RunRecord:
 
 @attrs.frozen(kw_only=True)
 class RunUpdate:
-    """Changes to a run's index row, applied atomically with an append."""
+    """Changes to a run's index row, applied atomically with an append.
+
+    ``updated_at`` (seconds since the Unix epoch) is the row's time after the
+    append; None: the time of the append. A copy of a run (an import) gives the
+    source run's own time, so ``runs`` and ``prune --older-than`` see the run's
+    age, not the copy's.
+    """
 
     status: str | None = None
     output: bytes | None = None
     error: str | None = None
+    updated_at: float | None = None
 
 
 @attrs.frozen(kw_only=True)

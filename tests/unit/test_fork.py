@@ -115,7 +115,7 @@ def test_diff_runs_reports_first_differing_step(recorded: tuple[MemoryJournal, l
     assert (diff.index, diff.what) == (2, "args")
     assert diff.step_a is not None and diff.step_a.name.endswith("think")
     assert diff.diff == [("$.args.temperature", 0.0, 0.7)]
-    assert "differ at step 2 (args)" in str(diff)
+    assert f"differ at seq {diff.step_a.seq} (step 3; args)" in str(diff)  # as the CLI says
     assert redrive.diff_runs("a", "a", journal=journal) is None
 
 

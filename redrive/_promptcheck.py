@@ -1,0 +1,206 @@
+"""A run's system prompts against the current code, without replaying it.
+
+What ``redrive what-changed --no-replay`` (:func:`redrive.what_changed` with
+``replay=False``) compares: the fingerprint holds the hashes of the system
+prompts the run's model steps sent (:func:`redrive.replay.recorded_prompts`);
+the current code's prompts are the string literals of the entrypoint's
+package, read from the source files on disk now (every module of the
+entrypoint's top-level package that is imported, compiled again so an edit
+since the import counts). Each recorded prompt is then:
+
+- ``same``: a literal of the code equals it, or literals of the code cover at
+  least half of it (a prompt built at run time from literals and values,
+  such as an f-string, whose literal parts are unchanged);
+- ``edited``: neither, and a literal of the code is close to it
+  (:class:`difflib.SequenceMatcher` ratio at least :data:`CLOSE`): the prompt
+  in the code was changed;
+- ``unchecked``: neither, and nothing in the code resembles it (built at run
+  time, or read from a file): only a replay compares it.
+
+A heuristic by nature (the code is not run): a replay (the default) compares
+every request exactly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Iterable
+from types import CodeType
+from typing import Any, Final, Literal
+
+import attrs
+
+from .frames import Frame, fingerprint
+from .replay import recorded_prompts, short
+
+__all__ = ["CLOSE", "PromptVerdict", "code_strings", "judge_prompts", "prompt_changes"]
+
+#: The least similarity (0 to 1) at which a literal of the code is the recorded prompt, edited.
+CLOSE: Final = 0.6
+#: Literals shorter than this are not evidence that a prompt was built from them.
+_MIN_PART: Final = 8
+
+
+@attrs.frozen(kw_only=True)
+class PromptVerdict:
+    """What became of one recorded system prompt in the current code.
+
+    Attributes:
+        seq: the first model step that sent it.
+        hash: its fingerprint hash (16 hex).
+        text: the prompt's text.
+        verdict: ``"same"``, ``"edited"`` or ``"unchecked"`` (see the module docstring).
+        closest: for ``edited``, the literal of the code closest to it; else None.
+    """
+
+    seq: int
+    hash: str
+    text: str
+    verdict: Literal["same", "edited", "unchecked"]
+    closest: str | None = None
+
+
+def _literals(code: CodeType) -> Iterable[str]:
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        for const in current.co_consts:
+            if isinstance(const, str):
+                yield const
+            elif isinstance(const, CodeType):
+                stack.append(const)
+            elif isinstance(const, tuple | frozenset):
+                yield from (c for c in const if isinstance(c, str))
+
+
+def code_strings(entrypoint: str) -> set[str]:
+    """The string literals of the imported modules of ``entrypoint``'s top-level package.
+
+    Args:
+        entrypoint: ``"package.module:function"`` (imported already: its modules
+            are looked up in :data:`sys.modules`).
+
+    Returns:
+        Every literal (docstrings included) of each module's source file as it
+        is on disk now; a module without a readable ``.py`` source is skipped.
+    """
+    top = entrypoint.partition(":")[0].split(".")[0]
+    found: set[str] = set()
+    for name, module in list(sys.modules.items()):
+        if name != top and not name.startswith(top + "."):
+            continue
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or not path.endswith(".py"):
+            continue
+        try:
+            with open(path, encoding="utf-8") as fh:
+                code = compile(fh.read(), path, "exec", dont_inherit=True)
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            continue
+        found.update(_literals(code))
+    return found
+
+
+def _text(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return "".join(p for p in prompt if isinstance(p, str))
+    return str(prompt)
+
+
+def _covered(text: str, strings: Iterable[str]) -> int:
+    """How many characters of ``text`` lie inside an occurrence of one of ``strings``."""
+    marks = bytearray(len(text))
+    for part in strings:
+        if len(part) < _MIN_PART or len(part) > len(text):
+            continue
+        at = text.find(part)
+        while at != -1:
+            marks[at : at + len(part)] = b"\x01" * len(part)
+            at = text.find(part, at + 1)
+    return sum(marks)
+
+
+def _closest(text: str, strings: Iterable[str]) -> str | None:
+    best, score = None, CLOSE
+    for candidate in strings:
+        if not len(text) / 3 <= len(candidate) <= len(text) * 3:
+            continue
+        matcher = difflib.SequenceMatcher(None, text, candidate, autojunk=False)
+        if matcher.real_quick_ratio() < score or matcher.quick_ratio() < score:
+            continue
+        ratio = matcher.ratio()
+        if ratio >= score:
+            best, score = candidate, ratio
+    return best
+
+
+def judge_prompts(
+    recorded: Iterable[tuple[int, str, Any]], strings: set[str]
+) -> list[PromptVerdict]:
+    """Judge each recorded prompt against the code's literals (see the module docstring).
+
+    Args:
+        recorded: ``(seq, hash, prompt)`` as :func:`redrive.replay.recorded_prompts` gives them.
+        strings: the current code's literals (:func:`code_strings`).
+
+    Returns:
+        One :class:`PromptVerdict` per recorded prompt, in the order given.
+    """
+    out = []
+    for seq, digest, prompt in recorded:
+        text = _text(prompt)
+        if not text or text in strings or 2 * _covered(text, strings) >= len(text):
+            out.append(PromptVerdict(seq=seq, hash=digest, text=text, verdict="same"))
+            continue
+        closest = _closest(text, strings)
+        verdict: Literal["edited", "unchecked"] = "edited" if closest is not None else "unchecked"
+        out.append(PromptVerdict(seq=seq, hash=digest, text=text, verdict=verdict, closest=closest))
+    return out
+
+
+def prompt_changes(frames: Iterable[Frame], run_id: str, entrypoint: str) -> list[dict[str, Any]]:
+    """The fields of each ``what_changed`` change the run's system prompts make.
+
+    Args:
+        frames: the run's frames.
+        run_id: the run.
+        entrypoint: its entrypoint, imported already.
+
+    Returns:
+        ``{"part", "recorded", "current", "detail", "counted"}`` per edited
+        prompt (counted) and per prompt only a replay can compare (not counted).
+
+    Raises:
+        JournalCorruptError: as :func:`redrive.replay.recorded_prompts`.
+    """
+    out: list[dict[str, Any]] = []
+    for v in judge_prompts(recorded_prompts(run_id, frames), code_strings(entrypoint)):
+        sent = f"the system prompt first sent at seq {v.seq} ({short(v.text)})"
+        if v.verdict == "edited" and v.closest is not None:
+            detail = (
+                f"{sent} is not in the current code, which has {short(v.closest)}: a prompt "
+                f"edit (model steps from seq {v.seq} on would drift; run without --no-replay "
+                "to see the first one)"
+            )
+            current: str | None = fingerprint(v.closest)[:16]
+        elif v.verdict == "unchecked":
+            detail = (
+                f"{sent} is built at run time or read from elsewhere: only a replay compares "
+                "it (run without --no-replay)"
+            )
+            current = None
+        else:
+            continue
+        out.append(
+            {
+                "part": f"prompt:{v.hash}",
+                "recorded": v.hash,
+                "current": current,
+                "detail": detail,
+                "counted": v.verdict == "edited",
+            }
+        )
+    return out

@@ -1,0 +1,103 @@
+"""what-changed --no-replay compares the recorded system prompts with the current code
+(issue 25, failure 6): a prompt edit is a change (exit 1), a prompt built at run time is not."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from redrive import cli
+from redrive._promptcheck import judge_prompts
+
+APP = """
+import redrive
+
+JOURNAL = redrive.open_journal({url!r})
+COMPANY = "ACME"
+SYSTEM = "You are a support agent. Answer in one sentence, and politely."
+
+
+@redrive.model
+def ask(system: str, question: str) -> str:
+    return "ok"
+
+
+@redrive.durable(JOURNAL, run_id="support:{{question}}")
+def support(question: str) -> str:
+    first = ask(system=SYSTEM, question=question)
+    billing = f"You are the billing assistant of {{COMPANY}}; never promise a refund."
+    return first + ask(system=billing, question=question)
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path, journal_url: str) -> Iterator[Path]:
+    """An application module on disk that recorded run ``support:A-1``."""
+    name = f"shop_{uuid.uuid4().hex[:8]}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(APP.format(url=journal_url))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module(name)
+        module.support("A-1")
+        module.JOURNAL.close()
+        yield path
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop(name, None)
+
+
+def _what_changed(url: str, path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    argv = ["--journal", url, "what-changed", "support:A-1", "--no-replay", "-I", str(path.parent)]
+    code = cli.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_a_system_prompt_edit_is_a_change(
+    app: Path, journal_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Unchanged code: nothing changed (the f-string prompt's literal parts are in the code).
+    After the system prompt is edited: a change naming the prompt and its seq, exit 1."""
+    code, out = _what_changed(journal_url, app, capsys)
+    assert code == cli.EXIT_OK, out
+    assert "nothing changed" in out and "prompt:" not in out
+    app.write_text(app.read_text().replace("in one sentence", "in two sentences"))
+    code, out = _what_changed(journal_url, app, capsys)
+    assert code == cli.EXIT_FAILED, out
+    assert "changed prompt:" in out and "first sent at seq 1" in out
+    assert "'You are a support agent. Answer in two sentences, and politely.'" in out
+    argv = ["--json", "--journal", journal_url, "what-changed", "support:A-1", "--no-replay"]
+    assert cli.main([*argv, "-I", str(app.parent)]) == cli.EXIT_FAILED
+    document = json.loads(capsys.readouterr().out)
+    (change,) = [c for c in document["changes"] if c["part"].startswith("prompt:")]
+    assert change["counted"] is True and change["recorded"] in document["recorded"]["prompts"]
+
+
+_WORDS = st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta", "omega"]), min_size=3)
+
+
+@given(words=_WORDS, value=st.text(min_size=1, max_size=6))
+def test_prompts_built_from_unchanged_literals_are_the_same(words: list[str], value: str) -> None:
+    """A prompt made of the code's literals and a value in between (an f-string) is unchanged;
+    a constant prompt edited in the code is an edit; a prompt nothing in the code resembles
+    is left to a replay (not compared), never called unchanged."""
+    head = "You are an agent for " + " ".join(words) + " of "
+    tail = "; answer briefly and never guess."
+    sent = head + value + tail
+    (same,) = judge_prompts([(1, "h", sent)], {head, tail})
+    assert same.verdict == "same"
+    constant = head + "the shop" + tail
+    edited_code = constant.replace("You are an agent", "You are a careful agent")
+    (edited,) = judge_prompts([(1, "h", constant)], {edited_code, "x"})
+    assert (edited.verdict, edited.closest) == ("edited", edited_code)
+    (unknown,) = judge_prompts([(1, "h", sent)], {"something else entirely", tail.upper()})
+    assert unknown.verdict == "unchecked"
