@@ -27,9 +27,13 @@ make the two agree:
    ``graph.get_state(config).interrupts``.
 3. An invocation with ``Command(resume=...)`` under the same run id resumes
    the run: the steps recorded before the interrupt are answered by the
-   checkpointer's state, except the tool steps of the turn that was
-   interrupted, which LangGraph re-executes: they replay from the journal (a
-   card charged before the interrupt is not charged again).
+   checkpointer's state, except the steps of the graph tasks LangGraph runs
+   again from the checkpoint the resume starts from (model or tool: a card
+   charged, a model paid before the interrupt is not paid again). The note
+   records which task asked each step (:mod:`._langgraph_tasks`). Tool calls
+   the graph left running when it stopped (``asyncio.gather`` in an async
+   ``ToolNode`` lets the interrupt out first) are waited for before the run
+   suspends, so their outcomes are journaled.
 
 4. Each checkpoint an invocation writes carries the run id in its metadata
    (``redrive_run_id``); a ``Command(resume=...)`` under another run id for

@@ -349,6 +349,61 @@ def test_the_node_under_an_async_sqlite_saver(server: HoldingServer, tmp_path: P
     assert len(server.requests) == 1
 
 
+def _parallel_graph(effects: Path, checkpointer: Any) -> Any:
+    """Two nodes in one superstep: ``pay`` charges, ``ask`` interrupts; then ``done``."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.types import interrupt
+
+    from redrive.integrations.langchain import tool
+
+    @tool(name="charge", restart_safe=False)
+    def charge(amount: int) -> str:
+        """Charge the card."""
+        with effects.open("a") as log:
+            log.write(f"charge {amount}\n")
+        return f"charged {amount}"
+
+    def pay(state: Any) -> dict[str, Any]:
+        return {"messages": [("ai", charge.invoke({"amount": 5}))]}
+
+    def ask(state: Any) -> dict[str, Any]:
+        return {"messages": [("user", str(interrupt("refund too?")))]}
+
+    def done(state: Any) -> dict[str, Any]:
+        return {"messages": [("ai", "done")]}
+
+    builder = StateGraph(MessagesState)
+    for name, node in (("pay", pay), ("ask", ask), ("done", done)):
+        builder.add_node(name, node)
+    builder.add_edge(START, "pay")
+    builder.add_edge(START, "ask")
+    builder.add_edge(["pay", "ask"], "done")
+    builder.add_edge("done", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_sibling_node_that_finished_in_the_interrupted_superstep_is_not_waited_for(
+    tmp_path: Path, face: str
+) -> None:
+    """``pay`` finishes (its writes saved) while ``ask`` interrupts: the resume runs ``ask`` only.
+
+    The charge is answered by the checkpointer's state: neither run again
+    nor waited for (before, the rule kept every tool step after the last
+    model step, so the resume ended with the charge unasked: DivergenceError).
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    effects = tmp_path / "effects.log"
+    graph = _parallel_graph(effects, InMemorySaver())
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    assert _deliver(journal, graph, {"messages": [("user", PROMPT)]}, face).status == "suspended"
+    done = _deliver(journal, graph, Command(resume="yes"), face)
+    assert (done.status, done.output) == ("succeeded", "done")
+    assert effects.read_text().splitlines() == ["charge 5"]
+
+
 _CHILD = """
 import json, sqlite3, sys
 from pathlib import Path
