@@ -27,9 +27,13 @@ make the two agree:
    ``graph.get_state(config).interrupts``.
 3. An invocation with ``Command(resume=...)`` under the same run id resumes
    the run: the steps recorded before the interrupt are answered by the
-   checkpointer's state, except the tool steps of the turn that was
-   interrupted, which LangGraph re-executes: they replay from the journal (a
-   card charged before the interrupt is not charged again).
+   checkpointer's state, except the steps of the graph tasks LangGraph runs
+   again from the checkpoint the resume starts from (model or tool: a card
+   charged, a model paid before the interrupt is not paid again). The note
+   records which task asked each step (:mod:`._langgraph_tasks`). Tool calls
+   the graph left running when it stopped (``asyncio.gather`` in an async
+   ``ToolNode`` lets the interrupt out first) are waited for before the run
+   suspends, so their outcomes are journaled.
 
 4. Each checkpoint an invocation writes carries the run id in its metadata
    (``redrive_run_id``); a ``Command(resume=...)`` under another run id for
@@ -42,10 +46,24 @@ Outside a run they are ``graph.invoke`` / ``graph.ainvoke``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from ..errors import NextStep, NextStepAction, ReplayError
-from ..replay import RecordedStep, Run, answered_before, current_run, suspend, write_queued
+from ..replay import (
+    RecordedStep,
+    Run,
+    answered_before,
+    await_open_tools,
+    current_run,
+    open_tools,
+    suspend,
+    wait_open_tools,
+    watch_steps,
+    write_queued,
+)
 
 try:
     from langgraph.types import Command
@@ -53,6 +71,8 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
     from ._common import missing_extra
 
     raise missing_extra("langgraph", "langchain", err) from err
+
+from ._langgraph_tasks import TaskSteps, kept_seqs, rerun_tasks
 
 __all__ = ["InterruptResumedElsewhereError", "ainvoke", "invoke"]
 
@@ -87,13 +107,36 @@ def _checkpoint_of(snapshot: Any) -> str | None:
     return None if found is None else str(found)
 
 
-def _last_interrupt(run: Run, thread: str) -> tuple[int, str | None, Any] | None:
-    """The last interrupt note of ``thread``: its seq, its checkpoint, which earlier steps stay.
+@attrs.frozen
+class _Interrupt:
+    """The last interrupt note of a thread: where it is, and which tasks' steps it names."""
 
-    Kept askable: the tool steps recorded after the last model step before
-    the note (the interrupted node's calls, which LangGraph runs again on resume).
-    """
-    found: tuple[int, str | None] | None = None
+    seq: int
+    checkpoint: str | None
+    #: ``{task id: [seq, ...]}``: the steps each task asked for in the invocation that
+    #: stopped there (None: a note written before tasks were recorded)
+    tasks: dict[str, Any] | None
+    #: the seq of the last model step before the note (the rule of such older notes)
+    last_model: int
+
+    def keep(self, start: Any, *, superseded: bool) -> Callable[[RecordedStep], bool]:
+        """Which earlier steps stay askable when the resume starts from snapshot ``start``.
+
+        The steps of the tasks LangGraph runs again from ``start``
+        (:func:`rerun_tasks`; ``superseded``: the thread has moved past it),
+        model or tool. A note written before tasks were recorded keeps the
+        tool steps after the last model step before it.
+        """
+        if self.tasks is None:
+            turn = self.last_model
+            return lambda step: step.kind == "tool" and step.seq > turn
+        kept = kept_seqs(self.tasks, rerun_tasks(start, superseded=superseded))
+        return lambda step: step.seq in kept
+
+
+def _last_interrupt(run: Run, thread: str) -> _Interrupt | None:
+    """The last interrupt note of ``thread`` in ``run``'s journal, or None."""
+    found: _Interrupt | None = None
     last_model = -1
     for frame in run.frames():
         if frame.kind == "model_request":
@@ -101,15 +144,14 @@ def _last_interrupt(run: Run, thread: str) -> tuple[int, str | None, Any] | None
         if frame.kind == "note" and frame.name == INTERRUPT_NOTE:
             data = (frame.data() or {}).get("data") or {}
             if data.get("thread") == thread:
-                found = (frame.seq, data.get("checkpoint"))
-                turn = last_model
-    if found is None:
-        return None
-
-    def keep(step: RecordedStep) -> bool:
-        return step.kind == "tool" and step.seq > turn
-
-    return found[0], found[1], keep
+                tasks = data.get("tasks")
+                found = _Interrupt(
+                    frame.seq,
+                    data.get("checkpoint"),
+                    tasks if isinstance(tasks, dict) else None,
+                    last_model,
+                )
+    return found
 
 
 class InterruptResumedElsewhereError(ReplayError):
@@ -145,30 +187,51 @@ def _refuse_other_owner(run: Run, thread: str, owner: str) -> InterruptResumedEl
     )
 
 
-def _before(run: Run, input: Any, config: Any, snapshot: Any) -> tuple[Any, bool]:
+def _resuming(run: Run, input: Any, config: Any, snapshot: Any) -> _Interrupt | None:
+    """The interrupt an invocation resumes (a ``Command(resume=...)`` this run journaled).
+
+    Raises:
+        InterruptResumedElsewhereError: a resume of an interrupt another run journaled.
+    """
+    if not (isinstance(input, Command) and input.resume is not None):
+        return None
+    thread = _thread(config)
+    found = _last_interrupt(run, thread)
+    owner = _owner(snapshot)
+    if found is None and owner is not None and owner != run.run_id:
+        raise _refuse_other_owner(run, thread, owner)
+    return found
+
+
+def _pinned(config: Any, checkpoint: str | None) -> Any:
+    """``config`` naming ``checkpoint`` (the state a resume starts from)."""
+    return {
+        **(config or {}),
+        "configurable": {**(config or {}).get("configurable", {}), "checkpoint_id": checkpoint},
+    }
+
+
+def _before(run: Run, config: Any, snapshot: Any, found: _Interrupt | None) -> tuple[Any, bool]:
     """Prepare an invocation in ``run``: the config to invoke with, and whether to reset.
+
+    Args:
+        run: the active run.
+        config: the caller's config.
+        snapshot: the thread's latest ``StateSnapshot``.
+        found: the interrupt this invocation resumes (its steps already
+            marked answered), or None.
 
     Returns:
         ``(config, delete)``: the config (tagged with the run id, pinned to
         the journaled start checkpoint when a crashed attempt moved the
         thread on), and whether the thread must be deleted first (the run
         created it, and a crashed attempt left checkpoints in it).
-
-    Raises:
-        InterruptResumedElsewhereError: a resume of an interrupt another run journaled.
     """
     thread = _thread(config)
     latest = _checkpoint_of(snapshot)
     start: str | None
-    found = None
-    if isinstance(input, Command) and input.resume is not None:
-        found = _last_interrupt(run, thread)
-        owner = _owner(snapshot)
-        if found is None and owner is not None and owner != run.run_id:
-            raise _refuse_other_owner(run, thread, owner)
     if found is not None:
-        answered_before(run, found[0], found[2])
-        start = found[1]
+        start = found.checkpoint
     else:
         start = run.value_step(START_STEP, thread, lambda: latest)
         write_queued(run)  # durable before the graph writes its first checkpoint
@@ -177,8 +240,7 @@ def _before(run: Run, input: Any, config: Any, snapshot: Any) -> tuple[Any, bool
     if start is None or start == latest:
         # a finished run's thread has moved on: it is never reset
         return used, start is None and latest is not None and run.live and not run.finished
-    used["configurable"] = {**used.get("configurable", {}), "checkpoint_id": start}
-    return used, False
+    return _pinned(used, start), False
 
 
 def _interrupts(output: Any) -> list[Any]:
@@ -188,14 +250,22 @@ def _interrupts(output: Any) -> list[Any]:
     return []
 
 
-def _after(run: Run, config: Any, output: Any, checkpoint: str | None) -> Any:
+def _after(run: Run, config: Any, output: Any, checkpoint: str | None, tasks: TaskSteps) -> Any:
     """Suspend ``run`` (the invocation stopped at an interrupt at ``checkpoint``)."""
     found = _interrupts(output)
     thread = _thread(config)
     shown = [
         {"id": str(getattr(i, "id", "")), "value": repr(getattr(i, "value", i))} for i in found
     ]
-    run.note(INTERRUPT_NOTE, {"thread": thread, "checkpoint": checkpoint, "interrupts": shown})
+    run.note(
+        INTERRUPT_NOTE,
+        {
+            "thread": thread,
+            "checkpoint": checkpoint,
+            "interrupts": shown,
+            "tasks": tasks.by_task(),
+        },
+    )
     raise suspend(
         f"run {run.run_id!r}: graph thread {thread!r} stopped at interrupt(s) "
         f"{[i['value'] for i in shown]}; read them from graph.get_state(config).interrupts, "
@@ -225,13 +295,26 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
     run = current_run()
     if run is None:
         return graph.invoke(input, config, **options)
-    used, delete = _before(run, input, config, graph.get_state(config))
+    latest = graph.get_state(config)
+    found = _resuming(run, input, config, latest)
+    if found is not None:
+        start, moved = latest, found.checkpoint != _checkpoint_of(latest)
+        if moved:
+            start = graph.get_state(_pinned(config, found.checkpoint))
+        answered_before(run, found.seq, found.keep(start, superseded=moved))
+    used, delete = _before(run, config, latest, found)
     if delete:
         graph.checkpointer.delete_thread(_thread(config))
-    output = graph.invoke(input, used, **options)
+    tasks, open_before = TaskSteps(), open_tools(run)
+    stop = watch_steps(run, tasks.saw)
+    try:
+        output = graph.invoke(input, used, **options)
+        wait_open_tools(run, open_before)  # a tool call the graph left running ends first
+    finally:
+        stop()
     if not _interrupts(output):
         return output
-    return _after(run, config, output, _checkpoint_of(graph.get_state(config)))
+    return _after(run, config, output, _checkpoint_of(graph.get_state(config)), tasks)
 
 
 async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
@@ -239,10 +322,25 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
     run = current_run()
     if run is None:
         return await graph.ainvoke(input, config, **options)
-    used, delete = _before(run, input, config, await graph.aget_state(config))
+    latest = await graph.aget_state(config)
+    found = _resuming(run, input, config, latest)
+    if found is not None:
+        start, moved = latest, found.checkpoint != _checkpoint_of(latest)
+        if moved:
+            start = await graph.aget_state(_pinned(config, found.checkpoint))
+        answered_before(run, found.seq, found.keep(start, superseded=moved))
+    used, delete = _before(run, config, latest, found)
     if delete:
         await graph.checkpointer.adelete_thread(_thread(config))
-    output = await graph.ainvoke(input, used, **options)
+    tasks, open_before = TaskSteps(), open_tools(run)
+    stop = watch_steps(run, tasks.saw)
+    try:
+        output = await graph.ainvoke(input, used, **options)
+        # asyncio.gather (ToolNode) lets an interrupt out while sibling tool calls run on
+        await await_open_tools(run, open_before)
+    finally:
+        stop()
     if not _interrupts(output):
         return output
-    return _after(run, config, output, _checkpoint_of(await graph.aget_state(config)))
+    checkpoint = _checkpoint_of(await graph.aget_state(config))
+    return _after(run, config, output, checkpoint, tasks)

@@ -43,7 +43,15 @@ from ._samecall import (
     remember_params,
     tool_params,
 )
-from ._segments import answered_before, suspend, write_queued
+from ._segments import (
+    answered_before,
+    await_open_tools,
+    open_tools,
+    suspend,
+    wait_open_tools,
+    watch_steps,
+    write_queued,
+)
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, rebuild_error
@@ -78,6 +86,7 @@ __all__ = [
     "answered_before",
     "app_version",
     "await_approval",
+    "await_open_tools",
     "current_run",
     "current_tools",
     "declared_params",
@@ -95,6 +104,7 @@ __all__ = [
     "leaves_resumable",
     "mark_retry_requested",
     "match_view",
+    "open_tools",
     "outside_run",
     "pending_approvals",
     "read_fingerprint",
@@ -122,5 +132,7 @@ __all__ = [
     "tool_params",
     "unknown_live_tools",
     "unreplayed_steps",
+    "wait_open_tools",
+    "watch_steps",
     "write_queued",
 ]

@@ -67,6 +67,9 @@ class IdenticalRequests:
 
     def __init__(self) -> None:
         self.claimable: Claimable | None = None
+        #: seqs of steps any caller may take (their positions were taken in another
+        #: execution's task structure: see :meth:`release`)
+        self._released: set[int] = set()
         self._seen: set[int] = set()
         self._repeated: set[int] = set()
 
@@ -118,10 +121,20 @@ class IdenticalRequests:
                 return None if patient else group[0]
         return None
 
+    def release(self, seq: int) -> None:
+        """Let any caller take recorded step ``seq``: no flow is waited for at its position.
+
+        For steps a framework asks again in an execution shaped otherwise than
+        the one that recorded them (a LangGraph resume runs the interrupted
+        task without the tasks that ran before it), so their recorded spawn
+        paths name no flow of this execution.
+        """
+        self._released.add(seq)
+
     def _claimable(self, step: RecordedStep) -> bool:
         """True when a flow of the run may still ask for ``step`` at its recorded position."""
         found = position(step)
-        if found is None or self.claimable is None:
+        if found is None or self.claimable is None or step.seq in self._released:
             return False
         parent, spawn, occ = found
         return self.claimable(parent, spawn, step.name, occ)

@@ -193,6 +193,8 @@ class FlowTracker:
         self._asking: set[tuple[int, tuple[int, ...], str, int]] = set()
         #: ``before_next_step`` callbacks, by the caller (thread, task) that left its step open
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
+        #: told of each step a flow completes (see :meth:`watch`)
+        self._watchers: list[Callable[[int], None]] = []
 
     # -- the rule -------------------------------------------------------------------
 
@@ -282,6 +284,9 @@ class FlowTracker:
         if seq is not None and seq in self._arriving:
             with self._lock:
                 self._arriving.discard(seq)
+        if seq is not None:
+            for watcher in tuple(self._watchers):
+                watcher(seq)
         if model:
             parent = here.parent if seq is None else seq
             spawn = here.spawn if seq is None else ()
@@ -291,6 +296,20 @@ class FlowTracker:
         else:
             return
         _flow_var.set(self._track(flow))
+
+    def watch(self, watcher: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``watcher(seq)`` for each model or tool step a flow of the run completes.
+
+        ``seq`` is the step's opening seq, recorded or live; the call is made in
+        the completing flow's own thread or task (or a copy of its context), so
+        the watcher can read that flow's context (which framework task asked).
+        A step may be reported twice (the async face completes it twice).
+
+        Returns:
+            A function that stops the watching.
+        """
+        self._watchers.append(watcher)
+        return lambda: self._watchers.remove(watcher) if watcher in self._watchers else None
 
     def start_child(self, context: contextvars.Context) -> None:
         """Make ``context`` a new flow started by the calling flow (its next spawn index).

@@ -12,13 +12,25 @@ run's block with status ``suspended`` until the next invocation resumes it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from ._block import Suspended
 from ._run import Run
 from ._steps import RecordedStep
 
-__all__ = ["answered_before", "suspend", "write_queued"]
+__all__ = [
+    "answered_before",
+    "await_open_tools",
+    "open_tools",
+    "suspend",
+    "wait_open_tools",
+    "watch_steps",
+    "write_queued",
+]
+
+#: seconds between two looks at the open tool steps (async face: the loop is never blocked)
+_POLL = 0.01
 
 
 def answered_before(run: Run, seq: int, keep: Callable[[RecordedStep], bool]) -> int:
@@ -27,7 +39,8 @@ def answered_before(run: Run, seq: int, keep: Callable[[RecordedStep], bool]) ->
     Args:
         run: the active run (a resumed one; a new run has nothing recorded).
         seq: the first seq of the part of the record this execution replays in order.
-        keep: says which earlier steps stay to be asked (matched as usual).
+        keep: says which earlier steps stay to be asked (matched as usual, except that
+            no other flow is waited for at their recorded positions).
 
     Returns:
         How many steps were marked answered.
@@ -37,7 +50,13 @@ def answered_before(run: Run, seq: int, keep: Callable[[RecordedStep], bool]) ->
         return 0
     marked = 0
     for step in cursor.remaining():
-        if step.seq < seq and not keep(step):
+        if step.seq >= seq:
+            continue
+        if keep(step):
+            # asked again by a framework task started otherwise than when it was recorded:
+            # its recorded spawn path names no flow of this execution, so none is waited for
+            cursor.callers.release(step.seq)
+        else:
             cursor.consume(step)
             marked += 1
     return marked
@@ -67,3 +86,40 @@ def suspend(message: str) -> Suspended:
         message: why the run waits, and what resumes it.
     """
     return Suspended(message)
+
+
+def watch_steps(run: Run, watcher: Callable[[int], None]) -> Callable[[], None]:
+    """Call ``watcher(seq)`` for each model or tool step of ``run`` a flow completes.
+
+    ``seq`` is the step's opening seq (a replayed step's recorded seq, a live
+    step's new one); the call is made in the completing thread or task's own
+    context (or a copy of it), so ``watcher`` can read which part of a
+    framework asked (a LangGraph task's config). A step may be reported twice.
+    ``watcher`` must not raise.
+
+    Returns:
+        A function that stops the watching.
+    """
+    return run._flows.watch(watcher)
+
+
+def open_tools(run: Run) -> int:
+    """How many tool steps of ``run`` this execution began and has not journaled the end of."""
+    return run._state.open_tools
+
+
+def wait_open_tools(run: Run, down_to: int) -> None:
+    """Block until at most ``down_to`` tool steps of ``run`` are open (see :func:`open_tools`).
+
+    A framework that stops at an interrupt may leave a sibling tool call
+    running (``asyncio.gather`` lets the first exception out while the other
+    calls go on): its outcome must be journaled before the run suspends, or
+    the resume finds the call in flight.
+    """
+    run._state.wait_tools_closed(down_to)
+
+
+async def await_open_tools(run: Run, down_to: int) -> None:
+    """The async face of :func:`wait_open_tools`: the event loop keeps running (polls)."""
+    while run._state.open_tools > down_to:
+        await asyncio.sleep(_POLL)

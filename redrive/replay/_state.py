@@ -8,8 +8,10 @@ run's block has ended. It does no I/O.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -71,10 +73,33 @@ class RunState:
     entered: bool = False
     token: contextvars.Token[Any] | None = None
     sibling_wait: threading.Condition = attrs.field(init=False)
+    #: tool steps begun in this execution and not yet ended (their outcome not yet journaled)
+    open_tools: int = 0
+    #: guards ``open_tools`` (its own lock: never held across I/O, so the loop never waits
+    #: on the run's lock to count a step); notified each time a tool step ends
+    tool_ended: threading.Condition = attrs.field(factory=threading.Condition)
 
     def __attrs_post_init__(self) -> None:
         # a caller waiting for a sibling flow's step releases the run's lock while it waits
         self.sibling_wait = threading.Condition(self.lock)
+
+    @contextlib.contextmanager
+    def tool_open(self) -> Iterator[None]:
+        """Count a tool step as open (begun, outcome not yet journaled) while the block runs."""
+        with self.tool_ended:
+            self.open_tools += 1
+        try:
+            yield
+        finally:
+            with self.tool_ended:
+                self.open_tools -= 1
+                self.tool_ended.notify_all()
+
+    def wait_tools_closed(self, down_to: int) -> None:
+        """Block until at most ``down_to`` tool steps are open (see :meth:`tool_open`)."""
+        with self.tool_ended:
+            while self.open_tools > down_to:
+                self.tool_ended.wait()
 
     @property
     def run_id(self) -> str:

@@ -153,19 +153,20 @@ class ToolSteps:
             RunBusyError, LeaseLostError: see :mod:`redrive.errors`.
             Any exception the tool raised (or its recorded twin on replay).
         """
-        step = self.begin(spec, arguments)
-        try:
-            if step.recorded:
-                return step.outcome()
-            with body_context(step.idempotency_key, step.fencing_token):
-                try:
-                    value = body(step.idempotency_key)
-                except BaseException as exc:
-                    step.fail(exc)
-                    raise
-            return step.record(value)
-        finally:
-            self._flows.completed(step.seq, model=False, turn=self._flows.turn)
+        with self._state.tool_open():
+            step = self.begin(spec, arguments)
+            try:
+                if step.recorded:
+                    return step.outcome()
+                with body_context(step.idempotency_key, step.fencing_token):
+                    try:
+                        value = body(step.idempotency_key)
+                    except BaseException as exc:
+                        step.fail(exc)
+                        raise
+                return step.record(value)
+            finally:
+                self._flows.completed(step.seq, model=False, turn=self._flows.turn)
 
     async def atool_step(
         self, spec: ToolSpec, arguments: dict[str, Any], body: Callable[[str], Awaitable[T]]
@@ -174,21 +175,22 @@ class ToolSteps:
 
         The journal work runs off the event loop; the body runs on it.
         """
-        step = await self.abegin(spec, arguments)
-        try:
-            if step.recorded:
-                return step.outcome()
-            if not self._lease.surely_held():  # the loop was slow to come back to this task
-                await off_loop(self._lease.fence, step.seq, spec.name)
-            with body_context(step.idempotency_key, step.fencing_token):
-                try:
-                    value = await body(step.idempotency_key)
-                except BaseException as exc:
-                    await step.afail(exc)
-                    raise
-            return await step.arecord(value)
-        finally:
-            self._flows.completed(step.seq, model=False, turn=self._flows.turn)
+        with self._state.tool_open():
+            step = await self.abegin(spec, arguments)
+            try:
+                if step.recorded:
+                    return step.outcome()
+                if not self._lease.surely_held():  # the loop was slow to come back to this task
+                    await off_loop(self._lease.fence, step.seq, spec.name)
+                with body_context(step.idempotency_key, step.fencing_token):
+                    try:
+                        value = await body(step.idempotency_key)
+                    except BaseException as exc:
+                        await step.afail(exc)
+                        raise
+                return await step.arecord(value)
+            finally:
+                self._flows.completed(step.seq, model=False, turn=self._flows.turn)
 
     def _step_key(self, step: RecordedStep, name: str) -> str:
         """The idempotency key a recorded tool step's body received (as its ``tool_start`` says)."""

@@ -268,11 +268,7 @@ SCENARIOS: list[Scenario] = [
         "interrupts (`interrupt()`, `Command(resume=...)`, `SqliteSaver`)",
         "own",
         _interrupt,
-        quick=("in_tool",),
-        open={
-            "model_2": "OPEN (issue 27): a resume after this kill can raise DivergenceError "
-            "(the model asked where the journal has the tool), intermittently"
-        },
+        quick=("in_tool", "model_2"),
     ),
     Scenario(
         "litellm-stream",

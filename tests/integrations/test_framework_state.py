@@ -163,47 +163,13 @@ def test_a_recorded_session_resumes_with_one_copy_of_each_item(
 
 def _graph(server: HoldingServer, charges: list[int], checkpointer: Any, closing: list[Any]) -> Any:
     need("langchain")
-    from langchain_core.tools import tool as plain_tool
-    from langchain_openai import ChatOpenAI
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
-    from langgraph.types import interrupt
+    from tests.integrations.lg_graphs import tool_node_graph
 
-    from redrive.integrations.langchain import openai_http_clients, tool
-
-    @tool(name="send_email", restart_safe=False)
-    def charge(to: str, body: str) -> str:
-        """Charge the card (the scripted model calls it send_email)."""
+    def charge() -> str:
         charges.append(1)
         return "charged"
 
-    @plain_tool
-    def ask_human(question: str) -> str:
-        """Ask the person in charge."""
-        return str(interrupt(question))
-
-    base = server.url + "/v1"
-    sync_http, async_http = openai_http_clients(base)
-    closing += [sync_http, async_http]
-    llm = ChatOpenAI(
-        model="gpt-4o",
-        base_url=base,
-        api_key="sk-test",  # type: ignore[arg-type]
-        max_retries=0,
-        http_client=sync_http,
-        http_async_client=async_http,
-    ).bind_tools([charge, ask_human])
-
-    def call_model(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [llm.invoke(state["messages"])]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("model", call_model)
-    builder.add_node("tools", ToolNode([charge, ask_human]))
-    builder.add_edge(START, "model")
-    builder.add_conditional_edges("model", tools_condition)
-    builder.add_edge("tools", "model")
-    return builder.compile(checkpointer=checkpointer)
+    return tool_node_graph(server.url + "/v1", charge, checkpointer, closing)
 
 
 def _saver(kind: str, tmp: Path, closing: list[Any]) -> Any:

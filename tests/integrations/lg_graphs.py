@@ -1,0 +1,80 @@
+"""LangGraph graphs the interrupt tests share: a recorded ``ChatOpenAI`` and the ToolNode pattern.
+
+The ToolNode pattern (LangGraph's human-in-the-loop examples): a ``model``
+node, then a ``ToolNode`` running the model's calls of ``send_email`` (a
+``restart_safe=False`` redrive tool: the charge) and ``ask_human`` (which
+calls ``interrupt()``), then the model again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def recorded_llm(base: str, tools: list[Any], clients: list[Any]) -> Any:
+    """A ``ChatOpenAI`` on redrive's recording httpx clients (appended to ``clients`` to close)."""
+    from langchain_openai import ChatOpenAI
+
+    from redrive.integrations.langchain import openai_http_clients
+
+    sync_http, async_http = openai_http_clients(base)
+    clients.extend((sync_http, async_http))
+    llm = ChatOpenAI(
+        model="gpt-4o",
+        base_url=base,
+        api_key="sk-test",  # type: ignore[arg-type]
+        max_retries=0,
+        http_client=sync_http,
+        http_async_client=async_http,
+    )
+    return llm.bind_tools(tools) if tools else llm
+
+
+def tool_node_graph(
+    base: str,
+    charge_body: Callable[[], Any],
+    checkpointer: Any,
+    clients: list[Any],
+    ask_first: Callable[[], None] | None = None,
+) -> Any:
+    """The ToolNode pattern; ``send_email`` returns ``charge_body()``, ``ask_human`` interrupts.
+
+    Args:
+        base: the scripted server's base URL.
+        charge_body: the charge's side effect (its return value is the tool's result).
+        checkpointer: the graph's checkpointer.
+        clients: httpx clients made are appended here (the caller closes them).
+        ask_first: called by ``ask_human`` before it interrupts (to force an ordering).
+    """
+    from langchain_core.tools import tool as plain_tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+    from langgraph.types import interrupt
+
+    from redrive.integrations.langchain import tool
+
+    @tool(name="send_email", restart_safe=False)
+    def charge(to: str, body: str) -> str:
+        """Charge the card (the scripted model calls it send_email)."""
+        return str(charge_body())
+
+    @plain_tool
+    def ask_human(question: str) -> str:
+        """Ask the person in charge."""
+        if ask_first is not None:
+            ask_first()
+        return str(interrupt(question))
+
+    llm = recorded_llm(base, [charge, ask_human], clients)
+
+    def call_model(state: Any) -> dict[str, Any]:
+        return {"messages": [llm.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", ToolNode([charge, ask_human]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=checkpointer)
