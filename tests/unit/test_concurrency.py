@@ -360,8 +360,12 @@ def test_identical_requests_asked_in_another_order_on_replay(
     def ask_body(query: str) -> str:
         return f"{query}#{next(answers)}"
 
+    # live, the slow flow's step ends only after the other flow asked (an event, not a
+    # race of sleeps, so a loaded machine cannot swap them); on replay it answers at once
+    other_asked = threading.Event()
+
     def prepare_body(what: str) -> str:
-        time.sleep(0.05)
+        assert other_asked.wait(30), "the other flow never asked"
         return f"prepared {what}"
 
     ask_spec = (
@@ -372,8 +376,10 @@ def test_identical_requests_asked_in_another_order_on_replay(
         async def aask(query: str) -> str:
             return ask_body(query)
 
+        asked = asyncio.Event()
+
         async def aprepare(what: str) -> str:
-            await asyncio.sleep(0.05)
+            await asyncio.wait_for(asked.wait(), 30)
             return f"prepared {what}"
 
         ask_a = ask_spec(aask)
@@ -384,7 +390,9 @@ def test_identical_requests_asked_in_another_order_on_replay(
 
         async def other_flow() -> list[str]:
             await asyncio.sleep(0.02)  # other work, not a step
-            return [await ask_a("q")]
+            answer = [await ask_a("q")]
+            asked.set()
+            return answer
 
         async def aloop() -> list[list[str]]:
             return list(await asyncio.gather(slow_flow(), other_flow()))
@@ -399,7 +407,9 @@ def test_identical_requests_asked_in_another_order_on_replay(
 
         def sother() -> list[str]:
             time.sleep(0.02)  # other work, not a step
-            return [ask_s("q")]
+            answer = [ask_s("q")]
+            other_asked.set()
+            return answer
 
         def sloop() -> list[list[str]]:
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
