@@ -15,6 +15,7 @@ from ._cursor import Cursor
 from ._delta import expand_frames
 from ._diff import ABSENT, diff_values, format_diff, short
 from ._divergence import ReplayDriftWarning
+from ._engine import ToolAsk, in_flight_action
 from ._executor import RunExecutor, executor
 from ._failure import ErrorClassifier, leaves_resumable, set_error_classifier
 from ._fingerprint import (
@@ -29,6 +30,17 @@ from ._fingerprint import (
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._lease import SHARED_JOURNAL_LEASE, takeover_grace
+from ._pause import (
+    PAUSED_NOTE,
+    Pause,
+    PauseRule,
+    PauseRun,
+    add_pause_rule,
+    mark_pause,
+    pause_of,
+    pause_on,
+    pause_rules,
+)
 from ._policy import ReplayPolicy, match_view, set_default_on_drift
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
 from ._resolve import resolve_step
@@ -44,7 +56,7 @@ from ._samecall import (
 from ._segments import answered_before, suspend, write_queued
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
-from ._toolspec import Recovery, ToolSpec, rebuild_error
+from ._toolspec import Recovery, ToolSpec, declared_spec, rebuild_error, remember_spec
 
 __all__ = [
     "ABSENT",
@@ -53,6 +65,10 @@ __all__ = [
     "Fingerprint",
     "LostRunContextError",
     "ModelStep",
+    "PAUSED_NOTE",
+    "Pause",
+    "PauseRule",
+    "PauseRun",
     "REASKED",
     "RecordedStep",
     "Recovery",
@@ -68,17 +84,20 @@ __all__ = [
     "StepReader",
     "StepSource",
     "StepView",
+    "ToolAsk",
     "ToolParams",
     "ToolSpec",
     "ToolStep",
     "ValueStep",
     "active_runs",
+    "add_pause_rule",
     "answered_before",
     "app_version",
     "await_approval",
     "current_run",
     "current_tools",
     "declared_params",
+    "declared_spec",
     "diff_runs",
     "diff_values",
     "dropped_arguments",
@@ -88,12 +107,17 @@ __all__ = [
     "fork",
     "format_diff",
     "idempotency_key",
+    "in_flight_action",
     "iter_steps",
     "join_run",
     "leaves_resumable",
+    "mark_pause",
     "mark_retry_requested",
     "match_view",
     "outside_run",
+    "pause_of",
+    "pause_on",
+    "pause_rules",
     "pending_approvals",
     "read_fingerprint",
     "rebuild_error",
@@ -101,6 +125,7 @@ __all__ = [
     "redirected",
     "register_tool",
     "remember_params",
+    "remember_spec",
     "render_compare",
     "render_run",
     "resolve_step",
