@@ -38,15 +38,12 @@ from typing import Any, Literal
 
 import attrs
 
-from ._resumable import paused_reason
+from ._resumable import in_flight, paused_reason
 from ._whatchanged import Change, WhatChanged, what_changed
 from .errors import UnknownRunError
 from .replay import (
     Pause,
     RecordedStep,
-    ToolAsk,
-    declared_spec,
-    in_flight_action,
     iter_steps,
     pending_approvals,
 )
@@ -170,28 +167,8 @@ class ResumePlan:
 
 def _in_flight(step: RecordedStep, run_id: str, max_attempts: int) -> PlanStep:
     """What a resume does with a tool step in flight, by the engine's own decision."""
-    spec = declared_spec(step.name)
-    if spec is not None:
-        safe, has_recover = spec.restart_safe or spec.read_only, spec.recover is not None
-        source = ""
-    else:  # the tool is not defined in this process: judged from its record
-        safe, has_recover = step.harmless, False
-        source = " (tool not defined in this process: judged from its record)"
-    ask = ToolAsk(
-        step=step,
-        restart_safe=safe,
-        has_recover=has_recover,
-        can_write=True,
-        exhausted=False,
-        failed_at=None,
-        max_attempts=max_attempts,
-        known_seq=0,
-        may_wait=False,
-        leased=False,
-        claim_age=0.0,
-        busy_timeout=0.0,
-    )
-    action = in_flight_action(ask)
+    action, declared = in_flight(step, max_attempts)
+    source = "" if declared else " (tool not defined in this process: judged from its record)"
 
     def made(act: Action, why: str, decide: bool = False) -> PlanStep:
         return PlanStep(
@@ -317,8 +294,12 @@ def plan(
         )
     found = what_changed(journal, run_id, import_paths=import_paths, replay=replay)
     steps = [_recorded(s, run_id, max_attempts) for s in iter_steps(journal.frames(run_id))]
-    steps = _changed(steps, found, on_drift, run_id)
     note = ""
+    if status is RunStatus.SUCCEEDED:
+        # a live resume hands back the recorded output without re-driving the code
+        note = "it succeeded: a resume returns its recorded output (redrive check re-drives it)"
+    else:
+        steps = _changed(steps, found, on_drift, run_id)
     pause = paused_reason(journal, run_id) if status is RunStatus.PAUSED else None
     if pause is not None:
         note = pause.text() + (
@@ -338,8 +319,6 @@ def plan(
         )
     if status is RunStatus.SUCCEEDED:
         outcome: Outcome = "finished"
-        if any(s.decide for s in steps):
-            outcome = "stops"
     else:
         first = next((s for s in steps if s.decide), None)
         if first is None:

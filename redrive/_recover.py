@@ -341,7 +341,13 @@ def recover_runs(
         todo = [(r, None) for r in runs]
         left: list[Candidate] = []
     else:
-        found = resumable_runs(journal, stale=stale, entrypoint=entrypoint, status=status)
+        found = resumable_runs(
+            journal,
+            stale=stale,
+            entrypoint=entrypoint,
+            status=status,
+            import_paths=import_paths,
+        )
         todo = [(c.record, c.state) for c in found if c.drive]
         left = [c for c in found if not c.drive]
     results: list[RecoverResult] = []

@@ -31,16 +31,36 @@ status is driven, as before: the operator chose them.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Sequence
 from typing import Literal
 
 import attrs
 
+from ._entry import import_paths as _import_paths
+from ._entry import resolve as _resolve
 from .frames import Kind
-from .replay import PAUSED_NOTE, Pause, RecordedStep, StepReader, pending_approvals
+from .replay import (
+    PAUSED_NOTE,
+    Pause,
+    RecordedStep,
+    StepReader,
+    ToolAsk,
+    declared_spec,
+    in_flight_action,
+    pending_approvals,
+)
 from .storage import Journal, RunRecord, RunStatus, held_by_other
 
-__all__ = ["RESUMABLE", "Candidate", "blocked_step", "paused_reason", "resumable_runs"]
+__all__ = [
+    "RESUMABLE",
+    "Candidate",
+    "blocked_step",
+    "in_flight",
+    "paused_reason",
+    "resumable_runs",
+]
 
 #: The statuses a run can be continued from.
 RESUMABLE = (RunStatus.RUNNING.value, RunStatus.SUSPENDED.value, RunStatus.PAUSED.value)
@@ -79,15 +99,48 @@ class Candidate:
         return self.record.run_id
 
 
+def in_flight(step: RecordedStep, max_attempts: int = 3) -> tuple[str, bool]:
+    """What a resume does with tool step ``step`` in flight: the engine's own decision.
+
+    The tool's declaration is read from this process (import the run's entrypoint
+    first); a tool not defined here is judged from its record (restart safe or
+    read-only as recorded; no ``recover()`` known).
+
+    Returns:
+        ``(action, declared here)``: action ``"rerun"``, ``"recover"``, ``"block"``
+        or ``"retry_limit"`` (see :func:`redrive.replay.in_flight_action`).
+    """
+    spec = declared_spec(step.name)
+    if spec is not None:
+        safe, has_recover = spec.restart_safe or spec.read_only, spec.recover is not None
+    else:
+        safe, has_recover = step.harmless, False
+    ask = ToolAsk(
+        step=step,
+        restart_safe=safe,
+        has_recover=has_recover,
+        can_write=True,
+        exhausted=False,
+        failed_at=None,
+        max_attempts=max_attempts,
+        known_seq=0,
+        may_wait=False,
+        leased=False,
+        claim_age=0.0,
+        busy_timeout=0.0,
+    )
+    return in_flight_action(ask), spec is not None
+
+
 def blocked_step(journal: Journal, record: RunRecord) -> RecordedStep | None:
     """The side effect in flight that stops run ``record`` until a person settles it, or None.
 
     A run is blocked when it is ``running``, no worker holds a live lease on it,
-    and a tool step declared neither restart-safe nor read-only started and has no
-    outcome (its worker died inside the body): resuming it raises
-    ``SideEffectRetryBlockedError`` unless the tool's ``recover()`` settles it,
-    and a queue adapter parks its job (:mod:`redrive.queues`).
-    ``redrive resolve RUN SEQ`` settles it.
+    and a tool step started and has no outcome (its worker died inside the body)
+    that a resume would not re-run nor ask ``recover()`` about (:func:`in_flight`:
+    the tool as declared in this process, else as recorded): resuming it raises
+    ``SideEffectRetryBlockedError``, and a queue adapter parks its job
+    (:mod:`redrive.queues`). ``redrive resolve RUN SEQ`` settles it.
 
     Args:
         journal: the run's journal.
@@ -99,8 +152,10 @@ def blocked_step(journal: Journal, record: RunRecord) -> RecordedStep | None:
     if record.status != RunStatus.RUNNING.value or held_by_other(record, None):
         return None
     for step in StepReader().read(journal.frames(record.run_id)):
-        if step.kind == "tool" and step.end is None and not step.harmless:
-            return None if step.resolved_not_done else step
+        if step.kind == "tool" and step.end is None:
+            action, _declared = in_flight(step)
+            if action in ("block", "retry_limit"):
+                return step
     return None
 
 
@@ -142,22 +197,29 @@ def _running(journal: Journal, record: RunRecord, stale: float, now: float) -> C
             f"restart safe; a person settles it first: redrive resolve {record.run_id} "
             f"{step.seq} --done|--not-done",
         )
-    resolved = any(
-        s.kind == "tool" and s.end is None and s.resolved_not_done
+    in_flight_now = [
+        s
         for s in StepReader().read(journal.frames(record.run_id))
-    )
-    if resolved:
+        if s.kind == "tool" and s.end is None
+    ]
+    if any(s.resolved_not_done for s in in_flight_now):
         return Candidate(
             record=record,
             state="resolved",
             drive=True,
             why="interrupted with a side effect in flight, which a person resolved",
         )
+    settle = ""
+    if in_flight_now:
+        action, _declared = in_flight(in_flight_now[0])
+        settle = {"rerun": "; its step in flight is re-run (restart safe)"}.get(
+            action, "; its step in flight is settled by the tool's recover()"
+        )
     return Candidate(
         record=record,
         state="interrupted",
         drive=True,
-        why=f"interrupted: no write for {now - record.updated_at:.0f} s and no live lease",
+        why=f"interrupted: no write for {now - record.updated_at:.0f} s and no live lease" + settle,
     )
 
 
@@ -204,6 +266,13 @@ def _paused(journal: Journal, record: RunRecord, stale: float, now: float) -> Ca
     return Candidate(record=record, state="paused", drive=True, why=text)
 
 
+def _declare_tools(record: RunRecord, import_paths: Sequence[str]) -> None:
+    """Import a run's entrypoint (best effort), so its tools are declared in this process."""
+    if record.entrypoint:
+        with _import_paths(list(import_paths)), contextlib.suppress(Exception):
+            _resolve(record.entrypoint)
+
+
 def resumable_runs(
     journal: Journal,
     *,
@@ -211,6 +280,7 @@ def resumable_runs(
     entrypoint: str | None = None,
     status: str | None = None,
     now: float | None = None,
+    import_paths: Sequence[str] = (),
 ) -> list[Candidate]:
     """Every run not ended, each with whether ``recover`` drives it now and why; oldest first.
 
@@ -224,6 +294,10 @@ def resumable_runs(
             ``running``, ``suspended``, ``paused``: every run of that status with
             no live lease (and, for ``running``, stale) is driven.
         now: the current time, seconds since the epoch (default: ``time.time()``).
+        import_paths: directories put at the front of ``sys.path`` while each
+            run's entrypoint is imported (it declares the run's tools, whose
+            ``recover()`` or restart safety decides whether a run is blocked; an
+            entrypoint that cannot be imported leaves its tools judged as recorded).
 
     Raises:
         ValueError: ``stale`` is negative, or ``status`` is not a resumable status.
@@ -241,6 +315,7 @@ def resumable_runs(
             if entrypoint and (record.entrypoint is None or entrypoint not in record.entrypoint):
                 continue
             if wanted == RunStatus.RUNNING.value:
+                _declare_tools(record, import_paths)
                 candidate = _running(journal, record, stale, now)
                 if status is not None and candidate.state in ("blocked", "resolved"):
                     candidate = attrs.evolve(candidate, drive=True)

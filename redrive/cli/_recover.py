@@ -31,7 +31,11 @@ def _recover(args: argparse.Namespace, out: Out) -> int:
         raise CliError("UsageError", f"--stale {args.stale}: use 0 or more seconds", EXIT_USAGE)
     if args.dry_run:
         found = resumable_runs(
-            journal, stale=args.stale, entrypoint=args.entrypoint, status=args.status
+            journal,
+            stale=args.stale,
+            entrypoint=args.entrypoint,
+            status=args.status,
+            import_paths=imports,
         )
         return _dry_run(args, out, journal, found, imports)
     with out.progress("recovering runs", None) as update:
