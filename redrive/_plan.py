@@ -33,6 +33,7 @@ find the first step the current code asks for differently.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -295,6 +296,13 @@ def plan(
     found = what_changed(journal, run_id, import_paths=import_paths, replay=replay)
     steps = [_recorded(s, run_id, max_attempts) for s in iter_steps(journal.frames(run_id))]
     note = ""
+    held = record.lease_expires is not None and record.lease_expires > time.time()
+    if held and record.lease_owner is not None:
+        note = (
+            f"held by {record.lease_owner!r} for {record.lease_expires - time.time():.0f} s "
+            "more (its lease): a resume before then is refused (RunBusyError); a worker that "
+            "died lets it lapse"
+        )
     if status is RunStatus.SUCCEEDED:
         # a live resume hands back the recorded output without re-driving the code
         note = "it succeeded: a resume returns its recorded output (redrive check re-drives it)"
@@ -302,8 +310,10 @@ def plan(
         steps = _changed(steps, found, on_drift, run_id)
     pause = paused_reason(journal, run_id) if status is RunStatus.PAUSED else None
     if pause is not None:
-        note = pause.text() + (
-            "" if pause.retry else "; waiting does not clear it: settle the cause first"
+        note = (
+            (note + "; " if note else "")
+            + pause.text()
+            + ("" if pause.retry else "; waiting does not clear it: settle the cause first")
         )
     for approval in pending_approvals(journal, run_id):
         steps.append(

@@ -50,7 +50,8 @@ def _resume(args: argparse.Namespace, out: Out) -> int:
             f"{result.message}",
             style,
         )
-    return EXIT_OK if report.ok and result.outcome != "paused" else EXIT_FAILED
+    moved_on = ("recovered", "already_done", "suspended")
+    return EXIT_OK if result.outcome in moved_on else EXIT_FAILED
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -89,7 +90,8 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "under a run lease, whatever resumable state it is in (interrupted, approved, "
         "paused, resolved): recorded steps replay, the rest runs live. Run `redrive plan "
         "RUN` first to see what it will do. Exit 0 when it finished (or suspended on an "
-        "approval), 1 when it stopped again (blocked, diverged, failed, paused).",
+        "approval), 1 when it did not (blocked, diverged, failed, paused again, held by "
+        "another worker's lease, entrypoint not loadable).",
     )
     p.add_argument("run", help="run id in --journal")
     add_import_path(p)
