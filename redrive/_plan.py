@@ -296,10 +296,10 @@ def plan(
     found = what_changed(journal, run_id, import_paths=import_paths, replay=replay)
     steps = [_recorded(s, run_id, max_attempts) for s in iter_steps(journal.frames(run_id))]
     note = ""
-    held = record.lease_expires is not None and record.lease_expires > time.time()
-    if held and record.lease_owner is not None:
+    left = (record.lease_expires or 0.0) - time.time()
+    if left > 0 and record.lease_owner is not None:
         note = (
-            f"held by {record.lease_owner!r} for {record.lease_expires - time.time():.0f} s "
+            f"held by {record.lease_owner!r} for {left:.0f} s "
             "more (its lease): a resume before then is refused (RunBusyError); a worker that "
             "died lets it lapse"
         )
