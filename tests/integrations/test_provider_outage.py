@@ -99,7 +99,7 @@ def test_a_brief_outage_leaves_the_run_resumable_and_the_next_delivery_finishes(
     with serve() as server:
         loop, raised, error = _first_delivery(integration, face, fault_kind, server, journal, log)
         assert not isinstance(error, redrive.ReplayError), raised
-        assert _status(journal) == "running", raised
+        assert _status(journal) == "paused", raised  # resumable, with why
 
         server.add(TURNS[LOOPS[integration][3]][1])  # the provider is back: the final answer
         assert _attempt(journal, loop, face, server.url + "/v1", log) == FINAL
