@@ -296,3 +296,24 @@ def test_a_paused_run_is_continued_by_recover_and_resume(
     assert {r.status for r in journal.runs()} == {"succeeded"}
     assert plan_app.effects() == ["safe 0", "safe 0"]  # each run's tool ran once
     journal.close()
+
+
+def test_procrastinate_retries_a_pause_that_waiting_clears_within_its_attempts() -> None:
+    """procrastinate's strategy retries a paused delivery at its delay, counted against
+    max_attempts (the run stays paused when the queue gives up: recover continues it)."""
+    import datetime
+
+    from redrive.queues.procrastinate import RetryLater, RunRetryStrategy
+
+    class Job:
+        attempts = 0
+
+    verdict = Verdict(outcome=Outcome.PAUSED, run_id="r", delay=30.0, reason="rate limit")
+    strategy = RunRetryStrategy(max_attempts=2)
+    job = Job()
+    before = datetime.datetime.now(datetime.UTC)
+    decision = strategy.get_retry_decision(exception=RetryLater(verdict), job=job)  # type: ignore[arg-type]
+    assert decision is not None and decision.retry_at is not None
+    assert decision.retry_at >= before + datetime.timedelta(seconds=30)
+    job.attempts = 2
+    assert strategy.get_retry_decision(exception=RetryLater(verdict), job=job) is None  # type: ignore[arg-type]
