@@ -149,7 +149,9 @@ def ops_index(step: redrive.PlanStep, journal: Journal, rid: str) -> int:
     raise AssertionError(f"no step at seq {step.seq}")
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], deadline=None
+)
 @given(
     ops=st.lists(st.sampled_from(OPS), min_size=1, max_size=5),
     crash=st.one_of(
