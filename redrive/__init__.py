@@ -11,7 +11,9 @@ import importlib.metadata
 
 from ._check import CheckReport, CheckResult, check_run, check_runs
 from ._durable import durable
+from ._plan import PlanStep, ResumePlan, aplan, plan
 from ._recover import RecoverReport, RecoverResult, recover_runs
+from ._resumable import paused_reason
 from ._runcheck import import_run
 from ._whatchanged import WhatChanged, run_fingerprint, what_changed
 from .errors import (
@@ -41,6 +43,8 @@ from .errors import (
 from .frames import Frame, Kind, register_codec
 from .recorders import model, now, random, tool, uuid4, wrap
 from .replay import (
+    Pause,
+    PauseRun,
     Recovery,
     ReplayDriftWarning,
     ReplayPolicy,
@@ -54,6 +58,7 @@ from .replay import (
     fork,
     idempotency_key,
     outside_run,
+    pause_on,
     run,
     set_default_on_drift,
 )
@@ -82,6 +87,9 @@ __all__ = [
     "LostRunContextError",
     "NextStep",
     "NextStepAction",
+    "Pause",
+    "PauseRun",
+    "PlanStep",
     "RecordedToolError",
     "RecoverReport",
     "RecoverResult",
@@ -90,6 +98,7 @@ __all__ = [
     "ReplayError",
     "ReplayMissError",
     "ReplayPolicy",
+    "ResumePlan",
     "RetryLimitExceededError",
     "RetryRequested",
     "Run",
@@ -103,6 +112,7 @@ __all__ = [
     "UnknownRunError",
     "WhatChanged",
     "__version__",
+    "aplan",
     "await_approval",
     "check_run",
     "check_runs",
@@ -119,6 +129,9 @@ __all__ = [
     "now",
     "open_journal",
     "outside_run",
+    "pause_on",
+    "paused_reason",
+    "plan",
     "random",
     "recover_runs",
     "register_codec",

@@ -1,11 +1,15 @@
-"""Recover stale runs: re-drive interrupted runs through their recorded entrypoint and input.
+"""Recover runs: re-drive every resumable run through its recorded entrypoint and input.
 
 A run started through ``@redrive.durable`` records its entrypoint
 (``"module:qualname"``) and input. A worker that died mid-run (a deploy, an
-OOM kill) leaves it ``running``; :func:`recover_runs` finds such runs
-(:func:`stale_runs`), imports each one's entrypoint and calls it again with the
-recorded input under the same run id, so the run resumes: recorded steps are
-replayed, the rest runs live. Each run is driven under a run lease
+OOM kill) leaves it ``running``; an approval decided after its run suspended
+leaves it ``suspended``; a rate limit leaves it ``paused``. :func:`recover_runs`
+looks at every run not ended (:func:`redrive._resumable.resumable_runs` says,
+per run, whether it can be continued now and why not), imports the entrypoint
+of each one it can and calls it again with the recorded input under the same
+run id, so the run resumes: recorded steps are replayed, the rest runs live.
+The runs it leaves alone are results too (``left``, or ``blocked`` when a
+person must settle a side effect in flight), each with why. Each run is driven under a run lease
 (``on_busy="raise"``), so recoverers racing over the same runs on Postgres
 drive each run once; a run another worker holds is reported ``busy``, one that
 ended meanwhile ``already_done``. This is what a service calls on start (as
@@ -25,6 +29,7 @@ import attrs
 from ._entry import call_args as _call_args
 from ._entry import import_paths as _import_paths
 from ._log import log_event
+from ._resumable import Candidate, resumable_runs
 from .errors import (
     DivergenceError,
     NextStep,
@@ -49,6 +54,8 @@ RecoverOutcome = Literal[
     "diverged",
     "interrupted",
     "error",
+    "left",
+    "paused",
 ]
 #: Outcomes that make ``redrive recover`` exit 1 (someone must look at the run).
 BAD_OUTCOMES = frozenset({"failed", "blocked", "diverged", "interrupted", "error"})
@@ -67,13 +74,21 @@ class RecoverResult:
             failed), ``blocked`` (a side effect in flight cannot be re-run
             safely: ``SideEffectRetryBlockedError``), ``diverged`` (the code
             changed under it: ``DivergenceError``), ``interrupted`` (stopped
-            again, still resumable), ``error`` (no entrypoint, import error).
+            again, still resumable), ``error`` (no entrypoint, import error),
+            ``left`` (not driven: held by a worker, written recently, an approval
+            undecided, paused on what a person clears; :attr:`message` says why).
+            ``paused`` (it paused again: a rate limit, a quota, a budget; the
+            message says why). A ``blocked`` run left alone (nobody resolved its side effect in
+            flight) is not driven either.
         status: the run's status afterwards (None when unknown).
         message: what happened, for a person.
         replayed_steps, live_steps: the execution's counters (0 when it did not run).
         duration: seconds spent on it.
         next_steps: what to do next, safest first, as the error that stopped the
             run proposed it (a ``blocked`` run: ``redrive resolve`` first); ().
+        state: what the run waited for when recover looked at it (``interrupted``,
+            ``approved``, ``paused``, ``blocked``...; see :mod:`redrive._resumable`),
+            None for a run given by the caller.
     """
 
     run_id: str
@@ -84,12 +99,14 @@ class RecoverResult:
     live_steps: int = 0
     duration: float = attrs.field(default=0.0, eq=False)
     next_steps: tuple[NextStep, ...] = ()
+    state: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result as JSON-ready data (``next_steps`` as action, text, params)."""
         return {
             "run_id": self.run_id,
             "outcome": self.outcome,
+            "state": self.state,
             "status": self.status,
             "message": self.message,
             "replayed_steps": self.replayed_steps,
@@ -118,7 +135,7 @@ class RecoverReport:
         return not any(r.outcome in BAD_OUTCOMES for r in self.results)
 
     def summary(self) -> str:
-        """One line: ``3 run(s): 2 recovered, 1 busy``."""
+        """One line: ``3 run(s): 2 recovered, 1 left``."""
         counts: dict[str, int] = {}
         for r in self.results:
             counts[r.outcome] = counts.get(r.outcome, 0) + 1
@@ -131,36 +148,27 @@ def stale_runs(
     *,
     stale: float = 60.0,
     entrypoint: str | None = None,
-    status: str = RunStatus.RUNNING.value,
+    status: str | None = None,
     now: float | None = None,
 ) -> list[RunRecord]:
     """Return the runs :func:`recover_runs` would re-drive, oldest first.
 
     Args:
         journal: the journal.
-        stale: seconds since a run's last write (``updated_at``) before it
-            counts as stale; a run whose lease has not expired is never stale.
+        stale: seconds since a ``running`` run's last write (``updated_at``)
+            before it counts as interrupted; a run whose lease has not expired
+            is never driven.
         entrypoint: only runs whose entrypoint contains this text.
-        status: ``"running"`` (interrupted runs, the default) or ``"suspended"``.
+        status: None (every resumable state: interrupted, approved, paused on
+            what waiting clears, resolved; see :func:`redrive._resumable.resumable_runs`),
+            or ``"running"``, ``"suspended"``, ``"paused"`` (every such run).
         now: the current time, seconds since the epoch (default: ``time.time()``).
 
     Raises:
-        ValueError: ``stale`` is negative, or ``status`` is neither running nor suspended.
+        ValueError: ``stale`` is negative, or ``status`` is not a resumable status.
     """
-    if stale < 0:
-        raise ValueError(f"stale={stale!r}: use a number of seconds, 0 or more")
-    if status not in (RunStatus.RUNNING.value, RunStatus.SUSPENDED.value):
-        raise ValueError(f"status={status!r}: recover re-drives 'running' or 'suspended' runs")
-    now = time.time() if now is None else now
-    rows = [
-        r
-        for r in journal.runs(status=status)
-        if r.updated_at <= now - stale
-        and (r.lease_expires is None or r.lease_expires <= now)
-        and (not entrypoint or (r.entrypoint is not None and entrypoint in r.entrypoint))
-    ]
-    rows.sort(key=lambda r: r.updated_at)
-    return rows
+    found = resumable_runs(journal, stale=stale, entrypoint=entrypoint, status=status, now=now)
+    return [c.record for c in found if c.drive]
 
 
 def _durable_target(entrypoint: str) -> Any:
@@ -186,7 +194,27 @@ def _durable_target(entrypoint: str) -> Any:
     return obj
 
 
-def _recover_one(journal: Journal, record: RunRecord, lease: float) -> RecoverResult:
+def _left_alone(candidate: Candidate) -> RecoverResult:
+    """The result for a run recover looked at and did not drive (``left``, or ``blocked``)."""
+    rid = candidate.run_id
+    steps: tuple[NextStep, ...] = ()
+    if candidate.state == "blocked":
+        from .errors import NextStepAction
+
+        steps = (NextStep(NextStepAction.RESOLVE, candidate.why),)
+    return RecoverResult(
+        run_id=rid,
+        outcome="blocked" if candidate.state == "blocked" else "left",
+        status=candidate.record.status,
+        message=f"left run {rid!r} alone: {candidate.why}",
+        next_steps=steps,
+        state=candidate.state,
+    )
+
+
+def _recover_one(
+    journal: Journal, record: RunRecord, lease: float, state: str | None = None
+) -> RecoverResult:
     started = time.perf_counter()
     rid = record.run_id
 
@@ -206,6 +234,7 @@ def _recover_one(journal: Journal, record: RunRecord, lease: float) -> RecoverRe
             live_steps=run.live_steps if run is not None else 0,
             duration=time.perf_counter() - started,
             next_steps=next_steps,
+            state=state,
         )
 
     try:
@@ -240,9 +269,14 @@ def _recover_one(journal: Journal, record: RunRecord, lease: float) -> RecoverRe
     except DivergenceError as exc:
         return result("diverged", str(exc))
     except ReplayError as exc:
+        now = journal.get_run(rid)
+        if now is not None and now.status == RunStatus.PAUSED.value:
+            return result("paused", f"run {rid!r} paused again: {now.error}")
         return result("interrupted", f"{type(exc).__name__}: {exc}")
     except Exception as exc:
         now = journal.get_run(rid)
+        if now is not None and now.status == RunStatus.PAUSED.value:
+            return result("paused", f"run {rid!r} paused again: {now.error}")
         outcome: RecoverOutcome = (
             "failed" if now is not None and now.status == RunStatus.FAILED.value else "interrupted"
         )
@@ -264,7 +298,7 @@ def recover_runs(
     *,
     stale: float = 60.0,
     entrypoint: str | None = None,
-    status: str = RunStatus.RUNNING.value,
+    status: str | None = None,
     jobs: int = 1,
     lease: float = 30.0,
     import_paths: Sequence[str] = (),
@@ -281,7 +315,8 @@ def recover_runs(
         journal: the journal (Postgres for several recoverers; DuckDB for one process).
         stale: seconds without a write before a run counts as stale (see :func:`stale_runs`).
         entrypoint: only runs whose entrypoint contains this text.
-        status: ``"running"`` (default) or ``"suspended"``.
+        status: None (default: every resumable state, see :func:`stale_runs`), or
+            ``"running"``, ``"suspended"``, ``"paused"``.
         jobs: how many runs are driven at once (threads; 1: one at a time).
         lease: seconds of the run lease each run is driven under (renewed while it runs).
         import_paths: directories put at the front of ``sys.path`` while
@@ -292,20 +327,31 @@ def recover_runs(
 
     Returns:
         A :class:`RecoverReport`; a run that could not be recovered is a
-        result (``blocked``, ``diverged``, ``failed``...), not an exception.
+        result (``blocked``, ``diverged``, ``failed``...), not an exception;
+        without ``runs``, each run looked at and left alone is a ``left`` (or
+        ``blocked``) result saying why, listed first.
 
     Raises:
         ValueError: ``jobs`` below 1, or as :func:`stale_runs`.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r}: use an int of at least 1")
-    todo = (
-        list(runs)
-        if runs is not None
-        else stale_runs(journal, stale=stale, entrypoint=entrypoint, status=status)
-    )
+    todo: list[tuple[RunRecord, str | None]]
+    if runs is not None:
+        todo = [(r, None) for r in runs]
+        left: list[Candidate] = []
+    else:
+        found = resumable_runs(
+            journal,
+            stale=stale,
+            entrypoint=entrypoint,
+            status=status,
+            import_paths=import_paths,
+        )
+        todo = [(c.record, c.state) for c in found if c.drive]
+        left = [c for c in found if not c.drive]
     results: list[RecoverResult] = []
-    total = len(todo)
+    total = len(todo) + len(left)
 
     def done(res: RecoverResult) -> None:
         results.append(res)
@@ -323,13 +369,15 @@ def recover_runs(
         if on_result is not None:
             on_result(res, len(results), total)
 
+    for candidate in left:
+        done(_left_alone(candidate))
     with _import_paths(list(import_paths)):
         if jobs == 1:
-            for record in todo:
-                done(_recover_one(journal, record, lease))
+            for record, state in todo:
+                done(_recover_one(journal, record, lease, state))
         else:
             with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(_recover_one, journal, r, lease) for r in todo]
+                futures = [pool.submit(_recover_one, journal, r, lease, s) for r, s in todo]
                 for future in concurrent.futures.as_completed(futures):
                     done(future.result())
     report = RecoverReport(tuple(results))

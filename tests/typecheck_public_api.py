@@ -164,6 +164,21 @@ def operate(journal: redrive.Journal) -> None:
     print(gone, deleted, step.name, limits.max_depth)
 
 
+def plan_and_pause(journal: redrive.Journal) -> None:
+    """The resume plan and the pause API, as operators and budget code use them."""
+    found: redrive.ResumePlan = redrive.plan(journal, "job:1", replay=False)
+    first: redrive.PlanStep | None = found.first_decision
+    pause: redrive.Pause | None = redrive.paused_reason(journal, "job:1")
+    rule = redrive.pause_on(ValueError, kind="budget")
+    print(found.outcome, first, pause, rule.kind, found.to_dict())
+    raise redrive.PauseRun("waiting for the quota", retry=True, retry_after=60.0)
+
+
+async def aplan(journal: redrive.Journal) -> str:
+    found = await redrive.aplan(journal, "job:1")
+    return found.summary()
+
+
 async def amain() -> None:
     async with redrive.run(":memory:", "job:2") as run:
         run.finish(1)

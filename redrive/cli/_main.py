@@ -23,6 +23,7 @@ from . import (
     _demo,
     _diff,
     _operate,
+    _plan,
     _recover,
     _runs,
     _sql,
@@ -81,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         _demo,
         _check,
         _recover,
+        _plan,
         _whatchanged,
         _view,
     ):

@@ -6,6 +6,7 @@ import argparse
 import time
 from typing import Any
 
+from .._resumable import blocked_step
 from .._whatchanged import fingerprint_lines, recorded_app_version, run_fingerprint
 from ..errors import JournalCorruptError
 from ..replay import pending_approvals
@@ -13,7 +14,7 @@ from ..storage import RunRecord, RunStatus, check_row
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
 from ._output import Out, age, clip, run_row, shown
-from ._steps import blocked_step, count_steps, read_steps
+from ._steps import count_steps, read_steps
 
 __all__ = ["register"]
 
@@ -90,6 +91,8 @@ def _status(record: RunRecord, blocked_seq: int | None = None) -> str:
     """A run's status for a table: a cancelled run's names who cancelled it and why."""
     if blocked_seq is not None:
         return f"blocked at seq {blocked_seq} (a side effect in flight: redrive resolve)"
+    if record.status == RunStatus.PAUSED.value and record.error:
+        return record.error  # "paused (rate_limit): RateLimitError: ..."
     if record.status == RunStatus.CANCELLED.value and record.error:
         return f"{record.status} ({record.error})"
     return record.status
@@ -157,6 +160,12 @@ def _show(args: argparse.Namespace, out: Out) -> int:
                 else f", output {clip(end['output'])}"
             )
         )
+    elif record.status == RunStatus.PAUSED.value:
+        out.line(
+            f"{record.error or 'paused'}; see what a resume will do with redrive plan "
+            f"{shown(run_id)}, continue it with redrive resume {shown(run_id)}",
+            "yellow",
+        )
     else:
         out.line("no run_end: the run is unfinished (it may be resumed)")
     return EXIT_OK
@@ -174,9 +183,11 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--status",
-        choices=["running", "suspended", "succeeded", "failed", "cancelled", "blocked"],
+        choices=["running", "suspended", "paused", "succeeded", "failed", "cancelled", "blocked"],
         help="only runs of this status; blocked: running runs, no worker holding them, that "
-        "stopped at a side effect in flight (a person settles it with redrive resolve)",
+        "stopped at a side effect in flight (a person settles it with redrive resolve); "
+        "paused: stopped on a rate limit, a quota, a budget or used-up retries (the reason "
+        "is shown; continue with redrive resume RUN or redrive recover)",
     )
     p.add_argument(
         "--stale",

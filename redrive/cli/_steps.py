@@ -9,9 +9,9 @@ from typing import Any
 from .._jsontext import list_at, token_counts
 from ..frames import ChainCheck, Frame, Kind
 from ..replay import RecordedStep, StepReader
-from ..storage import Journal, RunRecord, RunStatus, held_by_other
+from ..storage import Journal
 
-__all__ = ["blocked_step", "count_steps", "read_steps", "response_text"]
+__all__ = ["count_steps", "read_steps", "response_text"]
 
 #: Frame kinds that open a step (a model, tool or value call).
 _OPENING = frozenset({Kind.MODEL_REQUEST.value, Kind.TOOL_START.value, Kind.VALUE.value})
@@ -29,31 +29,6 @@ def count_steps(journal: Journal, run_id: str) -> int:
     """
     check = ChainCheck(run_id)
     return sum(1 for f in journal.frames(run_id) if check.check(f).kind in _OPENING)
-
-
-def blocked_step(journal: Journal, record: RunRecord) -> RecordedStep | None:
-    """The side effect in flight that stops run ``record`` until a person settles it, or None.
-
-    A run is blocked when it is ``running``, no worker holds a live lease on it,
-    and a tool step declared neither restart-safe nor read-only started and has no
-    outcome (its worker died inside the body): resuming it raises
-    ``SideEffectRetryBlockedError`` unless the tool's ``recover()`` settles it,
-    and a queue adapter parks its job (:mod:`redrive.queues`).
-    ``redrive resolve RUN SEQ`` settles it.
-
-    Args:
-        journal: the run's journal.
-        record: the run's index row.
-
-    Returns:
-        The first such step (its ``seq`` is what ``redrive resolve`` takes), or None.
-    """
-    if record.status != RunStatus.RUNNING.value or held_by_other(record, None):
-        return None
-    for step in StepReader().read(journal.frames(record.run_id)):
-        if step.kind == "tool" and step.end is None and not step.harmless:
-            return None if step.resolved_not_done else step
-    return None
 
 
 def _usage(outcome: dict[str, Any]) -> dict[str, int] | None:

@@ -17,6 +17,11 @@ outcome            what the queue does with the job
 ``suspended``      acknowledged; enqueue the job again once the approval is decided
 ``busy``           retried when the other worker's lease lapses (not counted)
 ``transient``      retried after a back-off (counted against the queue's limit)
+``paused``         the run stopped ``paused`` (a rate limit, retries used up): retried
+                   after the provider's ``Retry-After`` or the back-off (counted); when
+                   waiting cannot clear it (a quota, a budget): failed with
+                   :class:`RunParkedError` naming ``redrive resume``; the run stays
+                   ``paused`` either way (``redrive runs --status paused``)
 ``parked``         failed with :class:`RunParkedError` naming the run and the
                    commands that settle it; no retry; ``redrive runs --status
                    blocked`` lists the run

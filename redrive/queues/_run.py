@@ -46,7 +46,7 @@ class Carrier(Protocol):
     def carry(self, verdict: Verdict) -> BaseException | None:
         """Return the exception that tells the queue what to do, or None for the run's error.
 
-        Called for ``BUSY``, ``TRANSIENT``, ``PARKED`` and ``FAILED`` verdicts only.
+        Called for ``BUSY``, ``TRANSIENT``, ``PAUSED``, ``PARKED`` and ``FAILED`` verdicts only.
         """
         ...
 

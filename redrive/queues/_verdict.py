@@ -24,7 +24,7 @@ from ..errors import (
     RunBusyError,
     TerminalRunError,
 )
-from ..replay import takeover_grace
+from ..replay import Pause, pause_of, takeover_grace
 from ..storage import Journal, RunStatus
 
 __all__ = [
@@ -57,6 +57,11 @@ class Outcome(enum.StrEnum):
     """Another worker holds the run (its lease is live) or took it over: retry later."""
     TRANSIENT = "transient"
     """The run stopped resumable (a provider outage, a journal write failure): retry later."""
+    PAUSED = "paused"
+    """The run stopped ``paused`` (a rate limit, a quota, a budget, retries used up; the
+    reason is in its record): retried after the pause's delay when waiting may clear it
+    (a rate limit: its ``Retry-After``), else failed with :class:`RunParkedError` naming
+    ``redrive resume`` (a person raises the quota or budget first)."""
     PARKED = "parked"
     """A person must decide (a side effect in flight, a divergence): no retry; the run is
     listed by ``redrive runs --status blocked`` and the error names the command."""
@@ -85,6 +90,8 @@ class Verdict:
     @property
     def retry(self) -> bool:
         """True when the queue should deliver the job again after :attr:`delay` seconds."""
+        if self.outcome is Outcome.PAUSED:
+            return self.delay is not None
         return self.outcome in (Outcome.BUSY, Outcome.TRANSIENT)
 
 
@@ -142,7 +149,28 @@ def no_retry(verdict: Verdict) -> BaseException | None:
     """
     if verdict.outcome is Outcome.PARKED and verdict.error is not None:
         return parked_error(verdict.run_id, verdict.error)
+    if verdict.outcome is Outcome.PAUSED and verdict.error is not None:
+        return paused_error(verdict.run_id, verdict.error, verdict.reason)
     return None
+
+
+def paused_error(run_id: str, error: BaseException, reason: str) -> RunParkedError:
+    """Return the :class:`RunParkedError` for a run paused on what waiting cannot clear."""
+    return RunParkedError(
+        f"{reason} -- the queue will not retry this job (waiting does not clear it). Once "
+        f"the cause is settled (a quota or budget raised), continue the run with redrive "
+        f"resume {run_id!r} or enqueue the job again; redrive runs --status paused lists "
+        "such runs.",
+        run_id=run_id,
+        outcome=Outcome.PAUSED.value,
+        cause_type=type(error).__name__,
+        next_steps=(
+            NextStep(
+                NextStepAction.PERSON,
+                f"settle the cause, then continue the run: redrive resume {run_id!r}",
+            ),
+        ),
+    )
 
 
 def _busy_delay(journal: Journal, run_id: str, lease: float | None) -> float:
@@ -166,6 +194,7 @@ def judge(
     lease: float | None,
     status: str | None = None,
     backoff: float = 1.0,
+    pause: Pause | None = None,
 ) -> Verdict:
     """Decide what the queue does with a job after one delivery of its run.
 
@@ -178,6 +207,10 @@ def judge(
                                                  holder's lease lapses)
     ``TerminalRunError``, or the run now ended   ``FAILED``
     ``failed``/``cancelled``
+    an error after which the run is ``paused``   ``PAUSED`` (retry after
+                                                 the pause's delay, or the
+                                                 back-off; no retry when a
+                                                 person must act first)
     ``JournalWriteError``, or any other error    ``TRANSIENT``
     after which the run is still ``running``
     any other redrive error (a side effect in    ``PARKED``
@@ -191,7 +224,9 @@ def judge(
         journal: the run's journal (read for the lease's expiry and the run's status).
         lease: the lease length the run took, in seconds (None: none).
         status: the run's status after the delivery when known (``run.status``).
-        backoff: seconds to wait before retrying a ``TRANSIENT`` outcome.
+        backoff: seconds to wait before retrying a ``TRANSIENT`` outcome (and a
+            ``PAUSED`` one the provider gave no ``Retry-After`` for).
+        pause: why the delivery paused the run (``run.paused``), when known.
 
     Returns:
         The :class:`Verdict`.
@@ -216,6 +251,9 @@ def judge(
         )
     if isinstance(error, JournalWriteError):
         return _retry(Outcome.TRANSIENT, run_id, backoff, error, "a journal write failed")
+    now = _status_now(journal, run_id)
+    if now == RunStatus.PAUSED.value:
+        return _paused(run_id, error, pause or pause_of(error), backoff)
     if isinstance(error, ReplayError):
         return Verdict(
             outcome=Outcome.PARKED,
@@ -223,7 +261,6 @@ def judge(
             error=error,
             reason=f"run {run_id!r} needs a person: {type(error).__name__}",
         )
-    now = _status_now(journal, run_id)
     if now == RunStatus.RUNNING.value:
         return _retry(Outcome.TRANSIENT, run_id, backoff, error, "the run stopped resumable")
     return Verdict(
@@ -231,6 +268,24 @@ def judge(
         run_id=run_id,
         error=error,
         reason=f"run {run_id!r} ended {now or 'before it started'}",
+    )
+
+
+def _paused(run_id: str, error: BaseException, pause: Pause | None, backoff: float) -> Verdict:
+    """The verdict on a delivery that paused its run (``pause``: why, when known)."""
+    why = pause.text() if pause is not None else f"paused: {type(error).__name__}: {error}"
+    if pause is not None and not pause.retry:
+        return Verdict(
+            outcome=Outcome.PAUSED, run_id=run_id, error=error, reason=f"run {run_id!r} {why}"
+        )
+    after = pause.retry_after if pause is not None else None
+    delay = max(MIN_DELAY, after if after is not None else backoff)
+    return Verdict(
+        outcome=Outcome.PAUSED,
+        run_id=run_id,
+        delay=delay,
+        error=error,
+        reason=f"run {run_id!r} {why}; retry in {delay:.1f} s",
     )
 
 

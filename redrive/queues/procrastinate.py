@@ -62,7 +62,8 @@ class RetryLater(Exception):
     """Raised at the end of a delivery whose job should run again later (see :class:`Verdict`).
 
     Attributes:
-        verdict: the delivery's verdict (``BUSY`` or ``TRANSIENT``, with its delay in seconds).
+        verdict: the delivery's verdict (``BUSY``, ``TRANSIENT`` or ``PAUSED``, with its delay
+            in seconds).
     """
 
     def __init__(self, verdict: Verdict) -> None:
@@ -74,7 +75,7 @@ class RunRetryStrategy(BaseRetryStrategy):
     """procrastinate's retry strategy for redrive jobs: retries :class:`RetryLater` only.
 
     Args:
-        max_attempts: attempts allowed for ``TRANSIENT`` outcomes (None: no limit);
+        max_attempts: attempts allowed for ``TRANSIENT`` and ``PAUSED`` outcomes (None: no limit);
             ``BUSY`` outcomes are always retried (the run's holder progresses or its
             lease lapses).
     """
@@ -88,7 +89,7 @@ class RunRetryStrategy(BaseRetryStrategy):
             return None
         verdict = exception.verdict
         if (
-            verdict.outcome is Outcome.TRANSIENT
+            verdict.outcome in (Outcome.TRANSIENT, Outcome.PAUSED)
             and self.max_attempts is not None
             and job.attempts >= self.max_attempts
         ):

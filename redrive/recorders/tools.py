@@ -16,6 +16,7 @@ from ..replay import (
     mark_retry_requested,
     register_tool,
     remember_params,
+    remember_spec,
     tool_digest,
     tool_params,
 )
@@ -263,6 +264,7 @@ def tool(
             params=params,
         )
         remember_params(step_name, params)
+        remember_spec(spec)
         signature = inspect.signature(func)
         register_tool(
             step_name,

@@ -15,6 +15,7 @@ from ._cursor import Cursor
 from ._delta import expand_frames
 from ._diff import ABSENT, diff_values, format_diff, short
 from ._divergence import ReplayDriftWarning
+from ._engine import ToolAsk, in_flight_action
 from ._executor import RunExecutor, executor
 from ._failure import ErrorClassifier, leaves_resumable, set_error_classifier
 from ._fingerprint import (
@@ -30,6 +31,17 @@ from ._fingerprint import (
 from ._fork import fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
 from ._lease import SHARED_JOURNAL_LEASE, takeover_grace
+from ._pause import (
+    PAUSED_NOTE,
+    Pause,
+    PauseRule,
+    PauseRun,
+    add_pause_rule,
+    mark_pause,
+    pause_of,
+    pause_on,
+    pause_rules,
+)
 from ._policy import ReplayPolicy, match_view, set_default_on_drift
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
 from ._resolve import resolve_step
@@ -54,7 +66,7 @@ from ._segments import (
 )
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
-from ._toolspec import Recovery, ToolSpec, rebuild_error
+from ._toolspec import Recovery, ToolSpec, declared_spec, rebuild_error, remember_spec
 
 __all__ = [
     "ABSENT",
@@ -63,6 +75,10 @@ __all__ = [
     "Fingerprint",
     "LostRunContextError",
     "ModelStep",
+    "PAUSED_NOTE",
+    "Pause",
+    "PauseRule",
+    "PauseRun",
     "REASKED",
     "RecordedStep",
     "Recovery",
@@ -78,11 +94,13 @@ __all__ = [
     "StepReader",
     "StepSource",
     "StepView",
+    "ToolAsk",
     "ToolParams",
     "ToolSpec",
     "ToolStep",
     "ValueStep",
     "active_runs",
+    "add_pause_rule",
     "answered_before",
     "app_version",
     "await_approval",
@@ -90,6 +108,7 @@ __all__ = [
     "current_run",
     "current_tools",
     "declared_params",
+    "declared_spec",
     "diff_runs",
     "diff_values",
     "dropped_arguments",
@@ -99,13 +118,18 @@ __all__ = [
     "fork",
     "format_diff",
     "idempotency_key",
+    "in_flight_action",
     "iter_steps",
     "join_run",
     "leaves_resumable",
+    "mark_pause",
     "mark_retry_requested",
     "match_view",
     "open_tools",
     "outside_run",
+    "pause_of",
+    "pause_on",
+    "pause_rules",
     "pending_approvals",
     "read_fingerprint",
     "rebuild_error",
@@ -114,6 +138,7 @@ __all__ = [
     "redirected",
     "register_tool",
     "remember_params",
+    "remember_spec",
     "render_compare",
     "render_run",
     "resolve_step",

@@ -32,6 +32,7 @@ from ._flows import Flow, FlowTracker
 from ._lease import LeaseKeeper
 from ._matcher import Matcher
 from ._opening import Opener
+from ._pause import PAUSED_NOTE, Pause, pause_of
 from ._state import RunState
 from ._steps import take_until
 from ._writer import JournalWriter, _Adopted
@@ -322,6 +323,8 @@ class RunBlock:
             elif isinstance(exc, Suspended):
                 self._appender.flush(update=RunUpdate(status=RunStatus.SUSPENDED.value))
                 self._state.status = RunStatus.SUSPENDED.value
+            elif (pause := pause_of(exc, self._config.retryable)) is not None:
+                self._pause(pause)
             elif self._resumable(exc):
                 self._appender.flush()
             else:
@@ -329,6 +332,17 @@ class RunBlock:
         finally:
             self.close_writes()  # after the last write: a thread that outlives the block raises
             self.release()
+
+    def _pause(self, pause: Pause) -> None:
+        """Stop the run ``paused``: a ``paused`` note with why, and the reason in its record."""
+        state = self._state
+        with state.lock:
+            self._writer.queue(Kind.NOTE, PAUSED_NOTE, {"data": pause.to_dict()})
+            self._appender.flush(
+                update=RunUpdate(status=RunStatus.PAUSED.value, error=pause.text())
+            )
+            state.status = RunStatus.PAUSED.value
+            state.paused = pause
 
     def _flush_interrupted(self, exc: BaseException) -> None:
         """Journal the frames made before an interruption; the interruption still propagates.

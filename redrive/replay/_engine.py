@@ -40,6 +40,7 @@ __all__ = [
     "GoLive",
     "decide_drift",
     "decide_in_flight",
+    "in_flight_action",
     "decide_model",
     "decide_tool",
     "decide_unrecorded_tool",
@@ -338,6 +339,25 @@ def decide_in_flight(ask: ToolAsk) -> InFlightDecision:
     if ask.restart_safe:
         return Rerun(step)
     return Block(step.seq, step.attempts, cause=_ended_cause(step))
+
+
+def in_flight_action(ask: ToolAsk) -> str:
+    """What a resume does with an in-flight step, as a word (what :func:`decide_in_flight` decides).
+
+    Returns:
+        ``"rerun"`` (its body runs again), ``"recover"`` (its ``recover()`` is
+        asked), ``"block"`` (a person decides), ``"retry_limit"`` (started
+        ``max_attempts`` times: a person decides), ``"miss"`` (the run cannot write).
+    """
+    decision = decide_in_flight(ask)
+    words: dict[type, str] = {
+        Rerun: "rerun",
+        AskRecover: "recover",
+        Block: "block",
+        RetryLimit: "retry_limit",
+        Miss: "miss",
+    }
+    return words[type(decision)]
 
 
 def _ended_cause(step: RecordedStep) -> str:

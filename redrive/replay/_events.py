@@ -99,10 +99,11 @@ def log_closed(run: _RunView, exc: BaseException | None, *, lease_lost: bool) ->
             level=logging.WARNING,
             **counts,
         )
-    elif exc is None or run.status in ("succeeded", "failed", "cancelled", "suspended"):
+    elif exc is None or run.status in ("succeeded", "failed", "cancelled", "suspended", "paused"):
         level = logging.ERROR if run.status == "failed" else logging.INFO
+        level = logging.WARNING if run.status == "paused" else level
         log_event(
-            "finish" if run.status != "suspended" else "suspended",
+            run.status if run.status in ("suspended", "paused") else "finish",
             rid,
             f"run {rid!r} ended {run.status}; " + tail,
             level=level,

@@ -157,15 +157,18 @@ class Opener:
         self._state.cursor.callers.claimable = self._flows.may_still_issue
         self._writer.restart_at(record.next_seq, record.last_chain)
         self._state.resumed_at = record.next_seq
-        if record.status == RunStatus.SUSPENDED.value and self._state.config.live:
+        waiting = (RunStatus.SUSPENDED.value, RunStatus.PAUSED.value)
+        if record.status in waiting and self._state.config.live:
             self._state.status = RunStatus.RUNNING.value
-            # running again: a crash from here on leaves it among interrupted_runs()
+            # running again: a crash from here on leaves it among interrupted_runs(); a
+            # paused run's reason is cleared from its record (its `paused` note keeps it)
+            cleared = "" if record.status == RunStatus.PAUSED.value else None
             with contextlib.suppress(AppendConflictError):
                 self._state.config.journal.append(
                     self._state.run_id,
                     [],
                     expected_seq=record.next_seq,
-                    update=RunUpdate(status=RunStatus.RUNNING.value),
+                    update=RunUpdate(status=RunStatus.RUNNING.value, error=cleared),
                 )
 
     def catch_up(self, record: RunRecord) -> None:

@@ -22,6 +22,7 @@ from ..storage import RunRecord, RunStatus
 from ._config import RunConfig
 from ._cursor import Cursor
 from ._delta import Expander
+from ._pause import Pause
 from ._places import Places
 
 __all__ = ["RunState"]
@@ -64,6 +65,8 @@ class RunState:
     gave_up_steps: set[int] = attrs.field(factory=set)
     status: str = RunStatus.RUNNING.value
     ended_why: str | None = None
+    #: why this execution stopped the run ``paused`` (see :mod:`._pause`), else None
+    paused: Pause | None = None
     block_ended: tuple[str, int] | None = None
     replayed_steps: int = 0
     live_steps: int = 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -30,7 +31,15 @@ from ._retry import retry_requested
 from ._samecall import ToolParams
 from ._steps import RecordedStep
 
-__all__ = ["Recovery", "ToolPlan", "ToolSpec", "rebuild_error", "tool_error_retryable"]
+__all__ = [
+    "Recovery",
+    "ToolPlan",
+    "ToolSpec",
+    "declared_spec",
+    "rebuild_error",
+    "remember_spec",
+    "tool_error_retryable",
+]
 
 
 @attrs.frozen
@@ -83,6 +92,22 @@ class ToolSpec:
     retryable: tuple[type[BaseException], ...] = ()
     declared: bool = True
     params: ToolParams = attrs.field(factory=ToolParams, eq=False)
+
+
+_SPECS: dict[str, ToolSpec] = {}
+_SPECS_LOCK = threading.Lock()
+
+
+def remember_spec(spec: ToolSpec) -> None:
+    """Note how tool ``spec.name`` behaves on resume, as declared in this process (latest wins)."""
+    with _SPECS_LOCK:
+        _SPECS[spec.name] = spec
+
+
+def declared_spec(name: str) -> ToolSpec | None:
+    """How tool ``name`` behaves on resume as declared in this process, or None (not defined)."""
+    with _SPECS_LOCK:
+        return _SPECS.get(name)
 
 
 @attrs.define

@@ -15,6 +15,7 @@ class RunStatus(enum.StrEnum):
 
     RUNNING = "running"
     SUSPENDED = "suspended"
+    PAUSED = "paused"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"

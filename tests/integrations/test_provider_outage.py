@@ -94,12 +94,16 @@ def _first_delivery(
 def test_a_brief_outage_leaves_the_run_resumable_and_the_next_delivery_finishes(
     integration: str, face: str, fault_kind: str, tmp_path: Path
 ) -> None:
-    """The call after the tool fails transiently: resumable; the retry finishes, emails once."""
+    """The call after the tool fails transiently: paused (a 429 as a rate limit, through
+    every framework's own error); the retry finishes, emails once."""
     log, journal = tmp_path / "emails.log", redrive.open_journal(":memory:")
     with serve() as server:
         loop, raised, error = _first_delivery(integration, face, fault_kind, server, journal, log)
         assert not isinstance(error, redrive.ReplayError), raised
-        assert _status(journal) == "running", raised
+        assert _status(journal) == "paused", raised  # resumable, with why
+        pause = redrive.paused_reason(journal, RUN_ID)
+        kind = "rate_limit" if fault_kind == "429" else "retries_exhausted"
+        assert pause is not None and pause.kind == kind and pause.retry, (pause, raised)
 
         server.add(TURNS[LOOPS[integration][3]][1])  # the provider is back: the final answer
         assert _attempt(journal, loop, face, server.url + "/v1", log) == FINAL

@@ -352,6 +352,6 @@ def test_chat_openai_transient_errors_leave_the_run_resumable(status: int, resum
         assert getattr(caught.value, "status_code", None) == status
         record = journal.get_run("lc")
         assert record is not None
-        assert record.status == ("running" if resumable else "failed")
+        assert record.status == ("paused" if resumable else "failed")
         if resumable:
             assert asyncio.run(attempt()) == FINAL

@@ -152,7 +152,7 @@ def test_a_transient_error_anywhere_in_the_tree_leaves_the_run_resumable(
     for how, wrapper in chain:
         exc = _wrap(exc, how, wrapper)
     hidden = any(how == "hidden" for how, _ in chain)
-    expected = "running" if transient and not hidden else "failed"
+    expected = "paused" if transient and not hidden else "failed"
     assert _ended(exc, is_async) == expected
 
 
@@ -205,7 +205,7 @@ def test_a_tools_own_connection_error_is_its_recorded_outcome() -> None:
 
 def test_a_tool_that_declares_its_connection_error_retryable_stays_resumable() -> None:
     """The tool knows its request is safe to send again (its idempotency key): resumable."""
-    assert _tool_run((httpx.ConnectError,), TRANSIENT["httpx connect"]) == "running"
+    assert _tool_run((httpx.ConnectError,), TRANSIENT["httpx connect"]) == "paused"
 
 
 def test_a_model_outage_inside_a_tool_leaves_it_retryable_through_a_framework_wrapper() -> None:
@@ -216,4 +216,4 @@ def test_a_model_outage_inside_a_tool_leaves_it_retryable_through_a_framework_wr
         outer.__cause__ = _marked(TRANSIENT["openai connection"], True)()
         return outer
 
-    assert _tool_run((), raised) == "running"
+    assert _tool_run((), raised) == "paused"

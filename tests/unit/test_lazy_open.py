@@ -331,10 +331,10 @@ def test_a_journal_dropped_without_close_does_not_keep_the_file_open(tmp_path: P
     again.close()
 
 
-class _Stop(Exception):
-    """A retryable stop: the run stays resumable (like a dropped connection)."""
-
-    retryable = True
+class _Stop(SystemExit):
+    """An interruption (a deploy's SIGTERM handler): the run stays ``running``, as after a
+    crash. (A retryable error would pause it, and resuming a paused run writes its status
+    back to ``running`` when it opens, which opens the tables then.)"""
 
 
 def _loop(calls: list[int], stop_at: int | None) -> Any:

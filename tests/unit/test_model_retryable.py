@@ -48,8 +48,8 @@ ERRORS = st.one_of(
 
 def _expected(exc: Exception) -> str:
     if isinstance(exc, APIStatusError):
-        return "running" if _transient(exc.status_code, exc.response.headers) else "failed"
-    return "running" if isinstance(exc, APIConnectionError) else "failed"
+        return "paused" if _transient(exc.status_code, exc.response.headers) else "failed"
+    return "paused" if isinstance(exc, APIConnectionError) else "failed"
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])

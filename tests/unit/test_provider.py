@@ -262,7 +262,7 @@ def test_a_marked_model_callable_leaves_its_run_resumable() -> None:
     def complete(prompt: str, status: int) -> str:
         raise StatusError(status)
 
-    for status, expected in ((503, "running"), (400, "failed")):
+    for status, expected in ((503, "paused"), (400, "failed")):
         with pytest.raises(StatusError) as info, redrive.run(journal, f"r{status}"):
             complete("hi", status)
         assert getattr(info.value, "retryable", None) is (status == 503)

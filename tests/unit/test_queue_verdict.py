@@ -76,7 +76,9 @@ def _error(cls: type[BaseException]) -> BaseException:
 
 @given(
     cls=st.sampled_from(ERRORS),
-    status=st.sampled_from(["running", "suspended", "succeeded", "failed", "cancelled", None]),
+    status=st.sampled_from(
+        ["running", "suspended", "paused", "succeeded", "failed", "cancelled", None]
+    ),
     leased_for=st.one_of(st.none(), st.floats(0, 60)),
 )
 def test_a_resumable_run_is_never_dropped_as_a_plain_failure(
@@ -98,6 +100,9 @@ def test_a_resumable_run_is_never_dropped_as_a_plain_failure(
         assert verdict.outcome is Outcome.BUSY
         if leased_for is not None and cls is not LeaseLostError and status is not None:
             assert verdict.delay is not None and before + verdict.delay >= before + leased_for
+    elif status == "paused" and cls not in (TerminalRunError, JournalWriteError):
+        # a paused run waits (retried later) or a person settles its cause: never dropped
+        assert verdict.outcome is Outcome.PAUSED and verdict.reason
     elif issubclass(cls, PERSON):
         assert verdict.outcome is Outcome.PARKED
     elif cls is TerminalRunError:
@@ -153,9 +158,10 @@ def _deliver(face: str, journal: Any, carrier: Recorder, body: Any, **options: A
 
 @pytest.mark.parametrize("face", ["sync", "async"])
 def test_each_face_carries_the_verdict_out(face: str) -> None:
-    """Sync and async: a transient stop is handed to the carrier and retried; the retry
-    finishes the run (done, the carrier not asked); a finished run replays (done); a
-    non-retryable error ends the run and reaches the queue as it is (failed)."""
+    """Sync and async: a transient stop pauses the run and is handed to the carrier and
+    retried after the back-off; the retry finishes the run (done, the carrier not asked); a
+    finished run replays (done); a non-retryable error ends the run and reaches the queue as
+    it is (failed)."""
     journal = MemoryJournal()
     carrier = Recorder()
 
@@ -164,7 +170,9 @@ def test_each_face_carries_the_verdict_out(face: str) -> None:
 
     with pytest.raises(Recorder.Retry):
         _deliver(face, journal, carrier, outage, retryable=(ConnectionError,))
-    assert [v.outcome for v in carrier.verdicts] == [Outcome.TRANSIENT]
+    assert [v.outcome for v in carrier.verdicts] == [Outcome.PAUSED]
+    assert carrier.verdicts[0].retry and carrier.verdicts[0].delay == 1.0
+    assert journal.get_run("support:1").status == "paused"  # type: ignore[union-attr]
     assert isinstance(carrier.verdicts[0].error, ConnectionError)
     assert _deliver(face, journal, carrier, lambda: "answered") == "answered"
     assert _deliver(face, journal, carrier, lambda: "answered") == "answered"  # replayed

@@ -141,7 +141,7 @@ def test_imported_running_run_resumes_live(tmp_path: Path) -> None:
     with pytest.raises(ConnectionError), redrive.run(prod, "r2") as run:
         _fake_model("a")
         raise ConnectionError("worker lost")
-    assert prod.get_run("r2").status == "running"  # type: ignore[union-attr]
+    assert prod.get_run("r2").status == "paused"  # type: ignore[union-attr]
     export_run(prod, "r2", tmp_path / "r2.rdj")
     local = MemoryJournal()
     import_run(tmp_path / "r2.rdj", local)

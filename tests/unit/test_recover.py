@@ -92,7 +92,8 @@ class App:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     def interrupt(self, journal: Journal, orders: list[str]) -> None:
-        """Start one run per order and stop each after its refund (status stays running)."""
+        """Start one run per order and stop each after its refund (a transient error: the
+        run stops ``paused``, resumable)."""
         module = self.deploy()
         self.crash.touch()
         for order in orders:
@@ -357,7 +358,9 @@ def test_recovery_leaves_a_run_executing_under_a_lease_alone(app: App) -> None:
         assert inside.wait(30)
         assert [r.run_id for r in journal.runs(status="running")] == ["refund:A"]
         report = redrive.recover_runs(journal, stale=0, import_paths=[str(app.dir)])
-        assert report.results == ()
+        (left,) = report.results  # looked at, left alone, and said why
+        assert (left.outcome, left.state, left.live_steps) == ("left", "held", 0)
+        assert "held by" in left.message and report.ok
     finally:
         release.set()
         thread.join(30)

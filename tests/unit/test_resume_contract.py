@@ -574,7 +574,7 @@ def test_blocked_run_stays_resumable(drive: Drive, journal: MemoryJournal, ledge
 def test_retryable_error_leaves_run_running(
     drive: Drive, journal: MemoryJournal, ledger: Ledger
 ) -> None:
-    """A retryable tool error ends the execution but leaves the run resumable."""
+    """A retryable tool error ends the execution but leaves the run resumable (paused)."""
 
     @drive.tool(restart_safe=True, retryable=(LookupError,))
     def fetch_page(url: str) -> str:
@@ -586,9 +586,9 @@ def test_retryable_error_leaves_run_running(
     with pytest.raises(LookupError):
         drive.run(journal, "r1", one(fetch_page, "u"))
     run = drive.last_run
-    assert run is not None and run.status == "running"
+    assert run is not None and run.status == "paused"
     record = journal.get_run("r1")
-    assert record is not None and record.status == "running"
+    assert record is not None and record.status == "paused"
     again, value = drive.run(journal, "r1", one(fetch_page, "u"))
     assert value == "page"
     assert again.status == "succeeded"
@@ -607,7 +607,7 @@ def test_retryable_error_of_unsafe_tool_is_in_flight_on_resume(
 
     with pytest.raises(TimeoutError):
         drive.run(journal, "r1", one(charge_card, 5))
-    assert journal.get_run("r1").status == "running"  # type: ignore[union-attr]
+    assert journal.get_run("r1").status == "paused"  # type: ignore[union-attr]
     run, outcome = drive.run(journal, "r1", one(charge_card, 5), on_in_flight="tell_model")
     assert outcome["status"] == "not_safely_resumable"
     assert run.status == "succeeded"
@@ -749,7 +749,7 @@ def test_resume_note_is_empty_with_nothing_to_say(drive: Drive, journal: MemoryJ
         drive.run(journal, "r2", loop(True))
     run2 = drive.last_run
     drive.run(journal, "r2", loop(False))
-    assert run.status == "succeeded" and run2 is not None and run2.status == "running"
+    assert run.status == "succeeded" and run2 is not None and run2.status == "paused"
 
 
 def test_resume_note_marks_not_resumed_outcomes(
@@ -936,9 +936,9 @@ class APIConnectionError(Exception):
 @pytest.mark.parametrize(
     ("error", "status"),
     [
-        (APIStatusError(503), "running"),
-        (APIStatusError(429), "running"),
-        (APIConnectionError("reset"), "running"),
+        (APIStatusError(503), "paused"),
+        (APIStatusError(429), "paused"),
+        (APIConnectionError("reset"), "paused"),
         (APIStatusError(400), "failed"),
     ],
 )

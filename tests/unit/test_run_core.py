@@ -98,8 +98,8 @@ def test_resume_runs_only_unfinished_steps(journal: Journal, world: Counter) -> 
     loop = make_loop(world)
     with pytest.raises(ConnectionError), redrive.run(journal, "r2") as run:
         loop(crash_after="lookup")
-    assert run.status == "running"
-    assert [r.run_id for r in journal.interrupted_runs()] == ["r2"]
+    assert run.status == "paused"  # a transient error: paused, resumable, with why
+    assert [r.run_id for r in journal.runs(status="paused")] == ["r2"]
     world.calls.clear()
     with redrive.run(journal, "r2") as run:
         run.finish(loop())
@@ -234,7 +234,7 @@ def test_recorded_tool_error_is_raised_again(journal: Journal) -> None:
             get_quota("u1")
     assert calls == [1]
     record = journal.get_run("e1")
-    assert record is not None and record.status == "running"
+    assert record is not None and record.status == "paused"
 
 
 def test_unrebuildable_error_becomes_recorded_tool_error(journal: Journal) -> None:
@@ -440,7 +440,7 @@ def test_replay_only_run_never_writes(journal: Journal, world: Counter) -> None:
     with pytest.raises(AssertionError), redrive.run(journal, "ro", live=False):
         raise AssertionError("debugging: stopped while replaying")
     assert [f.chain for f in journal.frames("ro")] == before
-    assert journal.get_run("ro").status == "running"  # type: ignore[union-attr]
+    assert journal.get_run("ro").status == "paused"  # type: ignore[union-attr]
 
 
 def test_system_exit_leaves_the_run_resumable(journal: Journal, world: Counter) -> None:
@@ -661,9 +661,9 @@ def test_transient_model_api_errors_leave_the_run_resumable(journal: Journal) ->
 
     for i, (exc, status) in enumerate(
         [
-            (APIStatusError(503), "running"),
-            (APIStatusError(429), "running"),
-            (APIConnectionError("reset"), "running"),
+            (APIStatusError(503), "paused"),
+            (APIStatusError(429), "paused"),
+            (APIConnectionError("reset"), "paused"),
             (APIStatusError(400), "failed"),
         ]
     ):

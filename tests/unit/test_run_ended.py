@@ -317,6 +317,6 @@ def test_anything_after_the_end_is_refused(face: str, ops: list[Op], ending: End
     assert ran == []
     record = journal.get_run("p")
     assert record is not None
-    expected = {"succeeded": "succeeded", "resumable": "running", "failed": "failed"}[ending]
+    expected = {"succeeded": "succeeded", "resumable": "paused", "failed": "failed"}[ending]
     assert record.status == expected
     assert {o.status for o in outcomes} == {expected}

@@ -192,7 +192,7 @@ def test_overloaded_529_is_not_journaled_and_is_asked_again(
     with pytest.raises(anthropic.APIStatusError) as info, redrive.run(journal, "r1"):
         wrapped.messages.create(model="claude-test-model", max_tokens=10, messages=MESSAGES)
     assert getattr(info.value, "retryable", None) is True
-    assert journal.get_run("r1").status == "running"
+    assert journal.get_run("r1").status == "paused"
     assert not [f for f in journal.frames("r1") if f.kind.startswith("model")]
     for _ in range(2):
         with redrive.run(journal, "r1"):

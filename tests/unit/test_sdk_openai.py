@@ -420,7 +420,7 @@ def test_stream_without_final_event_is_requested_again(
             wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES, stream=True)
         )
     assert getattr(info.value, "retryable", None) is True
-    assert journal.get_run("r1").status == "running"
+    assert journal.get_run("r1").status == "paused"
     assert _model_frames(journal, "r1") == []
     outs = []
     for _ in range(2):
@@ -511,7 +511,7 @@ def test_transient_error_is_not_journaled_and_is_asked_again(
         wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
     assert info.value.status_code == status
     assert getattr(info.value, "retryable", None) is True
-    assert journal.get_run("r1").status == "running"
+    assert journal.get_run("r1").status == "paused"
     assert _model_frames(journal, "r1") == []
     for _ in range(2):  # resume asks live; the finished run then replays it
         with redrive.run(journal, "r1") as run:
@@ -577,7 +577,7 @@ def test_connection_error_itself_carries_retryable(journal: Journal, is_async: b
             _open.append(wrapped)
             wrapped.chat.completions.create(model="gpt-4o", messages=MESSAGES)
     assert getattr(info.value, "retryable", None) is True
-    assert journal.get_run("r1").status == "running"
+    assert journal.get_run("r1").status == "paused"
 
 
 def test_live_recorded_error_carries_retryable_false(

@@ -211,7 +211,7 @@ def check_transient(
     assert first.error is not None, "a transient failure reaches the loop as an exception"
     assert getattr(first.error, "retryable", None) is True
     record = journal.get_run(run_id)
-    assert record is not None and record.status == "running"
+    assert record is not None and record.status == "paused"
     assert _model_frames(journal, run_id) == []
     resumed = attempt(server, journal, api, face, run_id)
     assert resumed.error is None and resumed.events

@@ -145,7 +145,7 @@ def test_transport_error_is_marked_retryable_and_not_journaled(journal: Journal,
         exchange(face, _transport(face, []), "/refused")
     assert getattr(info.value, "retryable", None) is True
     assert _responses(journal, "r") == []
-    assert journal.get_run("r").status == "running"  # resumable
+    assert journal.get_run("r").status == "paused"  # resumable
 
 
 @pytest.mark.parametrize("face", FACES)
