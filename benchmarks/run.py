@@ -170,8 +170,8 @@ def measure_all(quick: bool, work: str) -> dict[str, Any]:
         ),
         ("messages", lambda: interleaved.messages(work, n_messages, ("redrive", "langgraph"))),
         ("steps", lambda: floor.step_costs(work)),
-        ("pytest_scale", lambda: _pytest_scale(1000)),
-        ("check_jobs", lambda: _check_jobs(1000, work)),
+        ("pytest_scale", lambda: _pytest_scale(200 if quick else 1000)),
+        ("check_jobs", lambda: _check_jobs(200 if quick else 1000, work)),
         ("postgres", lambda: _postgres(quick)),
     ):
         try:
