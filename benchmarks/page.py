@@ -1,8 +1,9 @@
 """Write ``docs/performance.md`` from one run of ``scripts/bench`` (issue 26).
 
-``scripts/bench --quick --json run.json --page docs/performance.md`` writes it
-after measuring; ``python -m benchmarks.page run.json > docs/performance.md``
-rewrites it from the saved figures. The page is generated whole: edit this
+``scripts/bench --quick --json docs/performance.json --page docs/performance.md``
+writes both after measuring; ``python -m benchmarks.page docs/performance.json >
+docs/performance.md`` rewrites the page from the saved figures (a test checks
+that the page is exactly that). The page is generated whole: edit this
 module, not the page.
 """
 
