@@ -105,11 +105,19 @@ def _duckdb_connect(directory: str) -> float:
     return _median(samples)
 
 
-def step_costs(directory: str, *, steps: int = 200) -> dict[str, float]:
-    """Seconds per step on a DuckDB journal: a side-effecting tool step, a model step.
+def step_costs(directory: str, *, rounds: int = 10, steps: int = 20) -> dict[str, Any]:
+    """Seconds per step on a DuckDB journal, each block next to an fsync block (issue 26).
 
     ``tool_step``: no-op side-effecting tool (claim + outcome: two fsyncs);
-    ``model_step``: stub model with ``model_commit="write"`` (log write, no fsync).
+    ``model_step``: stub model with ``model_commit="write"`` (log write, no
+    fsync). Each round times ``steps`` tool steps, then ``steps`` appends of
+    2 KB + fsync on the same disk, then ``steps`` model steps, then another
+    fsync block: the floor each block is compared with is sampled right next
+    to it, not minutes earlier.
+
+    Returns lists with one entry per round (seconds): ``tool_step``,
+    ``model_step``, ``fsync_tool`` and ``fsync_model`` (the median fsync of
+    the block after each).
     """
     from redrive.storage.duckdb import DuckDBJournal
 
@@ -123,24 +131,46 @@ def step_costs(directory: str, *, steps: int = 200) -> dict[str, float]:
 
     path = os.path.join(directory, "steps.duckdb")
     journal = DuckDBJournal(path)
-    out: dict[str, float] = {}
-    with redrive.run(journal, "tools"):
-        tool("999999999")  # warm-up
-        t0 = time.perf_counter()
-        for i in range(steps):
-            tool(f"{i:09d}")
-        out["tool_step"] = (time.perf_counter() - t0) / steps
-    with redrive.run(journal, "models", model_commit="write"):
-        model(w.model_request(0))
-        t0 = time.perf_counter()
-        for i in range(steps):
-            model(w.model_request(i + 1))
-        out["model_step"] = (time.perf_counter() - t0) / steps
-    journal.close()
+    sink = os.path.join(directory, "fsync-steps.bin")
+    fd = os.open(sink, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    chunk = b"x" * 2048
+    out: dict[str, list[float]] = {
+        k: [] for k in ("tool_step", "model_step", "fsync_tool", "fsync_model")
+    }
+
+    def fsyncs() -> float:
+        samples = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            os.write(fd, chunk)
+            os.fsync(fd)
+            samples.append(time.perf_counter() - t0)
+        return _median(samples)
+
+    try:
+        for r in range(rounds):
+            with redrive.run(journal, f"tools-{r}"):
+                tool("999999999")  # warm-up
+                t0 = time.perf_counter()
+                for i in range(steps):
+                    tool(f"{i:09d}")
+                out["tool_step"].append((time.perf_counter() - t0) / steps)
+            out["fsync_tool"].append(fsyncs())
+            with redrive.run(journal, f"models-{r}", model_commit="write"):
+                model(w.model_request(0))
+                t0 = time.perf_counter()
+                for i in range(steps):
+                    model(w.model_request(i + 1))
+                out["model_step"].append((time.perf_counter() - t0) / steps)
+            out["fsync_model"].append(fsyncs())
+    finally:
+        os.close(fd)
+        os.unlink(sink)
+        journal.close()
     for suffix in ("", ".rdlog", ".wal"):
         if os.path.exists(path + suffix):
             os.unlink(path + suffix)
-    return out
+    return dict(out)
 
 
 def durable_writes(*, model_steps: int = 20) -> dict[str, float]:

@@ -211,6 +211,52 @@ def postgres_workers(url: str, schema: str, workers: int, steps: int) -> dict[st
     return _summary(results)
 
 
+def _bare_worker(url: str, table: str, rows: int, start: Any, out: Any) -> None:
+    import psycopg
+
+    payload = os.urandom(2048)
+    latencies: list[float] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT 1")
+        start.wait()
+        began = time.perf_counter()
+        for _ in range(rows):
+            t0 = time.perf_counter()
+            conn.execute(f"INSERT INTO {table} (b) VALUES (%s)", [payload])
+            latencies.append(time.perf_counter() - t0)
+        out.put((rows, began, time.perf_counter(), latencies))
+
+
+def bare_insert_workers(url: str, schema: str, workers: int, rows: int) -> dict[str, float]:
+    """``workers`` processes each doing ``rows`` autocommit INSERTs of a 2 KB row at once.
+
+    The floor of the claim at the same concurrency (issue 26): the claim at 8
+    workers is compared with INSERTs at 8 connections, not with one.
+    Returns the same keys as :func:`postgres_workers` (``claim_*`` = one INSERT).
+    """
+    import psycopg
+    from psycopg import sql
+
+    table = sql.Identifier(schema, f"bench_bare_{uuid.uuid4().hex[:8]}").as_string(None)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id BIGSERIAL PRIMARY KEY, b BYTEA)")
+    ctx = mp.get_context("spawn")
+    start = ctx.Event()
+    out: Any = ctx.Queue()
+    procs = [
+        ctx.Process(target=_bare_worker, args=(url, table, rows, start, out))
+        for _ in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)  # every worker connected before the clock starts
+    start.set()
+    results = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+    return _summary(results)
+
+
 def duckdb_workers(path: str, workers: int, steps: int) -> dict[str, float]:
     """Run ``workers`` threads sharing one DuckDB journal (one writing process per file)."""
     from redrive.storage.duckdb import DuckDBJournal

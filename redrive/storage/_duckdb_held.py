@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import attrs
 
-from ..errors import JournalCorruptError
+from ..errors import JournalCorruptError, JournalWriteError
 from ..frames import Frame
 from ._base import Decision, RunRecord, RunStatus
 from ._duckdb_store import _CHUNK
@@ -258,3 +258,45 @@ def _drop_moved(held: MemoryState, move: _Move) -> None:
     for key, decision in move.decisions.items():
         if held.decisions.get(key) is decision:
             del held.decisions[key]
+
+
+def nothing_moves(held: MemoryState, checkpoint_frames: int, damage: Damage) -> bool:
+    """True when a closing checkpoint would move nothing into the tables.
+
+    That is when every record held belongs to a run the checkpoint keeps in
+    the log (unfinished and within half the threshold, see :func:`_kept_runs`,
+    or damaged): the log already holds exactly what it must.
+    """
+    if held.empty:
+        return True
+    keep = _kept_runs(held, checkpoint_frames) | set(damage.runs)
+    return (
+        keep.issuperset(held.runs)
+        and keep.issuperset(held.frames)
+        and all(run_id in keep for run_id, _ in held.decisions)
+    )
+
+
+def _move_failed(path: str, exc: Exception) -> JournalWriteError:
+    """The error of a closing checkpoint whose bulk move failed (nothing is lost)."""
+    log = f"{path}.rdlog"
+    return JournalWriteError(
+        f"closing DuckDB journal {path}: moving the records of its log into the "
+        f"database failed ({type(exc).__name__}: {exc}). Nothing is lost: every "
+        f"acknowledged write is durable in {log} (fsynced); reopening the journal reads "
+        "it from there and moves it into the database at its next checkpoint. Free "
+        "disk space (or fix the I/O error), then reopen the journal; keep "
+        f"{log} next to the database file until then.",
+        journal=path,
+    )
+
+
+def _close_failed(path: str, closing: Exception) -> JournalWriteError:
+    """The error of DuckDB's close failing (every acknowledged write is durable)."""
+    return JournalWriteError(
+        f"closing DuckDB journal {path} failed ({type(closing).__name__}: "
+        f"{closing}); every acknowledged write is durable in the database or in "
+        f"{path}.rdlog, which the reopened journal reads and moves into the "
+        "database.",
+        journal=path,
+    )

@@ -6,7 +6,10 @@ log holds the live set and the tables hold history: at checkpoints (every
 :data:`CHECKPOINT_FRAMES` frames, and on close) the records of runs that have
 ended are moved into DuckDB's tables in bulk, and the log is rewritten
 atomically with only the records of unfinished runs (unless those grow past
-half the threshold: then they move too). The tables serve queries
+half the threshold: then they move too). A close with nothing to move (the
+log holds only unfinished runs it keeps) leaves the log as it is and does not
+open the tables: a process that resumed a run and stopped before writing
+closes in about a millisecond. The tables serve queries
 (``redrive sql``), the run index and reads, while the per-step commit cost
 stays close to the fsync floor. Reads merge the tables with the records held
 in the log, so they always see every acknowledged write.
@@ -21,7 +24,9 @@ journal this redrive may write. An error opening the file
 (:class:`~redrive.errors.JournalLockedError`,
 :class:`~redrive.errors.JournalFormatError`) is then raised by the first
 operation that needs the tables (``runs()``, reading a run the log does not
-hold wholly, a write, a checkpoint, ``close()``), with the same message. A
+hold wholly, a write, a checkpoint, ``close()`` when it has records to move
+or the open had started), with the same message; a journal that only read
+runs held in the log closes without opening the file (the next open raises it). A
 new file, a read-only open, ``":memory:"`` and an empty log open the file at
 once, as before.
 
