@@ -18,7 +18,7 @@ import sys
 import tempfile
 from typing import Any
 
-from . import floor
+from . import floor, replay_cost
 
 SYSTEMS = [
     "redrive-duckdb",
@@ -156,6 +156,7 @@ def measure_all(quick: bool, work: str) -> dict[str, Any]:
         ("pytest_scale", lambda: _pytest_scale(1000)),
         ("check_jobs", lambda: _check_jobs(1000, work)),
         ("postgres", lambda: _postgres(quick)),
+        ("replay_cost", lambda: replay_cost.measure(quick, work)),  # issue 26 items 2, 3, 5
     ):
         try:
             out[name] = fn()
@@ -387,6 +388,7 @@ def goals(data: dict[str, Any]) -> str:
         )
     elif cj.get("error"):
         rows.append(("redrive check --jobs", f"not run: {cj['error']}", "-", "-", None))
+    rows += replay_cost.goal_rows(data.get("replay_cost", {}))  # issue 26 items 2, 3, 5
     lines = [
         "| figure | redrive | peer or floor in the same run | goal | verdict |",
         "|---|---|---|---|---|",

@@ -91,6 +91,9 @@ class RecordedStep:
     resolved_not_done: bool = False
     #: the parsed issue position (:func:`redrive.replay._callers.position`), once asked
     position_cache: Any = attrs.field(default=None, repr=False)
+    #: ``(end, its decoded payload)`` as the reader decoded it, handed out by the first
+    #: :meth:`decode_outcome` (one decode per frame), then dropped
+    end_cache: tuple[Frame, dict[str, Any]] | None = attrs.field(default=None, repr=False)
 
     @property
     def harmless(self) -> bool:
@@ -166,6 +169,9 @@ class RecordedStep:
             raise ValueError(f"{self.describe()} is in flight: it has no recorded outcome")
         if self.end is self.start:
             return self.data
+        cached, self.end_cache = self.end_cache, None
+        if cached is not None and cached[0] is self.end:
+            return cached[1]  # the reader's decode, handed out once: still a fresh dict
         data: dict[str, Any] = decode(self.end.payload)
         return data
 
@@ -269,11 +275,13 @@ class StepReader:
                 return None
             if kind in END_KINDS:
                 target.end = frame  # the last attempt's outcome is the step's outcome
+                target.end_cache = (frame, data)
                 target.reopenable = kind == Kind.TOOL_ERROR.value and _retryable(data)
             elif data.get("event") == "attempt":
                 target.attempts += 1
                 target.last_attempt_seq = frame.seq
                 target.end, target.reopenable = None, False  # a new attempt: in flight again
+                target.end_cache = None
                 target.resolved_not_done = False
             elif data.get("event") == "resolved" and target.end is None:
                 target.resolved_not_done = data.get("state") == "not_done"
