@@ -147,9 +147,9 @@ class RecordedStep:
         """What became of the step (see :data:`StepStatus`)."""
         if self.end is None:
             return "in_flight"
-        if self.end.kind == Kind.TOOL_ERROR.value:
+        if self.end.kind == Kind.TOOL_ERROR:
             return "error"
-        if self.end.kind == Kind.TOOL_DONE.value:
+        if self.end.kind == Kind.TOOL_DONE:
             result = self.decode_outcome().get("result")
             if isinstance(result, dict) and result.get("status") == "not_safely_resumable":
                 return "blocked"
@@ -237,7 +237,7 @@ class StepReader:
         kind = frame.kind
         if kind in STEP_KINDS:
             data = self._payload(frame)
-            if kind == Kind.MODEL_REQUEST.value:
+            if kind == Kind.MODEL_REQUEST:
                 try:
                     data = self.expander.request(frame, data)
                 except ValueError as exc:
@@ -252,14 +252,14 @@ class StepReader:
                 name=frame.name,
                 key=frame.key,
                 start=frame,
-                end=frame if kind == Kind.VALUE.value else None,
+                end=frame if kind == Kind.VALUE else None,
                 turn=int(data.get("turn", 0)),
                 data=data,
             )
             self._settle_before(step.turn)
             self.steps[frame.seq] = step
             return step
-        if kind in END_KINDS or kind == Kind.NOTE.value:
+        if kind in END_KINDS or kind == Kind.NOTE:
             data = self._payload(frame)
             ref = data.get("step")
             if ref is None:
@@ -276,7 +276,7 @@ class StepReader:
             if kind in END_KINDS:
                 target.end = frame  # the last attempt's outcome is the step's outcome
                 target.end_cache = (frame, data)
-                target.reopenable = kind == Kind.TOOL_ERROR.value and _retryable(data)
+                target.reopenable = kind == Kind.TOOL_ERROR and _retryable(data)
             elif data.get("event") == "attempt":
                 target.attempts += 1
                 target.last_attempt_seq = frame.seq
@@ -289,9 +289,9 @@ class StepReader:
                 self._followed[ref] = target
             else:
                 self._followed.pop(ref, None)
-        elif kind == Kind.RUN_START.value:
+        elif kind == Kind.RUN_START:
             self.run_start, self.run_start_frame = self._payload(frame), frame
-        elif kind == Kind.RUN_END.value:
+        elif kind == Kind.RUN_END:
             self.run_end, self.run_end_frame = self._payload(frame), frame
         return None
 
