@@ -49,8 +49,8 @@ _OPTIONS: Final = (
 )
 
 #: Ext header bytes (ext 8/16/32, fixext 1-16): an ext value anywhere refuses the bytes
-#: (each looked for with one ``memchr``).
-_EXT_HEADS: Final = tuple(bytes([b]) for b in (0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8))
+#: (each looked for with ``bytes.find`` of an int: one ``memchr``).
+_EXT_HEADS: Final = (0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8)
 #: The float64 marker, and the first bytes after it of -0.0 and of every NaN.
 _FLOAT64: Final = 0xCB
 _FLOAT_SUSPECT: Final = frozenset({0x7F, 0x80, 0xFF})
@@ -80,7 +80,7 @@ def fast_encode(value: Any) -> bytes | None:
     except (TypeError, ValueError, _Refused, ormsgpack.MsgpackEncodeError):
         return None
     for head in _EXT_HEADS:
-        if head in out:
+        if out.find(head) >= 0:
             return None  # an ext value, or text or bytes that hold the byte
     at = out.find(_FLOAT64)
     while at >= 0:
