@@ -171,3 +171,29 @@ def test_the_fast_binder_binds_as_signature_bind(
 
     expected = outcome(lambda: dict(sig.bind(*args, **kwargs).arguments))
     assert outcome(lambda: binder(sig)(tuple(args), dict(kwargs))) == expected
+
+
+def test_a_frame_is_checked_once_and_only_that_object_skips_the_check(
+    monkeypatch: Any,
+) -> None:
+    """A frame that passed is not decoded again; an equal frame of hostile fields still fails."""
+    import attrs
+
+    from redrive.storage import _validate
+
+    frame = _outcome_frames()[1]
+    calls: list[bytes] = []
+    real = _validate.decode
+
+    def counting(data: bytes) -> Any:
+        calls.append(data)
+        return real(data)
+
+    monkeypatch.setattr(_validate, "decode", counting)
+    copy = attrs.evolve(frame)  # equal, another object: checked on its own
+    assert _validate.frame_problem(copy) is None and len(calls) == 1
+    assert _validate.frame_problem(copy) is None and len(calls) == 1
+    hostile = attrs.evolve(frame, seq=True)  # == a frame of seq 1, and no count
+    assert hostile == attrs.evolve(frame, seq=1)
+    assert _validate.frame_problem(attrs.evolve(frame, seq=1)) is None
+    assert _validate.frame_problem(hostile) is not None
