@@ -35,15 +35,7 @@ def machine_floor(directory: str, *, rounds: int = 300) -> dict[str, float]:
     per frame), ``msgpack_2k`` (pack + unpack), ``canonical_2k`` (redrive's
     canonical encode + decode), ``xxh3_2k``.
     """
-    frame = {
-        "run_id": "bench:1",
-        "seq": 7,
-        "kind": "model_request",
-        "name": "model:stub-1",
-        "key": "0" * 32,
-        "chain": "f" * 32,
-        "payload": w.model_request(7),
-    }
+    frame = w.frame_2k()
     blob = msgpack.packb(frame)
     path = os.path.join(directory, "fsync.bin")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from typing import Any
 
-from . import floor, interleaved
+from . import floor, interleaved, replay_cost
 from . import rows as goal_rows
 
 SYSTEMS = [
@@ -173,6 +173,7 @@ def measure_all(quick: bool, work: str) -> dict[str, Any]:
         ("pytest_scale", lambda: _pytest_scale(200 if quick else 1000)),
         ("check_jobs", lambda: _check_jobs(200 if quick else 1000, work)),
         ("postgres", lambda: _postgres(quick)),
+        ("replay_cost", lambda: replay_cost.measure(quick, work)),  # issue 26 items 2, 3, 5
     ):
         try:
             out[name] = fn()
@@ -285,52 +286,12 @@ def _items_2_3_5(data: dict[str, Any]) -> list[goal_rows.Row]:
     """Issue 26 items 2, 3 and 5 (replay per frame, canonical encode, resume against
     LangGraph, pytest per test, check --jobs), from this run's figures.
 
-    The ``replay`` branch owns these measurements; its rows replace this block at merge.
+    Replay per frame, canonical encode, resume against LangGraph and the CPU
+    added per pytest test come from :mod:`benchmarks.replay_cost` (measured
+    interleaved); the wall-clock pytest row against vcrpy and ``check --jobs``
+    from this module.
     """
     rows: list[goal_rows.Row] = []
-    ref = data.get("redrive-duckdb", {})
-    lg = data.get("langgraph", {})
-    fl = data["floor"]
-    peaks = sorted((ref[k] for k in ref if k.startswith("peak-")), key=lambda p: int(p["frames"]))
-    if peaks:
-        big = peaks[-1]
-        per = big["replay_s"] / big["frames"]
-        rows.append(
-            (
-                f"replay per frame, fresh process, {big['frames']:,} frames",
-                f"{_fmt_time(per)} ({per / fl['msgpack_2k']:.1f}x)",
-                f"msgpack pack+unpack of a 2 KB frame {_fmt_time(fl['msgpack_2k'])} "
-                "(measured after, not interleaved)",
-                "<= 5x msgpack pack+unpack",
-                per <= 5 * fl["msgpack_2k"],
-            )
-        )
-    enc = fl["canonical_encode_2k"] / fl["msgpack_pack_2k"]
-    rows.append(
-        (
-            "canonical encode of a 2 KB frame",
-            f"{_fmt_time(fl['canonical_encode_2k'])} ({enc:.1f}x)",
-            f"msgpack pack {_fmt_time(fl['msgpack_pack_2k'])} (same loop, back to back)",
-            "<= 2x msgpack pack",
-            enc <= 2.0,
-        )
-    )
-    for n, bound in ((1000, 10.0), (10000, 10.0)):
-        ours = ref.get("resume", {}).get(n)
-        base = lg.get("resume", {}).get(n)
-        if ours is None or base is None:
-            why = "not run (--quick)" if n not in data["sizes"]["resume"] else "not run"
-            rows.append((f"resume @{n:,} steps in process", why, "-", "<= 10x LangGraph", None))
-            continue
-        rows.append(
-            (
-                f"resume @{n:,} steps in process, DuckDB",
-                f"{_fmt_time(ours)} ({ours / base:.1f}x)",
-                f"LangGraph {_fmt_time(base)} (one sample each, fresh processes)",
-                "<= 10x LangGraph",
-                ours <= bound * base,
-            )
-        )
     ps = data.get("pytest_scale", {})
     if "redrive_added_ms" in ps:
         vc = ps.get("vcrpy_added_ms")
@@ -360,6 +321,7 @@ def _items_2_3_5(data: dict[str, Any]) -> list[goal_rows.Row]:
         )
     else:
         rows.append(("redrive check --jobs", f"not run: {cj.get('error')}", "-", "-", None))
+    rows += replay_cost.goal_rows(data.get("replay_cost", {}))  # issue 26 items 2, 3, 5
     return rows
 
 

@@ -22,6 +22,7 @@ from redrive.storage import Journal
 __all__ = [
     "CountingJournal",
     "LiveCallReached",
+    "frame_2k",
     "journal_bytes",
     "model_request",
     "model_stub",
@@ -51,6 +52,19 @@ def model_request(i: int) -> dict[str, Any]:
             {"role": "user", "content": _text(i, 1550)},
         ],
         "temperature": 0.0,
+    }
+
+
+def frame_2k() -> dict[str, Any]:
+    """The 2 KB model-request frame, as a plain map, that the msgpack floors are taken on."""
+    return {
+        "run_id": "bench:1",
+        "seq": 7,
+        "kind": "model_request",
+        "name": "model:stub-1",
+        "key": "0" * 32,
+        "chain": "f" * 32,
+        "payload": model_request(7),
     }
 
 

@@ -352,6 +352,18 @@ def _check_in_worker(source: str, import_paths: Sequence[str]) -> CheckResult:
     return res
 
 
+#: ``jobs=0`` gives each worker at least this many runs (a run checks in milliseconds;
+#: starting a worker costs about as much as checking tens of them).
+MIN_RUNS_PER_WORKER = 32
+
+
+def auto_workers(runs: int) -> int:
+    """Workers at ``jobs=0``: one per CPU this process may use, at most runs // that minimum."""
+    getaffinity = getattr(os, "sched_getaffinity", None)
+    cores = len(getaffinity(0)) if getaffinity is not None else (os.cpu_count() or 1)
+    return max(1, min(cores, runs // MIN_RUNS_PER_WORKER))
+
+
 def iter_checks(
     sources: Iterable[Source],
     *,
@@ -364,11 +376,11 @@ def iter_checks(
     With ``fail_fast`` the iteration stops after the first failing result.
     ``jobs`` > 1 checks ``.rdj`` paths in that many worker processes (each run
     is independent: its own copy in memory), yielding results in the order of
-    ``sources``; ``0`` means one per CPU core. ``(journal, run_id)`` sources
+    ``sources``; ``0`` means :func:`auto_workers`. ``(journal, run_id)`` sources
     (a journal object cannot move to another process) are checked here, in order.
     """
     listed = list(sources)
-    workers = (os.cpu_count() or 1) if jobs == 0 else jobs
+    workers = auto_workers(len(listed)) if jobs == 0 else jobs
     if workers <= 1 or len(listed) <= 1 or any(isinstance(s, tuple) for s in listed):
         for source in listed:
             res = check_run(source, import_paths=import_paths)
@@ -412,8 +424,9 @@ def check_runs(
             a report with failures.
         import_paths: as :func:`check_run`.
         progress: called with each result as it is made.
-        jobs: worker processes for ``.rdj`` paths (``0``: one per CPU core;
-            default 1, in this process); see :func:`iter_checks`.
+        jobs: worker processes for ``.rdj`` paths (``0``: one per CPU core, when
+            there are runs enough to share; default 1, in this process); see
+            :func:`iter_checks`.
 
     Returns:
         A :class:`CheckReport`.

@@ -58,6 +58,10 @@ _SHAPE_SIGNS = (
     "hf_",
     "eyJ",
 )
+#: Every key shape above needs one of these characters (``-`` or ``_``, ``xox..-`` too;
+#: ``AKIA`` and ``AIza`` an ``A``; ``eyJ`` a ``J``): a text without any holds no key of a
+#: shape, told by one fast character search each before a substring search per sign.
+_SIGN_CHARS = ("-", "_", "A", "J")
 #: "name": "value" (JSON) and 'name': 'value' (a Python repr) in text
 _FIELD_TEXT = re.compile(
     rf"(?P<q>[\"'])(?P<name>{_NAME})(?P=q)\s*:\s*"
@@ -112,7 +116,7 @@ class _Spans:
         if "earer" in text or "EARER" in text:
             for m in _BEARER.finditer(text):
                 add((m.end("lead"), m.end()))
-        if any(sign in text for sign in _SHAPE_SIGNS):
+        if any(c in text for c in _SIGN_CHARS) and any(sign in text for sign in _SHAPE_SIGNS):
             for m in _SHAPE.finditer(text):
                 add(m.span())
         return _merge(spans) if spans else spans

@@ -10,6 +10,7 @@ apply there. What a run applied is recorded in its ``run_start`` flags as
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -37,13 +38,22 @@ STEP_KINDS = {
 }
 
 
-def secrets_policy(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The record of a secrets policy: ``given`` (its ``redact``, ``keep``) with its digests."""
+@functools.cache
+def _rules_table() -> str:
+    """The digest of the default rules: the credential table and the signed types (constants).
+
+    Computed once a process: every run's scrubber records it.
+    """
     rules = json.dumps(
         [[n, sorted(f), src] for n, f, src in CREDENTIALS] + [sorted(SIGNED_TYPES)],
         separators=(",", ":"),
     )
-    table = xxhash.xxh3_64_hexdigest(rules.encode())
+    return xxhash.xxh3_64_hexdigest(rules.encode())
+
+
+def secrets_policy(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The record of a secrets policy: ``given`` (its ``redact``, ``keep``) with its digests."""
+    table = _rules_table()
     redact = [str(p) for p in given.get("redact", ())]
     keep = [str(p) for p in given.get("keep", ())]
     whole = json.dumps([table, redact, keep], separators=(",", ":"))

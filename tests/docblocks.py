@@ -117,6 +117,12 @@ CLAIMS = (
         "",
         f"{_UNIT}/test_format_spec.py::test_the_pages_layouts_are_what_the_readers_read",
     ),
+    Claim(
+        "docs/explanation/replay-cost.md",
+        "python",
+        "",
+        f"{_UNIT}/test_docs_performance.py::test_every_block_runs",
+    ),
     Claim("docs/secrets.md", "python", "", f"{_UNIT}/test_docs_secrets.py::test_every_block_runs"),
     Claim(
         "docs/http-clients.md", "python", "", f"{_UNIT}/test_endpoints.py::test_the_docs_page_runs"

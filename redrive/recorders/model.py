@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ..replay import join_run
+from ._bind import binder
 from ._provider import marks_retryable
 
 __all__ = ["model"]
@@ -73,8 +74,7 @@ def model(
         enc = encode or (lambda value: value)
         dec = decode or (lambda value: value)
 
-        def request(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-            return dict(signature.bind(*args, **kwargs).arguments)
+        request = binder(signature)  # dict(signature.bind(*args, **kwargs).arguments)
 
         if inspect.iscoroutinefunction(func):
             # what the live call raises carries ``retryable`` (provider knowledge, as data)

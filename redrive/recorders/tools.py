@@ -20,6 +20,7 @@ from ..replay import (
     tool_digest,
     tool_params,
 )
+from ._bind import binder
 
 __all__ = [
     "CLAUSE_WORDS",
@@ -280,8 +281,12 @@ def tool(
         takes_key = "idempotency_key" in signature.parameters
         build = result_type if result_type is not None else (lambda value: value)
 
+        bind = binder(signature)  # dict(signature.bind(*args, **kwargs).arguments)
+
         def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-            if takes_key and "idempotency_key" not in kwargs:
+            if not takes_key:
+                return bind(args, kwargs)
+            if "idempotency_key" not in kwargs:
                 # a required idempotency_key is supplied by redrive, not by the caller
                 try:
                     bound = signature.bind(*args, **kwargs, idempotency_key=None)

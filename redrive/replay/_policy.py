@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import operator
 import os
 import re
 from collections.abc import Iterable
@@ -232,6 +233,32 @@ def _walk(
     return value
 
 
+def _without_ids(value: Any) -> Any:
+    """:func:`_walk` without patterns, for ids only: ``value`` itself where nothing is dropped.
+
+    No path strings are built (only patterns read them) and no part that
+    keeps every field is copied: a request without model-minted ids costs one
+    look at each map and list.
+    """
+    if isinstance(value, dict):
+        kind = value.get("type")
+        id_holder = (isinstance(kind, str) and kind in _ID_TYPES) or "function" in value
+        out = {}
+        changed = False
+        for key, item in value.items():
+            if key in VOLATILE_KEYS or (key == "id" and id_holder):
+                changed = True
+                continue
+            new = _without_ids(item) if isinstance(item, dict | list) else item
+            changed = changed or new is not item
+            out[key] = new
+        return out if changed else value
+    if isinstance(value, list):
+        items = [_without_ids(v) if isinstance(v, dict | list) else v for v in value]
+        return items if any(map(operator.is_not, items, value)) else value
+    return value
+
+
 def match_view(args: Any, ignore: tuple[re.Pattern[str], ...] = (), *, kind: str = "model") -> Any:
     """Return canonical ``args`` without what must not decide a match.
 
@@ -240,7 +267,13 @@ def match_view(args: Any, ignore: tuple[re.Pattern[str], ...] = (), *, kind: str
     objects): a resumed conversation may carry other ids for the same calls.
     A tool's or value's own arguments keep every field (an argument named
     ``call_id`` is data). For every kind, drops each path matching ``ignore``.
+
+    Without ``ignore`` patterns the result shares every part that keeps all
+    its fields with ``args`` (``args`` itself when nothing is dropped): it is
+    for reading (keys, diffs), not for changing.
     """
+    if not ignore:
+        return _without_ids(args) if kind == "model" else args
     return _walk(args, "$", ignore, drop=True, ids=kind == "model")
 
 

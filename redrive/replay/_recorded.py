@@ -75,9 +75,9 @@ class RecordedIndex:
             return False
         step = self.reader.feed(frame)
         if step is None:
-            if frame.kind == Kind.RUN_START.value:
+            if frame.kind == Kind.RUN_START:
                 self.read_flags()
-            elif frame.kind == Kind.NOTE.value and frame.name == REASKED:
+            elif frame.kind == Kind.NOTE and frame.name == REASKED:
                 # a model step re-asked live after a code change: its record is superseded
                 ref = frame.data().get("step")
                 if isinstance(ref, int):

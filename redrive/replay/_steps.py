@@ -91,6 +91,9 @@ class RecordedStep:
     resolved_not_done: bool = False
     #: the parsed issue position (:func:`redrive.replay._callers.position`), once asked
     position_cache: Any = attrs.field(default=None, repr=False)
+    #: ``(end, its decoded payload)`` as the reader decoded it, handed out by the first
+    #: :meth:`decode_outcome` (one decode per frame), then dropped
+    end_cache: tuple[Frame, dict[str, Any]] | None = attrs.field(default=None, repr=False)
 
     @property
     def harmless(self) -> bool:
@@ -144,9 +147,9 @@ class RecordedStep:
         """What became of the step (see :data:`StepStatus`)."""
         if self.end is None:
             return "in_flight"
-        if self.end.kind == Kind.TOOL_ERROR.value:
+        if self.end.kind == Kind.TOOL_ERROR:
             return "error"
-        if self.end.kind == Kind.TOOL_DONE.value:
+        if self.end.kind == Kind.TOOL_DONE:
             result = self.decode_outcome().get("result")
             if isinstance(result, dict) and result.get("status") == "not_safely_resumable":
                 return "blocked"
@@ -166,6 +169,9 @@ class RecordedStep:
             raise ValueError(f"{self.describe()} is in flight: it has no recorded outcome")
         if self.end is self.start:
             return self.data
+        cached, self.end_cache = self.end_cache, None
+        if cached is not None and cached[0] is self.end:
+            return cached[1]  # the reader's decode, handed out once: still a fresh dict
         data: dict[str, Any] = decode(self.end.payload)
         return data
 
@@ -231,7 +237,7 @@ class StepReader:
         kind = frame.kind
         if kind in STEP_KINDS:
             data = self._payload(frame)
-            if kind == Kind.MODEL_REQUEST.value:
+            if kind == Kind.MODEL_REQUEST:
                 try:
                     data = self.expander.request(frame, data)
                 except ValueError as exc:
@@ -246,14 +252,14 @@ class StepReader:
                 name=frame.name,
                 key=frame.key,
                 start=frame,
-                end=frame if kind == Kind.VALUE.value else None,
+                end=frame if kind == Kind.VALUE else None,
                 turn=int(data.get("turn", 0)),
                 data=data,
             )
             self._settle_before(step.turn)
             self.steps[frame.seq] = step
             return step
-        if kind in END_KINDS or kind == Kind.NOTE.value:
+        if kind in END_KINDS or kind == Kind.NOTE:
             data = self._payload(frame)
             ref = data.get("step")
             if ref is None:
@@ -269,11 +275,13 @@ class StepReader:
                 return None
             if kind in END_KINDS:
                 target.end = frame  # the last attempt's outcome is the step's outcome
-                target.reopenable = kind == Kind.TOOL_ERROR.value and _retryable(data)
+                target.end_cache = (frame, data)
+                target.reopenable = kind == Kind.TOOL_ERROR and _retryable(data)
             elif data.get("event") == "attempt":
                 target.attempts += 1
                 target.last_attempt_seq = frame.seq
                 target.end, target.reopenable = None, False  # a new attempt: in flight again
+                target.end_cache = None
                 target.resolved_not_done = False
             elif data.get("event") == "resolved" and target.end is None:
                 target.resolved_not_done = data.get("state") == "not_done"
@@ -281,9 +289,9 @@ class StepReader:
                 self._followed[ref] = target
             else:
                 self._followed.pop(ref, None)
-        elif kind == Kind.RUN_START.value:
+        elif kind == Kind.RUN_START:
             self.run_start, self.run_start_frame = self._payload(frame), frame
-        elif kind == Kind.RUN_END.value:
+        elif kind == Kind.RUN_END:
             self.run_end, self.run_end_frame = self._payload(frame), frame
         return None
 

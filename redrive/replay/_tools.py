@@ -225,7 +225,7 @@ class ToolSteps:
             exhausted=cursor is not None
             and step is not None
             and step.end is not None
-            and step.end.kind == Kind.TOOL_ERROR.value
+            and step.end.kind == Kind.TOOL_ERROR
             and cursor.nothing_opened_after(step.end.seq),
             failed_at=self._ledger.blocked_at(spec.name, key),
             retry_requested=self._ledger.retry_requested(spec.name, key),
@@ -328,7 +328,7 @@ class ToolSteps:
         assert step.end is not None
         if not step.data.get("blocked"):  # a blocked retry was no attempt of its operation
             self._ledger.began(spec.name, key, idem)
-        if step.end.kind == Kind.TOOL_ERROR.value:
+        if step.end.kind == Kind.TOOL_ERROR:
             error = outcome.get("error") or {}
             plan.error = rebuild_error(self._state.run_id, step.seq, spec.name, error)
             mark_retryable(plan.error, bool(error.get("retryable")))

@@ -17,6 +17,7 @@ text, holds no NUL (Postgres ``TEXT`` refuses it). Run ids follow
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Final
 
 from .._runid import check_run_id
@@ -88,10 +89,18 @@ def _run_id(value: Any) -> str | None:
     return None
 
 
+#: Frames that passed :func:`frame_problem`, by identity, while they live: a frame is
+#: immutable, so one read from a file and then appended to a journal (an import, a
+#: test's or ``check``'s copy) is checked once, not once per hop.
+_PASSED: weakref.WeakValueDictionary[int, Frame] = weakref.WeakValueDictionary()
+
+
 def frame_problem(frame: Frame) -> str | None:
     """Check every field of a frame: its type and range, its kind, its payload's schema.
 
     The chain and the seq order are the run's business (:class:`~redrive.frames.ChainCheck`).
+    A frame object that passed once passes again without a second look (it is
+    frozen: its fields cannot change).
 
     Args:
         frame: the frame, as read or about to be written.
@@ -100,6 +109,8 @@ def frame_problem(frame: Frame) -> str | None:
         None when the frame can be stored on every journal and read back, else
         ``"field: what is wrong"`` (``"epoch: 18446744073709551615 is out of range..."``).
     """
+    if _PASSED.get(id(frame)) is frame:
+        return None
     checks = (
         ("run_id", _run_id(frame.run_id)),
         ("seq", _count(frame.seq)),
@@ -118,7 +129,10 @@ def frame_problem(frame: Frame) -> str | None:
         data = decode(frame.payload)
     except Exception as exc:  # any decoding failure of a hostile payload is a problem
         return f"payload: not canonical msgpack ({type(exc).__name__}: {exc})"
-    return payload_problem(frame.kind, data)
+    found = payload_problem(frame.kind, data)
+    if found is None:
+        _PASSED[id(frame)] = frame
+    return found
 
 
 def run_problem(record: RunRecord) -> str | None:

@@ -24,15 +24,23 @@ _LEAVES = (
     | st.binary(max_size=8)
 )
 _KEYS = st.sampled_from(["a", "b", 1, True, 2**64, "\ud800"]) | st.text(max_size=4)
-_TREES = st.recursive(
-    _LEAVES,
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.tuples(inner, inner)
-        | st.dictionaries(_KEYS, inner, max_size=4)
-    ),
-    max_leaves=12,
-)
+
+
+def _trees(
+    leaves: st.SearchStrategy[Any], keys: st.SearchStrategy[Any], max_leaves: int
+) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        leaves,
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.tuples(inner, inner)
+            | st.dictionaries(keys, inner, max_size=4)
+        ),
+        max_leaves=max_leaves,
+    )
+
+
+_TREES = _trees(_LEAVES, _KEYS, 12)
 
 
 def _outcome(fn: Any) -> tuple[str, Any]:
@@ -78,3 +86,112 @@ def test_a_map_key_that_is_not_unicode_is_a_type_error_naming_the_path() -> None
 
     with pytest.raises(TypeError, match=r"^args\.a: map key .* is not valid Unicode"):
         encode({"a": {"\ud800": 1}}, "args")
+
+
+# -- the compiled path (ormsgpack) against the pure-Python reference -------------------------
+
+
+class _StrKey(str):
+    """A str subclass (as a key it must not pass for a plain str)."""
+
+
+def _hostile_leaves() -> st.SearchStrategy[Any]:
+    import datetime as dt
+    import decimal
+    import enum
+    import uuid
+
+    import ormsgpack
+
+    from tests import json_strategies as js
+    from tests import strategies as ts
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    return (
+        _LEAVES
+        | ts.scalars
+        | js.scalars
+        | st.sampled_from(
+            [
+                ormsgpack.Ext(1, b"x"),  # the reference refuses it: so must the fast path
+                Color.RED,
+                (1, 2),
+                {1, 2},
+                decimal.Decimal("1.10"),
+                dt.timedelta(seconds=3),
+                uuid.UUID(int=5),
+                bytearray(b"ab"),
+                _StrKey("k"),
+                2**63,
+                -(2**63),
+                2**64 - 1,
+                5e-324,
+                -5e-324,
+                1e308,
+                float("inf"),
+                "\u0500\u01c0",  # UTF-8 bytes that are ext headers in msgpack
+            ]
+        )
+    )
+
+
+_HOSTILE_KEYS = _KEYS | st.sampled_from([_StrKey("a"), "\u0500", "é", "z", "A"])
+_HOSTILE_TREES = _trees(_hostile_leaves(), _HOSTILE_KEYS, 16)
+
+
+def _encoded(value: Any) -> tuple[str, Any]:
+    from redrive._canonical import encode
+
+    try:
+        return "ok", encode(value)
+    except TypeError as exc:
+        return "error", str(exc)
+
+
+def _reference(value: Any) -> tuple[str, Any]:
+    from redrive._canonical import _canonical
+
+    try:
+        return "ok", pack_tree(_canonical(value, "$", 0))
+    except TypeError as exc:
+        return "error", str(exc)
+
+
+@given(_HOSTILE_TREES)
+def test_the_compiled_encoder_gives_the_reference_bytes_or_steps_aside(tree: Any) -> None:
+    """ormsgpack's bytes, when it gives any, are the reference's; encode() agrees with it.
+
+    The kind: any value, hostile ones included (ext objects, subclasses, -0.0,
+    NaN, big ints, sets, non-ASCII keys, text whose UTF-8 holds msgpack ext bytes).
+    """
+    from redrive._canonical import call_key, hash_hex
+    from redrive._canonical_fast import fast_encode
+
+    expected = _reference(tree)
+    fast = fast_encode(tree)
+    if fast is not None:
+        assert expected == ("ok", fast)
+    assert _encoded(tree) == expected
+    named = _reference(["tool", tree])
+    if named[0] == "ok":
+        assert call_key("tool", tree) == hash_hex(named[1])
+
+
+def test_the_compiled_encoder_takes_the_common_frame() -> None:
+    """A model request frame of plain data is packed by the compiled path (not refused)."""
+    from benchmarks.workload import model_request
+    from redrive._canonical_fast import fast_encode
+
+    frame = {"kind": "model_request", "seq": 7, "payload": model_request(7), "t": 0.25}
+    assert fast_encode(frame) == _reference(frame)[1]
+
+
+def test_deep_nesting_through_the_compiled_path_matches_the_reference() -> None:
+    """At and around the depth bound, encode() accepts and refuses what the reference does."""
+    for depth in (250, 255, 256, 257, 258, 300):
+        tree: Any = 0
+        for _ in range(depth):
+            tree = [tree]
+        assert _encoded(tree) == _reference(tree), depth

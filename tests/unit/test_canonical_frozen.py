@@ -398,13 +398,5 @@ def test_the_benchmark_frame_matches() -> None:
     """The 2 KB frame of benchmarks/floor.py (unsorted keys, a 0.0) encodes to the old bytes."""
     from benchmarks import workload as w
 
-    frame = {
-        "run_id": "bench:1",
-        "seq": 7,
-        "kind": "model_request",
-        "name": "model:stub-1",
-        "key": "0" * 32,
-        "chain": "f" * 32,
-        "payload": w.model_request(7),
-    }
+    frame = w.frame_2k()
     assert encode(frame) == _old_encode(frame)

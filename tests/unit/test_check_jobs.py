@@ -30,3 +30,20 @@ def test_cli_jobs(capsys: pytest.CaptureFixture[str]) -> None:
     code = cli_main(["check", "--jobs", "2", "-I", str(ROOT), str(RUNS / "pass")])
     assert code == 0
     assert "2 run(s) checked: 2 passed" in capsys.readouterr().out
+
+
+def test_jobs_zero_checks_few_runs_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer runs than two workers' share: no worker is started (the pool would cost more)."""
+    import redrive._check as check
+
+    monkeypatch.setattr(check.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker pool was started for a few runs")
+
+    monkeypatch.setattr(check.concurrent.futures, "ProcessPoolExecutor", no_pool)
+    report = redrive.check_runs([RUNS / "pass"], import_paths=[str(ROOT)], jobs=0)
+    assert [r.outcome for r in report.results] == ["passed", "passed"]
+    assert check.auto_workers(check.MIN_RUNS_PER_WORKER * 2 - 1) == 1
+    assert check.auto_workers(check.MIN_RUNS_PER_WORKER * 2) == 2
+    assert check.auto_workers(100_000) == 4  # one per core this process may use

@@ -14,7 +14,10 @@ from ._format import (
 )
 from ._reader import Reader
 
-__all__ = ["RdjJournal"]
+__all__ = ["HOLD_BYTES", "RdjJournal"]
+
+#: Files up to this size (bytes) keep the frames checked on open in memory (see RdjJournal).
+HOLD_BYTES = 4 * 1024 * 1024
 
 
 def _read_only(path: str, what: str) -> PermissionError:
@@ -30,8 +33,11 @@ class RdjJournal:
     """A read-only journal over one ``.rdj`` file (``open_journal("incident.rdj")``).
 
     Opening reads the whole file once, streamed, and checks every record and
-    the chain, so a damaged file is refused at once; :meth:`frames` streams
-    the file again for each caller (and checks it again).
+    the chain, so a damaged file is refused at once. A file of at most
+    :data:`HOLD_BYTES` keeps the frames it checked in memory, and
+    :meth:`frames` hands those out (what a test or ``redrive check`` reads is
+    then read and checked once); a larger one is streamed from the file again
+    for each caller (and checked again).
 
     Args:
         path: the ``.rdj`` file.
@@ -54,11 +60,17 @@ class RdjJournal:
         self.url = self.path
         self.max_record = max_record
         reader = Reader(self.path, max_record)
+        #: the frames checked on open, for a file of at most HOLD_BYTES (else None)
+        self._held: tuple[Frame, ...] | None = None
         try:
             self.header = reader.header()
             if verify:
-                for _frame in reader.frames(self.header):
-                    pass
+                hold = os.path.getsize(self.path) <= HOLD_BYTES
+                frames = tuple(reader.frames(self.header)) if hold else None
+                if frames is None:
+                    for _frame in reader.frames(self.header):
+                        pass
+                self._held = frames
         finally:
             reader.close()
         self.run_id = self.header.run.run_id
@@ -73,7 +85,7 @@ class RdjJournal:
             JournalCorruptError: as on open.
         """
         count = 0
-        for _frame in self._stream(0):
+        for _frame in self._read(0):
             count += 1
             if progress is not None and count % BATCH == 0:
                 progress(count, self.header.frames)
@@ -82,6 +94,11 @@ class RdjJournal:
         return count
 
     def _stream(self, start: int) -> Iterator[Frame]:
+        if self._held is not None:
+            return iter(self._held[start:] if start > 0 else self._held)  # seq is the index
+        return self._read(start)
+
+    def _read(self, start: int) -> Iterator[Frame]:
         reader = Reader(self.path, self.max_record)
         try:
             header = reader.header()
@@ -100,10 +117,11 @@ class RdjJournal:
         return self.header.run if run_id == self.run_id else None
 
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
-        """Yield the run's frames from seq ``start`` (streamed from the file, checked).
+        """Yield the run's frames from seq ``start`` (checked: held since open, or streamed).
 
         Raises:
-            JournalCorruptError: the file was damaged after it was opened.
+            JournalCorruptError: a streamed file (larger than :data:`HOLD_BYTES`,
+                or opened with ``verify=False``) was damaged after it was opened.
         """
         if run_id != self.run_id:
             return iter(())
