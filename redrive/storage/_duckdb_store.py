@@ -274,7 +274,11 @@ def _is_damage(exc: duckdb.Error) -> bool:
         duckdb.CatalogException,
         duckdb.ConversionException,
     )
-    return isinstance(exc, damage) and not _disk_full(exc)
+    if _disk_full(exc):
+        return False
+    # DuckDB raises a failed block checksum as its base class (duckdb 1.x:
+    # "Corrupt database file: computed checksum ... does not match stored checksum")
+    return isinstance(exc, damage) or "corrupt database file" in str(exc).lower()
 
 
 def _disk_full(exc: BaseException) -> bool:
