@@ -24,8 +24,10 @@ session=RecordedSession(SQLiteSession(...)))``). The session owns the
 conversation before a run starts; redrive owns what the run writes: a resumed
 run reads the history the interrupted attempt read, and an item that attempt
 already stored is not stored twice (see :mod:`redrive.integrations.agents_session`).
-A bare session under a resumed run sends its stored items plus the input again,
-which the journal never saw (``DivergenceError``).
+A bare session under a redrive run is refused when ``Runner.run`` is called,
+before any model call (:class:`UnrecordedSessionError`): on resume it would
+send its stored items plus the input again, which the journal never saw
+(see :mod:`redrive.integrations._agents_runner`).
 
 Tracing: the SDK exports traces to OpenAI by default, with its own HTTP
 client (not a model step); ``agents.set_tracing_disabled(True)`` turns that
@@ -49,7 +51,11 @@ try:
 except ImportError as err:  # pragma: no cover - exercised without the extra
     raise missing_extra("openai-agents", "agents", err) from err
 
-__all__ = ["RecordedSession", "SessionHistoryError", "function_tool"]
+from ._agents_runner import UnrecordedSessionError, install
+
+__all__ = ["RecordedSession", "SessionHistoryError", "UnrecordedSessionError", "function_tool"]
+
+install()
 
 _DEFAULT: Any = object()
 

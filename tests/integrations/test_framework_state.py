@@ -106,23 +106,25 @@ async def _attempt(
         await client.close()
 
 
-def test_a_bare_session_resent_on_resume_is_refused_with_what_to_do(
+def test_a_bare_session_is_refused_when_the_run_starts_with_what_to_do(
     server: HoldingServer, tmp_path: Path
 ) -> None:
-    """The divergence a bare session causes names the history store and the wrapper."""
+    """A bare session is refused before the first attempt sends anything (not at the resume,
+    after it paid and acted); followed, the advice (wrap it) runs the job once."""
     import agents
 
     need("agents")
+    from redrive.integrations.openai_agents import RecordedSession, UnrecordedSessionError
+
     sent: list[str] = []
-    server.add(chat(False), BUSY, chat(True))
+    server.add(chat(False), chat(True))
     store = agents.SQLiteSession("conv-1", str(tmp_path / "s.db"))
     journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
-    with pytest.raises(Exception, match="overloaded"):
-        asyncio.run(_attempt(journal, server, sent, store))
-    with pytest.raises(redrive.DivergenceError) as caught:
+    with pytest.raises(UnrecordedSessionError) as caught:
         asyncio.run(_attempt(journal, server, sent, store))
     assert "RecordedSession" in str(caught.value)
-    assert "conversation store the framework keeps" in str(caught.value)
+    assert sent == [] and asyncio.run(store.get_items()) == []
+    assert asyncio.run(_attempt(journal, server, sent, RecordedSession(store))) == FINAL
     assert sent == ["ada@example.com"]
 
 
