@@ -16,6 +16,7 @@ from ._runcheck import import_run
 from ._whatchanged import WhatChanged, run_fingerprint, what_changed
 from .errors import (
     AppendConflictError,
+    BudgetExceededError,
     DivergenceError,
     DivergenceReason,
     JournalCorruptError,
@@ -41,11 +42,13 @@ from .errors import (
 from .frames import Frame, Kind, register_codec
 from .recorders import model, now, random, tool, uuid4, wrap
 from .replay import (
+    Price,
     Recovery,
     ReplayDriftWarning,
     ReplayPolicy,
     RetryRequested,
     Run,
+    RunUsage,
     await_approval,
     current_run,
     diff_runs,
@@ -55,6 +58,7 @@ from .replay import (
     idempotency_key,
     outside_run,
     run,
+    run_usage,
     set_default_on_drift,
 )
 from .storage import Journal, RunStatus, open_journal
@@ -67,6 +71,7 @@ except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source che
 
 __all__ = [
     "AppendConflictError",
+    "BudgetExceededError",
     "CheckReport",
     "CheckResult",
     "DivergenceError",
@@ -82,6 +87,7 @@ __all__ = [
     "LostRunContextError",
     "NextStep",
     "NextStepAction",
+    "Price",
     "RecordedToolError",
     "RecoverReport",
     "RecoverResult",
@@ -98,6 +104,7 @@ __all__ = [
     "RunEndedError",
     "RunInputMismatchError",
     "RunStatus",
+    "RunUsage",
     "SideEffectRetryBlockedError",
     "TerminalRunError",
     "UnknownRunError",
@@ -124,6 +131,7 @@ __all__ = [
     "register_codec",
     "run",
     "run_fingerprint",
+    "run_usage",
     "set_default_on_drift",
     "tool",
     "uuid4",

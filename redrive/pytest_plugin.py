@@ -258,15 +258,34 @@ def _hide_redrive_frames(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     pytest reads ``__tracebackhide__`` from a frame's locals or module globals;
     a callable one is asked per failure, so only the failures of tests using
     ``redrive_run`` lose redrive's frames (``--full-trace`` still shows them).
+    A replay error (a divergence, a miss) also loses the frames of installed
+    packages and the standard library (a framework such as pydantic-ai, the SDK,
+    httpx, asyncio) between the test and the agent's code: the report is the
+    test's line, the agent's lines and the error, with a note of how many
+    frames were left out.
     """
+    from redrive.errors import ReplayError
+    from redrive.replay import is_user_file
+
     entries = list(excinfo.traceback)
     if not any(not _is_redrive_frame(e.path) for e in entries):
         return  # nothing but redrive: keep it all
     with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
         setattr(excinfo.value, _HIDE, True)
+    framework = isinstance(excinfo.value, ReplayError)
+    hidden = 0
     for entry in entries:
         if _is_redrive_frame(entry.path):
             entry.frame.f_globals.setdefault("__tracebackhide__", _hidden)
+        elif framework and not is_user_file(str(entry.path)):
+            entry.frame.f_globals.setdefault("__tracebackhide__", _hidden)
+            hidden += 1
+    notes = getattr(excinfo.value, "__notes__", [])
+    if hidden and not any(str(n).startswith("redrive: ") for n in notes):
+        excinfo.value.add_note(
+            f"redrive: {hidden} frame(s) of installed packages and the standard library "
+            "are left out of this traceback (pytest --full-trace shows them)"
+        )
 
 
 @pytest.hookimpl(wrapper=True)

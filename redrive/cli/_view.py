@@ -8,6 +8,7 @@ import os
 from ._common import EXIT_OK, Subparsers
 from ._journals import source
 from ._output import Out, shown
+from ._spend import add_prices_option, prices_from
 
 __all__ = ["register"]
 
@@ -17,7 +18,7 @@ def _view(args: argparse.Namespace, out: Out) -> int:
 
     journal_a, a = source(args.a, args.journal)
     if args.b is None:
-        document = render_run(journal_a, a)
+        document = render_run(journal_a, a, prices=prices_from(args))
         default = f"{_safe(a)}.html"
     else:
         journal_b, b = source(args.b, args.journal)
@@ -55,4 +56,5 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="a second run to compare (first divergent step marked)",
     )
     p.add_argument("-o", "--output", metavar="FILE.html", help="where to write (default RUN.html)")
+    add_prices_option(p)
     p.set_defaults(func=_view)

@@ -2,6 +2,7 @@
 
 from ._active import active_runs, current_run, join_run, unreplayed_steps
 from ._approval import await_approval, pending_approvals
+from ._caller import is_user_file
 from ._config import RunOptions, unknown_live_tools
 from ._context import (
     LostRunContextError,
@@ -12,7 +13,7 @@ from ._context import (
     set_step_observer,
 )
 from ._cursor import Cursor
-from ._delta import expand_frames
+from ._delta import Expander, expand_frames
 from ._diff import ABSENT, diff_values, format_diff, short
 from ._divergence import ReplayDriftWarning
 from ._executor import RunExecutor, executor
@@ -28,6 +29,7 @@ from ._fingerprint import (
 )
 from ._fork import RunDiff, StepView, diff_runs, fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
+from ._history import own_time, run_events
 from ._lease import SHARED_JOURNAL_LEASE, takeover_grace
 from ._policy import ReplayPolicy, match_view, set_default_on_drift
 from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_live
@@ -45,14 +47,17 @@ from ._segments import answered_before, suspend, write_queued
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, rebuild_error
+from ._usage import Price, RunUsage, Tokens, Usage, prices_of, read_usage, run_usage
 
 __all__ = [
     "ABSENT",
     "Cursor",
     "ErrorClassifier",
+    "Expander",
     "Fingerprint",
     "LostRunContextError",
     "ModelStep",
+    "Price",
     "REASKED",
     "RecordedStep",
     "Recovery",
@@ -64,13 +69,16 @@ __all__ = [
     "RunDiff",
     "RunExecutor",
     "RunOptions",
+    "RunUsage",
     "SHARED_JOURNAL_LEASE",
     "StepReader",
     "StepSource",
     "StepView",
+    "Tokens",
     "ToolParams",
     "ToolSpec",
     "ToolStep",
+    "Usage",
     "ValueStep",
     "active_runs",
     "answered_before",
@@ -88,14 +96,18 @@ __all__ = [
     "fork",
     "format_diff",
     "idempotency_key",
+    "is_user_file",
     "iter_steps",
     "join_run",
     "leaves_resumable",
     "mark_retry_requested",
     "match_view",
     "outside_run",
+    "own_time",
     "pending_approvals",
+    "prices_of",
     "read_fingerprint",
+    "read_usage",
     "rebuild_error",
     "redirect_runs",
     "redirected",
@@ -106,6 +118,8 @@ __all__ = [
     "resolve_step",
     "retry_requested",
     "run",
+    "run_events",
+    "run_usage",
     "sending_live",
     "sends_live",
     "set_boundary_hook",

@@ -22,6 +22,7 @@ from ._flows import FlowTracker
 from ._lease import LeaseKeeper
 from ._state import RunState
 from ._steps import take_until
+from ._usage import RESUMED
 from ._writer import JournalWriter
 
 __all__ = ["Opener"]
@@ -63,6 +64,7 @@ class Opener:
             "input": inp,
             "input_fp": input_fp,
             "entrypoint": self._state.config.entrypoint,
+            "worker": self._lease.owner,  # who started it (a later resume names its own)
             # what shaped the run (redrive.run_fingerprint reads it with the steps' models)
             "fingerprint": start_fingerprint(
                 self._state.config.entrypoint, self._state.config.app_version, redrive_version()
@@ -157,6 +159,11 @@ class Opener:
         self._state.cursor.callers.claimable = self._flows.may_still_issue
         self._writer.restart_at(record.next_seq, record.last_chain)
         self._state.resumed_at = record.next_seq
+        journal, run_id = self._state.config.journal, self._state.run_id
+        self._state.spend.resumed_from(
+            lambda: take_until((f for f in journal.frames(run_id) if f.seq < limit), limit)
+        )
+        self._writer.first_note = self._resume_mark if self._state.config.live else None
         if record.status == RunStatus.SUSPENDED.value and self._state.config.live:
             self._state.status = RunStatus.RUNNING.value
             # running again: a crash from here on leaves it among interrupted_runs()
@@ -167,6 +174,20 @@ class Opener:
                     expected_seq=record.next_seq,
                     update=RunUpdate(status=RunStatus.RUNNING.value),
                 )
+
+    def _resume_mark(self) -> tuple[str, dict[str, Any]]:
+        """The ``resumed`` note a resumed execution writes before its first frame.
+
+        It names the worker that resumed, the seq it resumed at and the model
+        steps it replayed until then (what ``redrive show`` and the timeline
+        mark as an interruption and a resume, and count as saved by replay).
+        """
+        return RESUMED, {
+            "event": RESUMED,
+            "worker": self._lease.owner,
+            "after": self._state.resumed_at,
+            "replayed_models": self._state.spend.replayed_seqs,
+        }
 
     def catch_up(self, record: RunRecord) -> None:
         """Re-read the run when another worker appended while this one waited to enter."""
