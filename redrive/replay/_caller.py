@@ -16,6 +16,7 @@ outer synchronous frame (the ``asyncio.run(...)`` line) named.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import sysconfig
@@ -82,16 +83,43 @@ def _awaited_frames(coro: Any) -> Iterator[FrameType]:
         )
 
 
+def _released_by(task: asyncio.Task[Any]) -> list[Any]:
+    """What ``task``'s done callbacks hold: the futures it releases when it ends.
+
+    ``asyncio.wait_for`` and ``asyncio.wait`` make the awaiting task wait on a
+    future of their own that a done callback of ``task`` sets (a ``partial``
+    or a closure over it).
+    """
+    held: list[Any] = []
+    for entry in getattr(task, "_callbacks", None) or ():
+        callback = entry[0] if isinstance(entry, tuple) else entry
+        held.extend(getattr(callback, "args", ()))
+        held.append(getattr(callback, "__self__", None))
+        for cell in getattr(callback, "__closure__", None) or ():
+            with contextlib.suppress(ValueError):  # an empty cell
+                held.append(cell.cell_contents)
+    return held
+
+
 def _awaiters(task: asyncio.Task[Any]) -> list[asyncio.Task[Any]]:
-    """The tasks of ``task``'s loop waiting on it (directly, or on a ``gather`` holding it)."""
+    """The tasks of ``task``'s loop waiting on it: directly, through ``gather``, ``wait_for``
+    or ``wait`` (each waits on a future ``task`` completes)."""
     found = []
     try:
         tasks = asyncio.all_tasks(task.get_loop())
     except RuntimeError:
         return []
+    released: list[Any] | None = None
     for other in tasks:
         waiter = getattr(other, "_fut_waiter", None)  # CPython's Task: what it awaits now
+        if waiter is None or other is task:
+            continue
         if waiter is task or task in getattr(waiter, "_children", ()):
+            found.append(other)
+            continue
+        if released is None:
+            released = _released_by(task)
+        if any(held is waiter for held in released):
             found.append(other)
     return found
 
