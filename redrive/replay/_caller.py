@@ -102,8 +102,11 @@ def _released_by(task: asyncio.Task[Any]) -> list[Any]:
 
 
 def _awaiters(task: asyncio.Task[Any]) -> list[asyncio.Task[Any]]:
-    """The tasks of ``task``'s loop waiting on it: directly, through ``gather``, ``wait_for``
-    or ``wait`` (each waits on a future ``task`` completes)."""
+    """The tasks of ``task``'s loop waiting on it.
+
+    Directly, or through ``gather``, ``wait_for`` or ``wait`` (each waits on a
+    future that ``task`` completes).
+    """
     found = []
     try:
         tasks = asyncio.all_tasks(task.get_loop())
