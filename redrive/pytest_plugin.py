@@ -80,7 +80,13 @@ other steps (model steps, read-only lookups) a passing test no longer uses
 completely is listed in the terminal summary, with that command. ``live_tools``
 names that match no tool fail the test. A replay error inside a test
 shows the step, the caller's file and line, the path diff and the command
-that re-records the test; redrive's own frames are left out of the traceback.
+that re-records the test; redrive's own frames are left out of the traceback,
+and so are the standard library's and installed packages' (a framework such
+as pydantic-ai, the SDK, asyncio) for a replay error, with a note saying how
+many (``--full-trace`` shows them). A test's recording is updated by
+re-recording it; the offline update that keeps the recorded model responses
+(``redrive check --update --write PATH``) is for runs saved from
+``@redrive.durable`` entrypoints (``fixtures/runs``), which record what to re-drive.
 """
 
 from __future__ import annotations
