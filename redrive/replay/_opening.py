@@ -7,6 +7,7 @@ run, which may have moved meanwhile.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from typing import Any
 
@@ -163,7 +164,11 @@ class Opener:
         self._state.spend.resumed_from(
             lambda: take_until((f for f in journal.frames(run_id) if f.seq < limit), limit)
         )
-        self._writer.first_note = self._resume_mark if self._state.config.live else None
+        # a function of the state and lease only: no reference cycle through the writer
+        live = self._state.config.live
+        self._writer.first_note = (
+            functools.partial(_resume_mark, self._state, self._lease) if live else None
+        )
         if record.status == RunStatus.SUSPENDED.value and self._state.config.live:
             self._state.status = RunStatus.RUNNING.value
             # running again: a crash from here on leaves it among interrupted_runs()
@@ -174,20 +179,6 @@ class Opener:
                     expected_seq=record.next_seq,
                     update=RunUpdate(status=RunStatus.RUNNING.value),
                 )
-
-    def _resume_mark(self) -> tuple[str, dict[str, Any]]:
-        """The ``resumed`` note a resumed execution writes before its first frame.
-
-        It names the worker that resumed, the seq it resumed at and the model
-        steps it replayed until then (what ``redrive show`` and the timeline
-        mark as an interruption and a resume, and count as saved by replay).
-        """
-        return RESUMED, {
-            "event": RESUMED,
-            "worker": self._lease.owner,
-            "after": self._state.resumed_at,
-            "replayed_models": self._state.spend.replayed_seqs,
-        }
 
     def catch_up(self, record: RunRecord) -> None:
         """Re-read the run when another worker appended while this one waited to enter."""
@@ -224,3 +215,18 @@ class Opener:
             self._lease.release()
             raise
         self._lease.start_renewing()
+
+
+def _resume_mark(state: RunState, lease: LeaseKeeper) -> tuple[str, dict[str, Any]]:
+    """The ``resumed`` note a resumed execution writes before its first frame.
+
+    It names the worker that resumed, the seq it resumed at and the model
+    steps it replayed until then (what ``redrive show`` and the timeline
+    mark as an interruption and a resume, and count as saved by replay).
+    """
+    return RESUMED, {
+        "event": RESUMED,
+        "worker": lease.owner,
+        "after": state.resumed_at,
+        "replayed_models": state.spend.replayed_seqs,
+    }
