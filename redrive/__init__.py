@@ -18,6 +18,7 @@ from ._runcheck import import_run
 from ._whatchanged import WhatChanged, run_fingerprint, what_changed
 from .errors import (
     AppendConflictError,
+    BudgetExceededError,
     DivergenceError,
     DivergenceReason,
     JournalCorruptError,
@@ -45,11 +46,13 @@ from .recorders import model, now, random, tool, uuid4, wrap
 from .replay import (
     Pause,
     PauseRun,
+    Price,
     Recovery,
     ReplayDriftWarning,
     ReplayPolicy,
     RetryRequested,
     Run,
+    RunUsage,
     await_approval,
     current_run,
     diff_runs,
@@ -60,6 +63,7 @@ from .replay import (
     outside_run,
     pause_on,
     run,
+    run_usage,
     set_default_on_drift,
 )
 from .storage import Journal, RunStatus, open_journal
@@ -72,6 +76,7 @@ except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source che
 
 __all__ = [
     "AppendConflictError",
+    "BudgetExceededError",
     "CheckReport",
     "CheckResult",
     "DivergenceError",
@@ -90,6 +95,7 @@ __all__ = [
     "Pause",
     "PauseRun",
     "PlanStep",
+    "Price",
     "RecordedToolError",
     "RecoverReport",
     "RecoverResult",
@@ -107,6 +113,7 @@ __all__ = [
     "RunEndedError",
     "RunInputMismatchError",
     "RunStatus",
+    "RunUsage",
     "SideEffectRetryBlockedError",
     "TerminalRunError",
     "UnknownRunError",
@@ -137,6 +144,7 @@ __all__ = [
     "register_codec",
     "run",
     "run_fingerprint",
+    "run_usage",
     "set_default_on_drift",
     "tool",
     "uuid4",

@@ -9,6 +9,8 @@ the loop under test never receives, is left out or fixed:
   content they cover);
 - a ``model_request``'s ``started_at`` (a wall-clock reading kept for
   durations) is dropped; readers fall back to the frame's time;
+- the worker (host, pid) named by the ``run_start`` and by a ``resumed`` note
+  is dropped;
 - the ``run_start`` fingerprint's ``app_version`` (the git commit, the
   ``REDRIVE_APP_VERSION`` variable or the package version, unless the run
   was given ``app_version=``) is ``None`` with source ``"omitted"``;
@@ -64,7 +66,8 @@ def _settled_payload(frame: Frame) -> bytes:
     only when that tree re-encodes to the very same bytes: a payload this
     cannot round-trip is kept whole.
     """
-    if frame.kind not in (Kind.RUN_START.value, Kind.MODEL_REQUEST.value):
+    resumed = frame.kind == Kind.NOTE.value and frame.name == "resumed"
+    if frame.kind not in (Kind.RUN_START.value, Kind.MODEL_REQUEST.value) and not resumed:
         return frame.payload
     try:
         tree = _unpack(frame.payload)
@@ -74,7 +77,10 @@ def _settled_payload(frame: Frame) -> bytes:
         return frame.payload
     if frame.kind == Kind.MODEL_REQUEST.value:
         tree.pop("started_at", None)
+    elif resumed:
+        tree.pop("worker", None)
     else:
+        tree.pop("worker", None)
         found = tree.get("fingerprint")
         if isinstance(found, dict) and found.get("app_version_source") != "option":
             if "app_version" in found:

@@ -34,6 +34,7 @@ from ._scrub import DEFAULT
 from .errors import DivergenceError, ReplayError, ReplayMissError
 from .frames import GENESIS, Frame, Kind, call_key, canonical, encode, make_frame
 from .replay import (
+    Expander,
     ReplayDriftWarning,
     ReplayPolicy,
     Run,
@@ -192,17 +193,20 @@ def _frames(
 ) -> Iterator[tuple[Frame, Any, str]]:
     """The run's frames with their new payloads: ``(frame, payload or None, key)``.
 
-    Model requests are written whole (their prefix deltas resolved), the
-    changed ones with their new arguments and key; the run_end with the new
+    Model requests are stored as a live recording stores them: each as the
+    prefix delta of the previous request of its step name (:class:`Expander`),
+    the changed ones with their new arguments and key, so an edit changes the
+    requests it changed, not every request after it; the run_end with the new
     output; every other frame's payload is kept as it is (None).
     """
+    deltas = Expander()
     for frame, data in expand_frames(source.frames(run_id)):
         if frame.kind == Kind.MODEL_REQUEST.value and isinstance(data, dict):
+            key = frame.key
             if frame.seq in requests:
-                args = requests[frame.seq]
-                yield frame, {**data, "args": args}, call_key(frame.name, match_view(args))
-            else:
-                yield frame, data, frame.key
+                data = {**data, "args": requests[frame.seq]}
+                key = call_key(frame.name, match_view(data["args"]))
+            yield frame, deltas.stored(frame.name, data), key
         elif frame.kind == Kind.RUN_END.value and isinstance(data, dict):
             yield frame, {**data, "output": output}, frame.key
         else:

@@ -9,6 +9,8 @@ subclasses that too, so ``except LookupError`` keeps working::
     ├── ReplayMissError (LookupError)   replay-only run asked for a step nobody recorded
     ├── SideEffectRetryBlockedError     an in-flight side effect would run twice
     │   └── RetryLimitExceededError     an in-flight step was attempted too often
+    ├── BudgetExceededError             a run's max_tokens / max_cost was reached before
+    │                                   a live model call (resumable)
     ├── RunBusyError                    another worker holds the run or claimed the step
     │   │                               (.reason: a RunBusyReason)
     │   └── LeaseLostError              this worker's lease was taken over (fenced)
@@ -44,6 +46,7 @@ from ._errorbase import NextStep, NextStepAction, ReplayError, _field, _fields
 
 __all__ = [
     "AppendConflictError",
+    "BudgetExceededError",
     "DivergenceError",
     "DivergenceReason",
     "JournalCorruptError",
@@ -204,6 +207,29 @@ class RetryLimitExceededError(SideEffectRetryBlockedError):
     What to do: find why the step keeps dying (``redrive show RUN``), then settle it with
     ``redrive resolve``.
     """
+
+
+@_fields
+class BudgetExceededError(ReplayError):
+    """A run's budget (``max_tokens`` or ``max_cost``) was reached before a live model call.
+
+    Raised before the call goes out (nothing is billed for it); ``seq`` is the
+    seq the call would have had. The run is left resumable: its spend is read
+    from its journal, so a resume with the same budget stops at the same
+    place, and a resume with a larger one continues from here (replayed steps
+    are not charged again).
+
+    Attributes:
+        limit_kind: ``"tokens"`` (input + output) or ``"cost"`` (at the run's prices).
+        used: what the run's live model calls used so far, across its executions.
+        limit: the run's limit.
+        step: the model step that was about to be called.
+    """
+
+    limit_kind: str | None = None
+    used: float | None = None
+    limit: float | None = None
+    step: str | None = None
 
 
 class RunBusyReason(enum.StrEnum):

@@ -80,7 +80,13 @@ other steps (model steps, read-only lookups) a passing test no longer uses
 completely is listed in the terminal summary, with that command. ``live_tools``
 names that match no tool fail the test. A replay error inside a test
 shows the step, the caller's file and line, the path diff and the command
-that re-records the test; redrive's own frames are left out of the traceback.
+that re-records the test; redrive's own frames are left out of the traceback,
+and so are the standard library's and installed packages' (a framework such
+as pydantic-ai, the SDK, asyncio) for a replay error, with a note saying how
+many (``--full-trace`` shows them). A test's recording is updated by
+re-recording it; the offline update that keeps the recorded model responses
+(``redrive check --update --write PATH``) is for runs saved from
+``@redrive.durable`` entrypoints (``fixtures/runs``), which record what to re-drive.
 """
 
 from __future__ import annotations
@@ -258,15 +264,34 @@ def _hide_redrive_frames(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     pytest reads ``__tracebackhide__`` from a frame's locals or module globals;
     a callable one is asked per failure, so only the failures of tests using
     ``redrive_run`` lose redrive's frames (``--full-trace`` still shows them).
+    A replay error (a divergence, a miss) also loses the frames of installed
+    packages and the standard library (a framework such as pydantic-ai, the SDK,
+    httpx, asyncio) between the test and the agent's code: the report is the
+    test's line, the agent's lines and the error, with a note of how many
+    frames were left out.
     """
+    from redrive.errors import ReplayError
+    from redrive.replay import is_user_file
+
     entries = list(excinfo.traceback)
     if not any(not _is_redrive_frame(e.path) for e in entries):
         return  # nothing but redrive: keep it all
     with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
         setattr(excinfo.value, _HIDE, True)
+    framework = isinstance(excinfo.value, ReplayError)
+    hidden = 0
     for entry in entries:
         if _is_redrive_frame(entry.path):
             entry.frame.f_globals.setdefault("__tracebackhide__", _hidden)
+        elif framework and not is_user_file(str(entry.path)):
+            entry.frame.f_globals.setdefault("__tracebackhide__", _hidden)
+            hidden += 1
+    notes = getattr(excinfo.value, "__notes__", [])
+    if hidden and not any(str(n).startswith("redrive: ") for n in notes):
+        excinfo.value.add_note(
+            f"redrive: {hidden} frame(s) of installed packages and the standard library "
+            "are left out of this traceback (pytest --full-trace shows them)"
+        )
 
 
 @pytest.hookimpl(wrapper=True)

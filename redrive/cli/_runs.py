@@ -9,11 +9,12 @@ from typing import Any
 from .._resumable import blocked_step
 from .._whatchanged import fingerprint_lines, recorded_app_version, run_fingerprint
 from ..errors import JournalCorruptError
-from ..replay import pending_approvals
+from ..replay import pending_approvals, read_usage, run_events
 from ..storage import RunRecord, RunStatus, check_row
 from ._common import EXIT_OK, Subparsers
 from ._journals import opened, source
 from ._output import Out, age, clip, run_row, shown
+from ._spend import add_prices_option, event_lines, prices_from, usage_line
 from ._steps import count_steps, read_steps
 
 __all__ = ["register"]
@@ -103,7 +104,10 @@ def _show(args: argparse.Namespace, out: Out) -> int:
     record = journal.get_run(run_id)
     assert record is not None  # source() checked it
     check_row(record, getattr(journal, "url", None))  # a malformed row: JournalCorruptError, exit 4
-    steps, info = read_steps(journal.frames(run_id))
+    frames = list(journal.frames(run_id))
+    steps, info = read_steps(frames)
+    info["usage"] = read_usage(frames, prices_from(args)).as_dict()
+    info["events"] = [e.as_dict() for e in run_events(frames)]
     if out.json:
         fingerprint = run_fingerprint(journal, run_id).to_dict()
         out.emit({"run": run_row(record), "info": info, "steps": steps, "fingerprint": fingerprint})
@@ -121,6 +125,7 @@ def _show(args: argparse.Namespace, out: Out) -> int:
     )
     if info.get("input") is not None:
         out.line(f"input: {clip(info['input'])}")
+    out.line(usage_line(info["usage"]))
     for line in fingerprint_lines(run_fingerprint(journal, run_id)):
         out.line(line)
     rows: list[list[Any]] = []
@@ -129,6 +134,8 @@ def _show(args: argparse.Namespace, out: Out) -> int:
         status = step["status"]
         if step["attempts"] > 1:
             status = f"{status} (attempt {step['attempts']})"
+        if step.get("settled"):
+            status = f"{status}, {step['settled']}"
         rows.append(
             [
                 step["seq"],
@@ -146,6 +153,10 @@ def _show(args: argparse.Namespace, out: Out) -> int:
         ["seq", "step", "name", "status", "ms", "tokens", "arguments", "result / response / error"],
         rows,
     )
+    if info["events"]:
+        out.line("interruptions, resumes, resolutions and decisions:")
+        for line in event_lines(info["events"]):
+            out.line(line)
     for approval in pending_approvals(journal, run_id):
         out.line(
             f"pending approval {shown(approval['name'])}: {clip(approval['payload'])}", "yellow"
@@ -211,4 +222,5 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "duration), its fingerprint and its end. Exit 3 when there is no such run.",
     )
     p.add_argument("run", help="run id in --journal, or an .rdj file")
+    add_prices_option(p)
     p.set_defaults(func=_show)

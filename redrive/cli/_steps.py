@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from .._jsontext import list_at, token_counts
 from ..frames import ChainCheck, Frame, Kind
-from ..replay import RecordedStep, StepReader
+from ..replay import RecordedStep, StepReader, own_time
 from ..storage import Journal
 
 __all__ = ["count_steps", "read_steps", "response_text"]
@@ -72,7 +72,7 @@ def response_text(outcome: dict[str, Any]) -> Any:
     return outcome.get("result", outcome.get("response"))
 
 
-def _shown(step: RecordedStep, times: dict[int, float]) -> dict[str, Any]:
+def _shown(step: RecordedStep, listed: list[Frame]) -> dict[str, Any]:
     """Return one step as ``show`` prints it (see :func:`read_steps`)."""
     item: dict[str, Any] = {
         "seq": step.seq,
@@ -88,14 +88,19 @@ def _shown(step: RecordedStep, times: dict[int, float]) -> dict[str, Any]:
     }
     if step.end is None:
         return item
-    # a model request's frames are written when the call ends: it began at started_at;
-    # a re-executed tool's last attempt began at its ``attempt`` note
-    started = step.data.get("started_at")
-    began = float(started) if isinstance(started, int | float) else step.start.at
-    if step.last_attempt_seq is not None:
-        began = times.get(step.last_attempt_seq, began)
-    item["duration_ms"] = 0.0 if step.end is step.start else round((step.end.at - began) * 1000, 3)
+    # the step's own time: a model call from its started_at, a re-executed tool from its
+    # ``attempt`` note, a step settled by a person or recover() until its worker stopped
+    began, ended, _ = own_time(step, listed)
+    ended = step.end.at if ended is None else ended
+    item["duration_ms"] = 0.0 if step.end is step.start else round((ended - began) * 1000, 3)
     outcome = step.decode_outcome()
+    if outcome.get("recovered"):
+        who = outcome.get("resolved")
+        item["settled"] = (
+            f"resolved by {who.get('by')}: {who.get('reason')}"
+            if isinstance(who, dict)
+            else "settled by the tool's recover()"
+        )
     if step.end.kind == Kind.TOOL_ERROR.value:
         error = outcome.get("error") or {}
         item["error"] = f"{error.get('type')}: {error.get('message')}"
@@ -131,14 +136,8 @@ def read_steps(frames: Iterable[Frame]) -> tuple[list[dict[str, Any]], dict[str,
             outcome refers to no step.
     """
     reader = StepReader()
-    times: dict[int, float] = {}
-
-    def timed(source: Iterable[Frame]) -> Iterator[Frame]:
-        for frame in source:
-            times[frame.seq] = frame.at
-            yield frame
-
-    steps = [_shown(step, times) for step in reader.read(timed(frames))]
+    listed = list(frames)
+    steps = [_shown(step, listed) for step in reader.read(listed)]
     info: dict[str, Any] = {}
     start, end = reader.run_start_frame, reader.run_end_frame
     if reader.run_start is not None and start is not None:

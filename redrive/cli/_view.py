@@ -9,6 +9,7 @@ from ._common import EXIT_OK, Subparsers
 from ._journals import source
 from ._output import Out, shown
 from ._shares import add_allow_secrets, refuse_secrets
+from ._spend import add_prices_option, prices_from
 
 __all__ = ["register"]
 
@@ -19,7 +20,7 @@ def _view(args: argparse.Namespace, out: Out) -> int:
     journal_a, a = source(args.a, args.journal)
     refuse_secrets(journal_a, a, "write the page of", allowed=args.allow_secrets)
     if args.b is None:
-        document = render_run(journal_a, a)
+        document = render_run(journal_a, a, prices=prices_from(args))
         default = f"{_safe(a)}.html"
     else:
         journal_b, b = source(args.b, args.journal)
@@ -62,4 +63,5 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-o", "--output", metavar="FILE.html", help="where to write (default RUN.html)")
     add_allow_secrets(p)
+    add_prices_option(p)
     p.set_defaults(func=_view)

@@ -2,6 +2,7 @@
 
 from ._active import active_runs, current_run, join_run, unreplayed_steps
 from ._approval import await_approval, pending_approvals
+from ._caller import is_user_file
 from ._config import RunOptions, unknown_live_tools
 from ._context import (
     LostRunContextError,
@@ -12,7 +13,7 @@ from ._context import (
     set_step_observer,
 )
 from ._cursor import Cursor
-from ._delta import expand_frames
+from ._delta import Expander, expand_frames
 from ._diff import ABSENT, diff_values, format_diff, short
 from ._divergence import ReplayDriftWarning
 from ._engine import ToolAsk, in_flight_action
@@ -30,6 +31,7 @@ from ._fingerprint import (
 )
 from ._fork import fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
+from ._history import own_time, run_events
 from ._lease import SHARED_JOURNAL_LEASE, takeover_grace
 from ._pause import (
     PAUSED_NOTE,
@@ -67,11 +69,13 @@ from ._segments import (
 from ._steps import RecordedStep, StepReader, iter_steps
 from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, declared_spec, rebuild_error, remember_spec
+from ._usage import Price, RunUsage, Tokens, Usage, prices_of, read_usage, run_usage
 
 __all__ = [
     "ABSENT",
     "Cursor",
     "ErrorClassifier",
+    "Expander",
     "Fingerprint",
     "LostRunContextError",
     "ModelStep",
@@ -79,6 +83,7 @@ __all__ = [
     "Pause",
     "PauseRule",
     "PauseRun",
+    "Price",
     "REASKED",
     "RecordedStep",
     "Recovery",
@@ -90,14 +95,17 @@ __all__ = [
     "RunDiff",
     "RunExecutor",
     "RunOptions",
+    "RunUsage",
     "SHARED_JOURNAL_LEASE",
     "StepReader",
     "StepSource",
     "StepView",
     "ToolAsk",
+    "Tokens",
     "ToolParams",
     "ToolSpec",
     "ToolStep",
+    "Usage",
     "ValueStep",
     "active_runs",
     "add_pause_rule",
@@ -119,6 +127,7 @@ __all__ = [
     "format_diff",
     "idempotency_key",
     "in_flight_action",
+    "is_user_file",
     "iter_steps",
     "join_run",
     "leaves_resumable",
@@ -130,8 +139,11 @@ __all__ = [
     "pause_of",
     "pause_on",
     "pause_rules",
+    "own_time",
     "pending_approvals",
+    "prices_of",
     "read_fingerprint",
+    "read_usage",
     "rebuild_error",
     "recorded_prompts",
     "redirect_runs",
@@ -144,6 +156,8 @@ __all__ = [
     "resolve_step",
     "retry_requested",
     "run",
+    "run_events",
+    "run_usage",
     "sending_live",
     "sends_live",
     "set_boundary_hook",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib.metadata
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypedDict
 
 import attrs
@@ -20,6 +20,7 @@ from ..storage import Journal
 from ._fingerprint import current_tools
 from ._lease import lease_for, takeover_grace
 from ._policy import ReplayPolicy, compile_paths
+from ._usage import Budget, Price, prices_of
 
 __all__ = ["RunConfig", "RunOptions", "live_tool_names", "unknown_live_tools"]
 
@@ -60,6 +61,9 @@ class RunOptions(TypedDict, total=False):
     entrypoint: str | None
     app_version: str | None
     live_tools: bool | tuple[str, ...] | list[str]
+    max_tokens: int | None
+    max_cost: float | None
+    prices: Mapping[str, Price | Mapping[str, float]]
 
 
 def unknown_live_tools(live_tools: Any, recorded: Iterable[str] = ()) -> str | None:
@@ -149,6 +153,25 @@ def _check_types(options: dict[str, Any]) -> None:
         raise TypeError(f"app_version={app_version!r}: use a non-empty string or None")
 
 
+def _budget(options: dict[str, Any]) -> Budget:
+    """The run's ``max_tokens``, ``max_cost`` and ``prices`` (TypeError, ValueError: malformed)."""
+    prices = prices_of(options["prices"])
+    max_tokens, max_cost = options["max_tokens"], options["max_cost"]
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise TypeError(f"max_tokens={max_tokens!r}: use a positive int (input + output tokens)")
+    if max_cost is not None:
+        if isinstance(max_cost, bool) or not isinstance(max_cost, int | float) or max_cost <= 0:
+            raise TypeError(f"max_cost={max_cost!r}: use a positive number (the prices' currency)")
+        if not prices:
+            raise ValueError(
+                "max_cost needs prices= (model name -> redrive.Price per million tokens): "
+                "redrive knows no prices"
+            )
+    return Budget(max_tokens=max_tokens, max_cost=max_cost, prices=prices)
+
+
 def _checked_keep(keep: tuple[str, ...]) -> tuple[str, ...]:
     """Refuse a ``keep`` pattern with an unknown step kind or a bad path (ValueError)."""
     keep_by_kind(keep, compile_paths)
@@ -173,6 +196,9 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "entrypoint": None,
     "app_version": None,
     "live_tools": False,
+    "max_tokens": None,
+    "max_cost": None,
+    "prices": {},
 }
 
 
@@ -212,6 +238,7 @@ class RunConfig:
     entrypoint: str | None
     app_version: str | None
     live_tools: bool | frozenset[str]
+    budget: Budget = attrs.field(factory=Budget)
 
     @classmethod
     def of(cls, journal: Journal, run_id: str, options: RunOptions) -> RunConfig:
@@ -258,4 +285,5 @@ class RunConfig:
             entrypoint=chosen["entrypoint"],
             app_version=chosen["app_version"],
             live_tools=live_tool_names(chosen["live_tools"]),
+            budget=_budget(chosen),
         )

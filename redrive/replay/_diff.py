@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import enum
-import os
 import reprlib
-import sys
-import sysconfig
-from types import FrameType
 from typing import Any
 
 import msgpack
 
 from .._canonical_decode import decode
 from .._stored import decode_value
+from ._caller import caller_location
 
 __all__ = [
     "ABSENT",
@@ -132,50 +129,3 @@ def diff_values(
 def format_diff(diff: list[tuple[str, Any, Any]]) -> str:
     """Render a diff as lines ``$.path: 'recorded' -> 'replayed'``."""
     return "\n".join(f"  {path}: {short(a)} -> {short(b)}" for path, a, b in diff)
-
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_LIBRARY = tuple(
-    {
-        os.path.abspath(p) + os.sep
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-        if (p := sysconfig.get_paths().get(key))
-    }
-)
-
-
-def _is_user_file(filename: str) -> bool:
-    """True for a source file of the user's code (not redrive, the stdlib or a package)."""
-    if filename.startswith("<"):
-        return False
-    path = os.path.abspath(filename)
-    if path.startswith(_PACKAGE):
-        return False
-    return not path.startswith(_LIBRARY)
-
-
-def caller_location(frame: FrameType | None = None) -> str | None:
-    """Return ``"file:line in function"`` of the innermost user frame calling into redrive.
-
-    Walks outward from ``frame`` (default: the caller of this function) past
-    redrive's own frames, the standard library and installed packages (an
-    SDK and httpx between the user's call and redrive's transport).
-
-    Returns:
-        The location, path relative to the current directory when under it; or
-        None when no frame of the stack is user code (a step run on a worker thread).
-    """
-    current: FrameType | None = frame if frame is not None else sys._getframe(1)
-    while current is not None:
-        code = current.f_code
-        if _is_user_file(code.co_filename):
-            path = code.co_filename
-            try:
-                relative = os.path.relpath(path)
-                if not relative.startswith(".."):
-                    path = relative
-            except ValueError:  # another drive (Windows)
-                pass
-            return f"{path}:{current.f_lineno} in {code.co_name}"
-        current = current.f_back
-    return None

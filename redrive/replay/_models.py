@@ -23,6 +23,7 @@ from ._matcher import Matcher
 from ._policy import compile_paths, match_view
 from ._state import RunState
 from ._tools import caller_on_loop
+from ._usage import with_usage
 from ._writer import JournalWriter, _Adopted
 
 __all__ = ["ModelSteps", "ValueSteps"]
@@ -102,6 +103,7 @@ class ModelSteps:
             decision = decide_model(step, can_write=self._state.can_write)
             if isinstance(decision, Replay):
                 self._state.replayed_steps += 1
+                self._state.spend.replayed(decision.step)
                 _observe("replayed", run_id=self._state.run_id, step=decision.step)
                 return ModelStep(
                     name,
@@ -117,6 +119,10 @@ class ModelSteps:
             self._matcher.check_live("model", name, stored, key)  # a Miss raises here
             assert isinstance(decision, GoLive)
             unfinished = decision.unfinished
+            # the budget check (the only one): before the call, never for a replayed step
+            self._state.spend.check(
+                name, unfinished.seq if unfinished is not None else self._writer.next_seq
+            )
             handle = ModelStep(
                 name,
                 stored,
@@ -158,6 +164,7 @@ class ModelSteps:
         _boundary("model_after", self._state.run_id, self._writer.next_seq, name)
         with self._state.lock:
             if step._step is None:
+                self._writer.mark_first()  # a resume's note takes its seq first
                 seq = self._writer.next_seq
                 if self._state.cursor is not None:
                     self._state.requests = self._state.cursor.expander
@@ -174,8 +181,13 @@ class ModelSteps:
             outcome: dict[str, Any] = {"step": seq, "response": response, "view": view}
             if partial:
                 outcome["partial"] = True
-            self._writer.queue(Kind.MODEL_RESPONSE, name, outcome)
+            answered = self._writer.queue(Kind.MODEL_RESPONSE, name, outcome)
             self._state.live_steps += 1
+            # its time as the journal has it (redrive.run_usage reads the same)
+            took = answered.at - step._started if step._started is not None else 0.0
+            if step._step is not None:
+                took = 0.0  # a response to a request an earlier execution journaled
+            self._state.spend.live(with_usage(view, response), took)
             # the caller's flow moves on here (sync) and again in its own task (async face)
             self._flows.completed(seq, model=True, turn=step.turn)
             if self._config.model_commit != "group":

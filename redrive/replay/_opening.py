@@ -7,6 +7,7 @@ run, which may have moved meanwhile.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from typing import Any
 
@@ -22,6 +23,7 @@ from ._flows import FlowTracker
 from ._lease import LeaseKeeper
 from ._state import RunState
 from ._steps import take_until
+from ._usage import RESUMED
 from ._writer import JournalWriter
 
 __all__ = ["Opener"]
@@ -63,6 +65,7 @@ class Opener:
             "input": inp,
             "input_fp": input_fp,
             "entrypoint": self._state.config.entrypoint,
+            "worker": self._lease.owner,  # who started it (a later resume names its own)
             # what shaped the run (redrive.run_fingerprint reads it with the steps' models)
             "fingerprint": start_fingerprint(
                 self._state.config.entrypoint, self._state.config.app_version, redrive_version()
@@ -157,6 +160,15 @@ class Opener:
         self._state.cursor.callers.claimable = self._flows.may_still_issue
         self._writer.restart_at(record.next_seq, record.last_chain)
         self._state.resumed_at = record.next_seq
+        journal, run_id = self._state.config.journal, self._state.run_id
+        self._state.spend.resumed_from(
+            lambda: take_until((f for f in journal.frames(run_id) if f.seq < limit), limit)
+        )
+        # a function of the state and lease only: no reference cycle through the writer
+        live = self._state.config.live
+        self._writer.first_note = (
+            functools.partial(_resume_mark, self._state, self._lease) if live else None
+        )
         waiting = (RunStatus.SUSPENDED.value, RunStatus.PAUSED.value)
         if record.status in waiting and self._state.config.live:
             self._state.status = RunStatus.RUNNING.value
@@ -206,3 +218,18 @@ class Opener:
             self._lease.release()
             raise
         self._lease.start_renewing()
+
+
+def _resume_mark(state: RunState, lease: LeaseKeeper) -> tuple[str, dict[str, Any]]:
+    """The ``resumed`` note a resumed execution writes before its first frame.
+
+    It names the worker that resumed, the seq it resumed at and the model
+    steps it replayed until then (what ``redrive show`` and the timeline
+    mark as an interruption and a resume, and count as saved by replay).
+    """
+    return RESUMED, {
+        "event": RESUMED,
+        "worker": lease.owner,
+        "after": state.resumed_at,
+        "replayed_models": state.spend.replayed_seqs,
+    }

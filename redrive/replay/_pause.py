@@ -40,7 +40,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import ReplayError, TerminalRunError
+from ..errors import BudgetExceededError, ReplayError, TerminalRunError
 from ._failure import MAX_NODES, under, verdict
 
 __all__ = [
@@ -243,6 +243,12 @@ class _InstanceOf:
 
     def __call__(self, exc: BaseException) -> bool:
         return isinstance(exc, self.types)
+
+
+#: A run budget reached (``max_tokens`` / ``max_cost``, raised before a live model call):
+#: waiting does not clear it; a person raises the budget and resumes the run.
+_BUDGET = PauseRule(kind="budget", matches=_InstanceOf((BudgetExceededError,)), retry=False)
+_RULES.insert(1, _BUDGET)
 
 
 def _match(rule: PauseRule, exc: BaseException) -> Pause | None:

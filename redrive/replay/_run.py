@@ -45,6 +45,7 @@ from ._redirect import redirected
 from ._state import RunState
 from ._tools import ToolSteps
 from ._toolspec import ToolSpec
+from ._usage import RunUsage
 from ._writer import JournalWriter
 
 __all__ = [
@@ -154,6 +155,11 @@ class Run:
     def live_steps(self) -> int:
         """Steps executed live (and recorded) so far."""
         return self._state.live_steps
+
+    @property
+    def usage(self) -> RunUsage:
+        """Model usage: spent by live calls (each once, every execution), saved by replay."""
+        return self._state.spend.usage()
 
     @property
     def reasked(self) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from ._cursor import Cursor
 from ._delta import Expander
 from ._pause import Pause
 from ._places import Places
+from ._spend import Spend
 
 __all__ = ["RunState"]
 
@@ -43,6 +44,7 @@ class RunState:
         resumed_at: the seq this execution resumed at.
         replayed_steps, live_steps: the steps answered from the journal, and made live.
         reasked: the ``reasked`` notes this execution journaled.
+        spend: the run's model spend and budget check (:class:`~._spend.Spend`).
         ended_why: once the run was cancelled during this execution, who and why.
         block_ended: once the run's block ended, ``(status, next seq)`` at its end.
     """
@@ -81,8 +83,11 @@ class RunState:
     #: guards ``open_tools`` (its own lock: never held across I/O, so the loop never waits
     #: on the run's lock to count a step); notified each time a tool step ends
     tool_ended: threading.Condition = attrs.field(factory=threading.Condition)
+    #: the run's model spend (every execution) and this execution's replay savings
+    spend: Spend = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        self.spend = Spend(self.config.run_id, self.config.budget)
         # a caller waiting for a sibling flow's step releases the run's lock while it waits
         self.sibling_wait = threading.Condition(self.lock)
 

@@ -265,6 +265,7 @@ class ToolOutcomes:
             outcome["cause"] = cause
         packed, value = self._result(outcome)
         if retry:
+            self._writer.mark_first()  # a resume's note takes its seq first
             new_seq = self._writer.next_seq
             start: dict[str, Any] = {
                 "args": stored,

@@ -288,6 +288,7 @@ class ToolSteps:
                 assert not isinstance(decision, Claim | Replay | StopBusy | WaitForWorker)
                 return self._in_flight(spec, step, stored, key, decision)
             self._matcher.check_live("tool", spec.name, stored, key)
+            self._writer.mark_first()  # a resume's note takes its seq first
             seq = self._writer.next_seq
             self._state.places.placed(seq, issue)  # a live call that holds a recorded place
             # a retry of an operation whose last attempt failed retryably keeps its key

@@ -64,6 +64,9 @@ class JournalWriter:
         self.last_chain = ""
         #: set once the run's block ended: called with what is queued, it raises
         self.refuse: Callable[[str], None] | None = None
+        #: makes the note queued before the first frame of this execution (a resume's
+        #: mark: ``(name, data)``), or None
+        self.first_note: Callable[[], tuple[str, dict[str, Any]]] | None = None
 
     def restart_at(self, next_seq: int, last_chain: str) -> None:
         """Drop what is queued and continue after the journaled frame ``next_seq - 1``."""
@@ -86,6 +89,17 @@ class JournalWriter:
         scrubber = self.scrubber.for_step(kind or _STEP_OF.get(path, ""))
         return scrubber.value(canonical(value, path))
 
+    def mark_first(self) -> None:
+        """Queue the :attr:`first_note` now if it is due (before reading ``next_seq`` for a step).
+
+        :meth:`queue` does it too; a step that reads ``next_seq`` for its own
+        frame (its seq, its idempotency key) calls this first, so the note
+        takes the seq before the step's.
+        """
+        if self.first_note is not None:
+            make, self.first_note = self.first_note, None
+            self.queue(Kind.NOTE, *make())
+
     def queue(self, kind: Kind, name: str, payload: Any, key: str = "") -> Frame:
         """Scrub ``payload``, chain a new frame after the last one and queue it; return it.
 
@@ -95,6 +109,7 @@ class JournalWriter:
         """
         if self.refuse is not None:
             self.refuse(f"{kind.value} {name!r}")
+        self.mark_first()
         payload = self.scrubber.payload(kind.value, canonical(payload, "payload"))
         frame = make_frame(
             run_id=self.run_id,

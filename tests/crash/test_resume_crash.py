@@ -83,7 +83,8 @@ def test_idempotency_key_dedupes_a_rerun_after_sigkill(tmp_path: Path) -> None:
     assert result["output"] == {"receipt": {"charged": 25, "key": KEY}}
     assert pay.lines(pay.log) == ["body get_balance", f"body {KEY}", f"body {KEY}"]
     assert pay.lines(pay.provider) == [f"charge {KEY} 25"]
-    assert pay.kinds().count("note") == 1  # the second attempt is journaled
+    # the resume is marked (its ``resumed`` note), and the second attempt is journaled
+    assert pay.kinds().count("note") == 2
 
 
 def test_recover_done_after_sigkill_does_not_rerun(tmp_path: Path) -> None:

@@ -89,3 +89,37 @@ def test_check_update_on_the_command_line(
     assert "CHANGED" in out and "$.messages[0].content" in out and "replayed by position" in out
     assert cli.main(["check", "--update", "--write", str(fixture)]) == cli.EXIT_OK
     assert cli.main(["check", str(fixture)]) == cli.EXIT_OK
+
+
+def test_update_stores_requests_as_deltas_and_changes_only_what_changed(
+    at_root: None, tmp_path: Path
+) -> None:
+    """Issue 25 #7: ``check --update --write`` stores each request as the prefix delta of the
+    previous one, as a live recording does (the fixture does not grow by a third), and in the
+    JSON Lines form a prompt edit changes the lines of the edited requests only (beside each
+    line's ``volatile`` chain and wall times)."""
+    import json
+
+    from redrive._check import open_run_file
+    from redrive.storage.rdj import export_run
+
+    fixture = tmp_path / "prompt.rdj"
+    shutil.copy(RUNS / "fail" / "prompt.rdj", fixture)
+    before = fixture.stat().st_size
+    assert update_run(fixture, write=True).outcome == "written"
+    assert fixture.stat().st_size <= before * 1.05
+    text = tmp_path / "prompt.rdj.jsonl"
+    journal, run_id = open_run_file(str(RUNS / "fail" / "prompt.rdj"))
+    export_run(journal, run_id, str(text))
+    old = text.read_text().splitlines()
+    assert update_run(text, write=True).outcome == "written"
+    new = text.read_text().splitlines()
+
+    def stable(line: str) -> dict[str, object]:
+        return {k: v for k, v in json.loads(line).items() if k != "volatile"}
+
+    changed = [
+        json.loads(b).get("seq") for a, b in zip(old, new, strict=True) if stable(a) != stable(b)
+    ]
+    assert changed == [1, 5, 9]  # the three requests whose system prompt was edited
+    assert '"$prefix"' in new[6]  # seq 5 extends seq 1's request: stored as its delta

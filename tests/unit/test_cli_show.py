@@ -100,3 +100,37 @@ def test_a_model_response_reads_as_its_semantic_view() -> None:
     shown = response_text({"response": {"status": 200, "body": b"..."}, "view": view})
     assert shown == 'text: "Refunding."; tool calls: create_refund({"amount": 5})'
     assert response_text({"response": {"text": "hi"}}) == {"text": "hi"}
+
+
+def test_show_marks_interruptions_resolutions_usage_and_savings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25 #5: ``show`` names the crash and the resume (which workers), the resolution
+    (who and why), the in-flight step's own duration, the usage and what replay saved."""
+    from tests.unit.test_view import _interrupted_run
+
+    db = str(tmp_path / "pay.duckdb")
+    _interrupted_run(db)
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"gpt-4o": {"input": 2.5, "output": 10}}')
+    capsys.readouterr()
+    assert cli.main(["--journal", db, "show", "pay:1", "--prices", str(prices)]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "usage: 2 live model call(s), 200/40 tokens in/out, cost 0.0009" in out
+    assert "replay saved 1 call(s), 100/20 tokens in/out, cost 0.00045" in out
+    assert "interrupted after seq 3: worker " in out and "resumed at seq 5 by worker " in out
+    assert "seq 3 (pay) resolved as done by alice: the bank shows the payment" in out
+    assert "done, resolved by alice: the bank shows the payment" in out
+    capsys.readouterr()
+    assert cli.main(["--journal", db, "--json", "show", "pay:1"]) == cli.EXIT_OK
+    import json
+
+    shown = json.loads(capsys.readouterr().out)
+    kinds = [e["kind"] for e in shown["info"]["events"]]
+    assert kinds == ["interrupted", "resolved", "resumed"]
+    pay = next(s for s in shown["steps"] if s["name"] == "pay")
+    interrupted = shown["info"]["events"][0]
+    started = shown["info"]["started_at"]
+    # the step's duration ends where its worker stopped, not at the resolution
+    assert pay["duration_ms"] <= (interrupted["at"] - started) * 1000 + 0.001
+    assert shown["info"]["usage"]["saved"]["calls"] == 1

@@ -344,7 +344,7 @@ def test_run_is_a_thin_facade_over_parts() -> None:
         and node.value.id == "self"
         and isinstance(node.ctx, ast.Store)
     }
-    assert len(members) <= 45, sorted(members)
+    assert len(members) <= 46, sorted(members)  # 46: run.usage (issue 25)
 
 
 def _module_arrows(path: Path, root: Path, modules: dict[str, Path]) -> set[str]:

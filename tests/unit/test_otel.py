@@ -173,14 +173,14 @@ def test_live_spans_of_a_resumed_run(server: ScriptServer, exporter: Any) -> Non
         )
         for s in spans
     }
-    assert modes == {
+    assert modes == {  # seq 3 holds the resumed execution's ``resumed`` note
         ("chat gpt-4o", 1): True,
-        ("execute_tool lookup", 3): False,
-        ("execute_tool charge", 4): False,
-        ("chat gpt-4o", 7): False,
+        ("execute_tool lookup", 4): False,
+        ("execute_tool charge", 5): False,
+        ("chat gpt-4o", 8): False,
         ("invoke_agent support:42", None): None,
     }
-    streamed = next(s for s in spans if (s.attributes or {}).get("redrive.step.seq") == 7)
+    streamed = next(s for s in spans if (s.attributes or {}).get("redrive.step.seq") == 8)
     assert (streamed.attributes or {})["gen_ai.usage.output_tokens"] == 6
     assert (streamed.attributes or {})["gen_ai.request.model"] == "gpt-4o"
 

@@ -488,6 +488,47 @@ def test_a_divergence_in_a_test_reads_in_one_screen(pytester: pytest.Pytester) -
     assert len(out.splitlines()) < 60
 
 
+ASYNC_DRIFT_TEST = """
+import asyncio
+import redrive
+
+PROMPT = {prompt!r}
+
+@redrive.model(name="model:fake")
+async def fake_model(prompt):
+    return prompt.upper()
+
+async def agent():
+    # a framework would run the call in tasks of its own; asyncio's frames stand for it
+    return await asyncio.wait_for(asyncio.create_task(fake_model(PROMPT)), 10)
+
+def test_drift(redrive_run):
+    assert asyncio.run(agent())
+"""
+
+
+def test_a_divergence_through_framework_frames_leaves_them_out(pytester: pytest.Pytester) -> None:
+    """Issue 25 #7: the frames of the standard library and installed packages (a framework,
+    asyncio) between the test and the agent are left out of a replay error's traceback, with
+    a note saying so; the agent's line is named."""
+    pytester.makepyfile(test_drift=ASYNC_DRIFT_TEST.format(prompt="refund please"))
+    pytester.runpytest().assert_outcomes(passed=1)
+    pytester.makepyfile(test_drift=ASYNC_DRIFT_TEST.format(prompt="refund now"))
+    result = pytester.runpytest("--redrive-record-mode=none")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*called from: test_drift.py:12 in agent*",
+            "*redrive: * frame(s) of installed packages and the standard library are left out*",
+        ]
+    )
+    assert "asyncio/runners.py" not in out and "asyncio/base_events.py" not in out
+    assert "redrive/replay" not in out
+    full = pytester.runpytest("--redrive-record-mode=none", "--full-trace").stdout.str()
+    assert "asyncio/runners.py" in full
+
+
 SDK_TEST = """
 import openai
 import pytest

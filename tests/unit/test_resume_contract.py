@@ -765,7 +765,8 @@ def test_resume_note_marks_not_resumed_outcomes(
 
     _, note = drive.run(journal, "r1", resumed)
     assert "- unsafe_tool(x=1): interrupted while running, not re-run" in note
-    assert "safe_tool(x=2): interrupted while running (idempotency key r1:3:safe_tool)" in note
+    # seq 3 holds the ``resumed`` note of the execution that resumed first
+    assert "safe_tool(x=2): interrupted while running (idempotency key r1:4:safe_tool)" in note
 
 
 # -- the core scenarios, both faces ---------------------------------------------------------

@@ -98,9 +98,10 @@ def test_each_step_is_one_readable_line_with_volatile_fields_last(tmp_path: Path
     }
     for line in lines[1:]:
         assert list(line) == ["seq", "kind", "name", "key", "data", "volatile"]
-        wall_clock = ["data"] if line["kind"] == "model_request" else []
+        # a request's started_at, the worker that started the run: volatile data
+        wall_clock = ["data"] if line["kind"] in ("model_request", "run_start") else []
         assert list(line["volatile"]) == ["at", "chain", "epoch", *wall_clock]
-        assert "started_at" not in line["data"]
+        assert "started_at" not in line["data"] and "worker" not in line["data"]
     tool = next(line for line in lines[1:] if line["kind"] == "tool_done")
     assert tool["data"]["result"] == {"$stored": {"refund": "R-1"}}
     assert "R-1" in path.read_text()

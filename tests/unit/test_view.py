@@ -283,3 +283,70 @@ def test_view_of_an_unknown_run_exits_3(db: str, tmp_path: Path, capsys: Any) ->
     capsys.readouterr()
     assert main(["--journal", db, "--json", "view", "support:42", "-o", str(page)]) == 0
     assert json.loads(capsys.readouterr().out) == {"path": str(page), "runs": ["support:42"]}
+
+
+def _interrupted_run(path: str) -> None:
+    """Run ``pay:1`` at ``path``: a model call, a payment killed in its body, a person's
+    resolution (who and why), then a resume by another worker that replays the model call."""
+    state = {"crash": True}
+
+    @redrive.model
+    def plan(goal: str) -> dict[str, Any]:
+        return {"model": "gpt-4o", "usage": {"prompt_tokens": 100, "completion_tokens": 20}}
+
+    @redrive.tool()
+    def pay(cents: int) -> str:
+        if state["crash"]:
+            state["crash"] = False
+            raise KeyboardInterrupt  # the worker dies inside the side effect
+        return "paid"
+
+    def body(run: redrive.Run) -> None:
+        plan("refund")
+        pay(500)
+        plan("confirm")
+        run.finish("ok")
+
+    journal = redrive.open_journal(path)
+    with pytest.raises(KeyboardInterrupt), redrive.run(journal, "pay:1") as run:
+        body(run)
+    journal.close()
+    argv = ["--journal", path, "resolve", "pay:1", "3", "--done", '"paid"', "--by", "alice"]
+    assert main([*argv, "--reason", "the bank shows the payment"]) == 0
+    journal = redrive.open_journal(path)
+    with redrive.run(journal, "pay:1") as run:
+        body(run)
+    journal.close()
+
+
+def test_view_marks_the_interruption_resume_and_resolution(tmp_path: Path) -> None:
+    """Issue 25 #5: the crash and the resume are marked (which worker), the resolution says
+    who and why, the in-flight step's bar is its own time (it ends at the crash, not at the
+    resolution), and the page shows the usage and what replay saved."""
+    db = str(tmp_path / "pay.duckdb")
+    _interrupted_run(db)
+    journal = redrive.open_journal(db)
+    data = run_data(journal.frames("pay:1"), "pay:1")
+    journal.close()
+    events = {e["kind"]: e for e in data["events"]}
+    assert set(events) == {"interrupted", "resumed", "resolved"}
+    assert events["resolved"]["by"] == "alice"
+    assert events["interrupted"]["worker"] != events["resumed"]["worker"]
+    pay = next(s for s in data["steps"] if s["name"] == "pay")
+    assert pay["settled"] == "resolved by alice: the bank shows the payment"
+    # the bar ends where the worker stopped, before the resolution was written
+    assert pay["start_ms"] + pay["duration_ms"] <= events["interrupted"]["start_ms"] + 0.001
+    assert events["interrupted"]["start_ms"] < events["resolved"]["start_ms"]
+    assert data["usage"]["spent"]["calls"] == 2 and data["usage"]["saved"]["calls"] == 1
+    page = tmp_path / "pay.html"
+    assert main(["--journal", db, "view", "pay:1", "-o", str(page)]) == 0
+    dom = browse(page, screenshot=ARTIFACTS / "view_interrupted.png")
+    assert 'data-rendered="yes"' in dom
+    assert 'data-event="interrupted"' in dom and 'data-event="resumed"' in dom
+    assert 'class="bar gap interrupted"' in dom
+    assert "resolved by alice: the bank shows the payment" in dom
+    assert "usage: 2 live model call(s) · 200→40 tok" in dom
+    assert "replay saved: 1 call(s) · 100→20 tok" in dom
+    # docs/timeline.md shows this page (made from this test's screenshot)
+    assert "](timeline-interrupted.png)" in (README_ROOT / "docs" / "timeline.md").read_text()
+    assert (README_ROOT / "docs" / "timeline-interrupted.png").stat().st_size > 10_000

@@ -7,7 +7,8 @@ further line is one frame, in seq order, with its keys always in this order::
     {"seq": 3, "kind": "tool_start", "name": "lookup_order", "key": "…", "data": {…},
      "volatile": {"at": 1795943546.45, "chain": "…", "epoch": 0}}
 
-Wall-clock readings inside a payload (a ``model_request``'s ``started_at``) sit
+Wall-clock readings inside a payload (a ``model_request``'s ``started_at``), and
+the worker named by a ``run_start`` or a ``resumed`` note, sit
 under ``volatile.data`` and are put back into ``data`` when read, so the frame's
 bytes and chain are unchanged.
 
@@ -128,7 +129,12 @@ def _from_json(value: Any) -> Any:
 #: Top-level payload keys that hold wall-clock readings, by frame kind: shown under the
 #: line's ``volatile.data`` (not ``data``), so re-recording the same behaviour changes
 #: only ``volatile``. Text form only: the frame's payload bytes and chain are unchanged.
-VOLATILE_DATA: dict[str, tuple[str, ...]] = {"model_request": ("started_at",)}
+VOLATILE_DATA: dict[str, tuple[str, ...]] = {
+    "model_request": ("started_at",),
+    # the worker (host:pid:random) that started or resumed the run
+    "run_start": ("worker",),
+    "note": ("worker",),
+}
 
 
 def _merge_volatile(data: Any, moved: dict[str, Any]) -> Any:
