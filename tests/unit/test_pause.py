@@ -236,19 +236,20 @@ class BudgetExceeded(Exception):
 
 
 def test_the_pause_table_is_one_table_a_row_can_be_added_to() -> None:
-    """pause_on adds a row (a budget error pauses as 'budget', for a person); PauseRun
+    """pause_on adds a row (a user's spending cap pauses as its kind, for a person); PauseRun
     pauses with its own reason; a redrive error and a permanent error are no pause; the
     table keeps 'requested' first and 'retries_exhausted' last."""
-    rule = redrive.pause_on(BudgetExceeded, kind="budget")
-    assert redrive.pause_on(BudgetExceeded, kind="budget") == rule  # added once
+    rule = redrive.pause_on(BudgetExceeded, kind="spend_cap")
+    assert redrive.pause_on(BudgetExceeded, kind="spend_cap") == rule  # added once
     kinds = [r.kind for r in pause_rules()]
     assert kinds[0] == "requested" and kinds[-1] == "retries_exhausted"
-    assert kinds.count("budget") == 1
+    assert kinds.count("spend_cap") == 1
+    assert "budget" in kinds  # redrive's own run budgets (max_tokens / max_cost)
     journal = MemoryJournal()
     with pytest.raises(BudgetExceeded), redrive.run(journal, "b"):
         raise BudgetExceeded("max_cost 0.50 USD reached at 0.51 USD")
     pause = redrive.paused_reason(journal, "b")
-    assert pause is not None and (pause.kind, pause.retry) == ("budget", False)
+    assert pause is not None and (pause.kind, pause.retry) == ("spend_cap", False)
     assert journal.get_run("b").status == "paused"  # type: ignore[union-attr]
     with pytest.raises(redrive.PauseRun), redrive.run(journal, "p"):
         raise redrive.PauseRun("waiting for the nightly batch", retry=True, retry_after=60)
@@ -261,7 +262,7 @@ def test_the_pause_table_is_one_table_a_row_can_be_added_to() -> None:
         raise ValueError("a bug")
     assert journal.get_run("f").status == "failed"  # type: ignore[union-attr]
     with pytest.raises(TypeError):
-        redrive.pause_on(kind="budget")
+        redrive.pause_on(kind="spend_cap")
 
 
 def test_a_paused_run_is_continued_by_recover_and_resume(

@@ -247,7 +247,9 @@ def test_budget_holds_across_resumes(face: str, server: ScriptServer, journal: A
     assert run.usage.saved.calls == 3 and run.usage.saved.tokens.input == 300
     stored = redrive.run_usage(journal, "job:1", prices=PRICES)
     assert stored.spent == run.usage.spent
-    assert stored.saved.calls == 3  # the resume's note lists what it replayed
+    # each resume's note lists what it replayed: the refused resume (its `paused` note is a
+    # write) replayed 3 calls, the finishing one 3 more
+    assert stored.saved.calls == 6
 
 
 def test_usage_of_responses_and_anthropic_streams(server: ScriptServer) -> None:

@@ -348,5 +348,5 @@ def test_view_marks_the_interruption_resume_and_resolution(tmp_path: Path) -> No
     assert "usage: 2 live model call(s) · 200→40 tok" in dom
     assert "replay saved: 1 call(s) · 100→20 tok" in dom
     # docs/timeline.md shows this page (made from this test's screenshot)
-    assert "](timeline-interrupted.png)" in (README_ROOT / "docs" / "timeline.md").read_text()
-    assert (README_ROOT / "docs" / "timeline-interrupted.png").stat().st_size > 10_000
+    assert "](timeline-interrupted.png)" in (ROOT / "docs" / "timeline.md").read_text()
+    assert (ROOT / "docs" / "timeline-interrupted.png").stat().st_size > 10_000
