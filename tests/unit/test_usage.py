@@ -211,9 +211,10 @@ def _loop(face: str, server: ScriptServer, journal: Any, run_id: str, **options:
 @pytest.mark.parametrize("face", ["sync", "async"])
 def test_budget_holds_across_resumes(face: str, server: ScriptServer, journal: Any) -> None:
     """max_tokens=300: the third call goes live (240 < 300), the fourth is refused before it is
-    made, with the run left paused (kind "budget": waiting does not clear it); a resume with the same budget stops at the same step
-    without a call (no fresh budget, replayed calls not charged); a larger budget finishes it,
-    as the error advises, and the spend counts each call once."""
+    made, with the run left paused (kind "budget": waiting does not clear it); a resume with
+    the same budget stops at the same step without a call (no fresh budget, replayed calls
+    not charged); a larger budget finishes it, as the error advises, and the spend counts
+    each call once."""
     server.add(*[Reply(body=CHAT) for _ in range(4)])
     with pytest.raises(BudgetExceededError) as caught:
         _loop(face, server, journal, "job:1", max_tokens=300, prices=PRICES)
