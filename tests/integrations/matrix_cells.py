@@ -335,6 +335,15 @@ SCENARIOS: list[Scenario] = [
         expect={"thinking": [THINKING]},
     ),
     Scenario(
+        "agents-approval",
+        _AGENTS,
+        "agents",
+        "tool approvals (`needs_approval`, `RunState`, `await_approval`)",
+        "own",
+        _two(chat),
+        quick=("in_tool",),
+    ),
+    Scenario(
         "langgraph-tool-error",
         _LC,
         "langchain",

@@ -16,7 +16,7 @@ from typing import Any
 
 import redrive
 from tests.integrations import matrix_drivers as first
-from tests.integrations.matrix_child import PROMPT, Effects
+from tests.integrations.matrix_child import PROMPT, Effects, die_at
 
 # --- Anthropic SDK: extended thinking ---------------------------------------------------------
 
@@ -42,6 +42,60 @@ def anthropic_thinking(job: dict[str, Any], run: redrive.Run) -> Any:
         done = first._anthropic_turn(made, messages, send_email)
         if done is not None:
             return {**done, "thinking": seen}
+
+
+# --- OpenAI Agents SDK: tool approvals -------------------------------------------------------
+
+
+async def _approval_delivery(job: dict[str, Any], journal: Any, live: bool) -> Any:
+    """One delivery: run the agent; each tool approval it asks waits for a person's decision.
+
+    The SDK's ``RunState`` (serialized and loaded back, as the SDK documents
+    for a pause) carries the interrupted turn; the decision comes from
+    :func:`redrive.await_approval`, which suspends the run until
+    ``journal.decide`` records it. Returns the answer, or None when suspended.
+    """
+    import agents
+
+    _, model, send_email = first._agents_setup(job)
+    send_email.needs_approval = True  # the SDK pauses the run before each call
+    agent = agents.Agent(name="support", instructions="Help.", model=model, tools=[send_email])
+    async with redrive.run(journal, job["run_id"], live=live) as run:
+        result = await agents.Runner.run(agent, PROMPT)
+        while result.interruptions:
+            state = await agents.RunState.from_string(agent, result.to_state().to_string())
+            for item in result.interruptions:
+                call = item.raw_item
+                name = f"{item.tool_name}:{getattr(call, 'call_id', None) or call['call_id']}"
+                if redrive.await_approval(name, {"tool": item.tool_name}).approved:
+                    state.approve(item)
+                else:
+                    state.reject(item)
+            result = await agents.Runner.run(agent, state)
+        output = first._agents_result(result)
+        die_at("before_finish")
+        return run.finish(output)
+    return None
+
+
+def agents_approval(job: dict[str, Any], journal: Any) -> Any:
+    """Two deliveries of one run id: the agent asks to send, a person approves, it sends.
+
+    Between them the person's decision is recorded (``journal.decide``) for
+    every approval the suspended run asked. An offline job replays the run.
+    """
+    import asyncio
+
+    from redrive.replay import pending_approvals
+
+    if job.get("mode") == "offline":
+        return asyncio.run(_approval_delivery(job, journal, live=False))
+    output = asyncio.run(_approval_delivery(job, journal, live=True))
+    if output is None:
+        for asked in pending_approvals(journal, job["run_id"]):
+            journal.decide(job["run_id"], asked["name"], True, by="ops@example.com")
+        output = asyncio.run(_approval_delivery(job, journal, live=True))
+    return output
 
 
 # --- LangChain / LangGraph --------------------------------------------------------------------
@@ -157,6 +211,7 @@ async def litellm_transient(job: dict[str, Any], run: redrive.Run) -> Any:
 #: scenario name -> (driver, face); the first drivers serve the transient-error column
 MORE_DRIVERS: dict[str, tuple[Any, str]] = {
     "anthropic-thinking": (anthropic_thinking, "sync"),
+    "agents-approval": (agents_approval, "own"),
     "langgraph-tool-error": (langgraph_tool_error, "sync"),
     "langchain-structured": (langchain_structured, "async"),
     "pydantic-history": (pydantic_history, "async"),
