@@ -1,7 +1,8 @@
 """The conformance matrix: framework state features x crash boundaries, and its table.
 
 :data:`SCENARIOS` lists, per framework, the state features it documents that
-the matrix drives (one scenario each, tests/integrations/matrix_drivers.py);
+the matrix drives (one scenario each, tests/integrations/matrix_drivers.py,
+the later ones in matrix_more.py with their scripts in matrix_scripts.py);
 another file may append scenarios (e.g. a transient-error column) before the
 tests collect. Each (scenario, boundary) cell kills a real child process at
 the boundary, resumes the run with the same run id and checks, from the
