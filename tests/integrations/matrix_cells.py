@@ -1,7 +1,8 @@
 """The conformance matrix: framework state features x crash boundaries, and its table.
 
 :data:`SCENARIOS` lists, per framework, the state features it documents that
-the matrix drives (one scenario each, tests/integrations/matrix_drivers.py);
+the matrix drives (one scenario each, tests/integrations/matrix_drivers.py,
+the later ones in matrix_more.py with their scripts in matrix_scripts.py);
 another file may append scenarios (e.g. a transient-error column) before the
 tests collect. Each (scenario, boundary) cell kills a real child process at
 the boundary, resumes the run with the same run id and checks, from the
@@ -19,6 +20,7 @@ from collections.abc import Callable
 import attrs
 
 from tests.integrations.fakeapi import FINAL, TOOL_ARGS, anthropic, chat, responses
+from tests.integrations.matrix_scripts import THINKING, history, structured_lc, thinking, told
 from tests.sdkserver import Reply
 
 #: boundary -> what the kill interrupts
@@ -28,6 +30,9 @@ BOUNDARIES = {
     "model_2": "killed while the model call after the tool is in flight",
     "session_write": "killed right after the framework wrote its session store",
     "before_finish": "killed after the loop returned, before `run.finish`",
+    "error_1": "the first model call answered 503; the error reaches the job, whose worker dies",
+    "error_2": "the model call after the tool answered 429; the error reaches the job, "
+    "whose worker dies",
 }
 
 #: boundary -> the verdict of a cell that resumed correctly
@@ -37,10 +42,16 @@ VERDICTS = {
     "model_2": "finished steps replayed, the cut call asked again, 0 duplicates",
     "session_write": "session items not written twice, resumed, 0 duplicates",
     "before_finish": "replayed to the end: 0 model calls, 0 tool runs",
+    "error_1": "run left resumable; the redelivery asked again and finished, 0 duplicates",
+    "error_2": "run left resumable; the redelivery replayed the tool, asked again, finished, "
+    "0 duplicates",
 }
 
 #: boundaries at which the scripted server kills the child (a model call in flight)
 SERVER_KILLS = {"model_1": 0, "model_2": 1}
+
+#: boundaries at which the scripted server answers a transient error: (position, status)
+SERVER_FAULTS = {"error_1": (0, 503), "error_2": (1, 429)}
 
 
 @attrs.frozen
@@ -309,6 +320,72 @@ SCENARIOS: list[Scenario] = [
         "async",
         _two(anthropic, True),
         quick=("model_2",),
+    ),
+    Scenario(
+        "anthropic-thinking",
+        _ANT,
+        "anthropic",
+        "extended thinking (signed blocks sent back byte for byte)",
+        "sync",
+        thinking,
+        quick=("model_2",),
+        expect={"thinking": [THINKING]},
+    ),
+    Scenario(
+        "agents-approval",
+        _AGENTS,
+        "agents",
+        "tool approvals (`needs_approval`, `RunState`, `await_approval`)",
+        "own",
+        _two(chat),
+        quick=("in_tool",),
+    ),
+    Scenario(
+        "langgraph-tool-error",
+        _LC,
+        "langchain",
+        "tool errors (`ToolException`, `handle_tool_error=True`)",
+        "sync",
+        told,
+        boundaries=("model_1", "model_2", "before_finish"),
+        expect={"told": ["the mailbox is full"]},
+    ),
+    Scenario(
+        "langchain-structured",
+        _LC,
+        "langchain",
+        "structured output (`with_structured_output`)",
+        "async",
+        structured_lc,
+    ),
+    Scenario(
+        "pydantic-history",
+        _PYD,
+        "pydantic",
+        "`message_history` (a stored conversation continued)",
+        "async",
+        history,
+        expect={"messages": 6},
+    ),
+    *(
+        Scenario(
+            f"{name}-transient",
+            framework,
+            family,
+            "transient provider errors (503, 429)",
+            face,
+            script,
+            boundaries=("error_1", "error_2"),
+            quick=quick,
+        )
+        for name, framework, family, face, script, quick in (
+            ("agents", _AGENTS, "agents", "async", _two(chat), ()),
+            ("pydantic", _PYD, "pydantic", "async", _two(chat), ("error_2",)),
+            ("langgraph", _LC, "langchain", "sync", _two(chat), ()),
+            ("litellm", _LITE, "litellm", "async", _two(chat, True), ()),
+            ("openai", _OAI, "openai", "sync", _two(chat), ()),
+            ("anthropic", _ANT, "anthropic", "async", _two(anthropic, True), ()),
+        )
     ),
 ]
 

@@ -29,7 +29,14 @@ import pytest
 import redrive
 from tests.integrations.conftest import FRAMEWORKS
 from tests.integrations.fakeapi import HoldingServer, _HoldingHandler
-from tests.integrations.matrix_cells import SERVER_KILLS, VERDICTS, Scenario, cells, render
+from tests.integrations.matrix_cells import (
+    SERVER_FAULTS,
+    SERVER_KILLS,
+    VERDICTS,
+    Scenario,
+    cells,
+    render,
+)
 from tests.sdkserver import Received, Reply
 
 pytestmark = pytest.mark.crash
@@ -107,7 +114,16 @@ def _script(cell: Cell, pidfile: Path) -> list[Reply]:
     at = SERVER_KILLS.get(cell.boundary)
     if at is not None:
         turns.insert(at, KillAt(pidfile=str(pidfile)))
+    if cell.boundary in SERVER_FAULTS:
+        where, status = SERVER_FAULTS[cell.boundary]
+        turns.insert(where, Reply(status=status, body=_fault(status)))
     return turns
+
+
+def _fault(status: int) -> dict[str, Any]:
+    """A provider's transient error body (the shape both the OpenAI and Anthropic APIs use)."""
+    kind = "rate_limit_error" if status == 429 else "overloaded_error"
+    return {"type": "error", "error": {"type": kind, "message": f"{status}: try again later"}}
 
 
 def _chain(family: list[Cell], work: Path) -> None:
@@ -227,7 +243,7 @@ def verdict(cell: Cell) -> str:
         record = journal.get_run(run_id)
     finally:
         journal.close()
-    cut = 1 if cell.boundary in SERVER_KILLS else 0
+    cut = 1 if cell.boundary in SERVER_KILLS or cell.boundary in SERVER_FAULTS else 0
     if len(cell.server.requests) > paid + cut:
         return f"duplicate model call: {len(cell.server.requests)} requests for {paid} steps"
     if record is None or record.status != "succeeded" or len(sent) != cell.scenario.effects:
