@@ -123,6 +123,10 @@ CLAIMS = (
         "",
         f"{_UNIT}/test_docs_performance.py::test_every_block_runs",
     ),
+    *(
+        Claim(page, "python", "", f"{_UNIT}/test_docs_operating.py::test_every_block_runs")
+        for page in ("docs/usage-and-budgets.md", "docs/timeline.md")
+    ),
     Claim("docs/secrets.md", "python", "", f"{_UNIT}/test_docs_secrets.py::test_every_block_runs"),
     Claim(
         "docs/http-clients.md", "python", "", f"{_UNIT}/test_endpoints.py::test_the_docs_page_runs"
