@@ -161,20 +161,28 @@ class _CallIds:
     A tool step takes the call of its name whose arguments equal its own (so
     parallel calls of one tool keep their own ids, whatever order they ran
     in); a step whose arguments match no call (a framework rewrote them)
-    takes the first call of its name still unpaired.
+    takes the first call of its name still unpaired. A model step that asks
+    for no tool (a guardrail or moderation call, a summary between the
+    response and its tools) leaves the calls before it to the tool steps
+    that follow, paired by their arguments only: a tool the loop calls on
+    its own after such a step never takes a call's id by position.
     """
 
     def __init__(self) -> None:
         self.pending: list[ToolCall] = []
+        self.latest = False  # the last model step asked for the pending calls
 
     def model(self, request: dict[str, Any], outcome: dict[str, Any] | None) -> None:
         view = (outcome or {}).get("view") or request.get("view") or {}
-        self.pending = tool_calls(view)
+        calls = tool_calls(view)
+        if calls:
+            self.pending = calls
+        self.latest = bool(calls)
 
     def take(self, name: str, args: Any) -> str | None:
         named = [call for call in self.pending if call.name == name]
         best = next((call for call in named if call.arguments == args), None)
-        if best is None and named:
+        if best is None and named and self.latest:
             best = named[0]
         if best is None:
             return None

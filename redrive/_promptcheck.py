@@ -17,8 +17,13 @@ since the import counts). Each recorded prompt is then:
 - ``unchecked``: neither, and nothing in the code resembles it (built at run
   time, or read from a file): only a replay compares it.
 
+Whitespace is not compared: each run of it counts as one space on both
+sides, so a prompt written as an indented triple-quoted literal and sent
+through :func:`textwrap.dedent`, :func:`inspect.cleandoc` or ``str.strip``
+is the literal it came from (and an edit of its words is an edit).
+
 A heuristic by nature (the code is not run): a replay (the default) compares
-every request exactly.
+every request exactly, whitespace included.
 """
 
 from __future__ import annotations
@@ -110,6 +115,11 @@ def _text(prompt: Any) -> str:
     return str(prompt)
 
 
+def _squash(text: str) -> str:
+    """``text`` with each run of whitespace one space, and none at either end."""
+    return " ".join(text.split())
+
+
 def _covered(text: str, strings: Iterable[str]) -> int:
     """How many characters of ``text`` lie inside an occurrence of one of ``strings``."""
     marks = bytearray(len(text))
@@ -149,13 +159,18 @@ def judge_prompts(
     Returns:
         One :class:`PromptVerdict` per recorded prompt, in the order given.
     """
+    squashed: dict[str, str] = {}  # a literal, whitespace squashed -> the literal
+    for literal in sorted(strings):
+        squashed.setdefault(_squash(literal), literal)
     out = []
     for seq, digest, prompt in recorded:
         text = _text(prompt)
-        if not text or text in strings or 2 * _covered(text, strings) >= len(text):
+        flat = _squash(text)
+        if not flat or flat in squashed or 2 * _covered(flat, squashed) >= len(flat):
             out.append(PromptVerdict(seq=seq, hash=digest, text=text, verdict="same"))
             continue
-        closest = _closest(text, strings)
+        near = _closest(flat, squashed)
+        closest = None if near is None else squashed[near]
         verdict: Literal["edited", "unchecked"] = "edited" if closest is not None else "unchecked"
         out.append(PromptVerdict(seq=seq, hash=digest, text=text, verdict=verdict, closest=closest))
     return out

@@ -42,6 +42,7 @@ import attrs
 
 from ..errors import BudgetExceededError, ReplayError, TerminalRunError
 from ._failure import MAX_NODES, under, verdict
+from ._toolspec import tool_error_retryable
 
 __all__ = [
     "PAUSED_NOTE",
@@ -283,7 +284,9 @@ def pause_of(exc: BaseException, declared: tuple[type[BaseException], ...] = ())
     some exception decides. Below an exception a redrive mark decided (a redrive
     error, a ``retryable`` flag, a ``retryable=`` type of the run) nothing is
     read, as :mod:`._failure` reads the tree; a redrive error is no pause
-    unless a row names it; a ``retryable=`` type is ``retries_exhausted``.
+    unless a row names it; a ``retryable=`` type is ``retries_exhausted``. A tool
+    body's error recorded as not retryable is no pause (a resume replays it: no
+    wait clears it), whatever it is: the run fails.
 
     Args:
         exc: the exception that ended the block.
@@ -302,8 +305,10 @@ def pause_of(exc: BaseException, declared: tuple[type[BaseException], ...] = ())
         seen.add(id(node))
         if isinstance(node, TerminalRunError):
             return None
-        nodes.append(node)
         _found, decided = verdict(node, declared, providers=False)
+        if tool_error_retryable(node) is False:
+            continue  # a tool's recorded outcome: a resume replays it, so no wait clears it
+        nodes.append(node)
         if not decided:  # a redrive mark decides for the tree below it (as _failure reads it)
             stack.extend(reversed(under(node)))
     for rule in pause_rules():

@@ -316,3 +316,77 @@ def test_parallel_calls_of_one_tool_keep_their_ids(shape: str, count: int, order
     ran = list(calls)
     order.shuffle(ran)
     assert [ids.take("t", a) for _, a in ran] == [i for i, _ in ran]
+
+
+def _text_reply(text: str) -> Reply:
+    """An Anthropic message that asks for no tool."""
+    body = {"id": "msg_g", "type": "message", "role": "assistant", "model": MODEL}
+    content = [{"type": "text", "text": text}]
+    usage = {"input_tokens": 9, "output_tokens": 1}
+    return Reply(body={**body, "content": content, "stop_reason": "end_turn", "usage": usage})
+
+
+def test_a_model_call_between_a_response_and_its_tools_keeps_their_ids(
+    server: ScriptServer,
+) -> None:
+    """A guardrail call (a model step that asks for no tool) between the response and the
+    parallel tool calls it asked for leaves each tool span its own call's id: live,
+    exported and replayed (hermes-otel#73 and koog#801 are this kind on other tracers)."""
+    server.add(_anthropic(False), _text_reply("safe"))
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    journal = redrive.open_journal(":memory:")
+    client: Any = redrive.wrap(anthropic.Anthropic(api_key="k", base_url=server.url, max_retries=0))
+
+    def body() -> None:
+        with redrive.run(journal, "r") as run:
+            for model in ("claude-x", "claude-guard"):
+                question = [{"role": "user", "content": f"{model}: where are A-1 and B-2?"}]
+                client.messages.create(model=model, max_tokens=100, messages=question)
+            run.finish([lookup(**args) for _, args in reversed(CALLS)])
+
+    def ids() -> list[Any]:
+        spans = [s for s in memory.get_finished_spans() if s.name == "execute_tool lookup"]
+        spans.sort(key=lambda s: int(str((s.attributes or {})["redrive.step.seq"])))
+        memory.clear()
+        return [(s.attributes or {}).get(gen_ai.GEN_AI_TOOL_CALL_ID) for s in spans]
+
+    otel.instrument(provider)
+    try:
+        body()
+        assert ids() == ["toolu_B", "toolu_A"]
+        body()  # replayed
+        assert ids() == ["toolu_B", "toolu_A"]
+    finally:
+        otel.uninstrument()
+        client.close()
+    otel.export_run(journal, "r", provider)
+    assert ids() == ["toolu_B", "toolu_A"]
+    provider.shutdown()
+
+
+@given(
+    count=st.integers(1, 5),
+    between=st.integers(0, 3),
+    order=st.randoms(use_true_random=False),
+)
+def test_calls_stay_paired_across_model_steps_that_ask_for_no_tool(
+    count: int, between: int, order: Any
+) -> None:
+    """Model steps asking for no tool, between a response and its tools, change no pairing;
+    after them, a tool step matching no call by its arguments takes no id."""
+    calls = [(f"id{n}", {"n": n}) for n in range(count)]
+    ids = _CallIds()
+    ids.model(
+        {"view": {"tool_calls": [_SHAPES["anthropic tool_use"](i, a) for i, a in calls]}}, None
+    )
+    for _ in range(between):
+        ids.model({"view": {"text": "fine"}}, None)
+    ran = list(calls)
+    order.shuffle(ran)
+    taken = [ids.take("t", a) for _, a in ran[:-1]]
+    assert taken == [i for i, _ in ran[:-1]]
+    last_id, _ = ran[-1]
+    expected = last_id if between == 0 else None  # rewritten arguments: by position only
+    assert ids.take("t", {"rewritten": True}) == expected

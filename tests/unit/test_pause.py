@@ -14,16 +14,20 @@ import asyncio
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import anthropic
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import redrive
 from redrive import cli
 from redrive.queues import Outcome, QueueRun, RunParkedError, Verdict
 from redrive.queues._verdict import no_retry
 from redrive.replay import pause_of, pause_rules
+from redrive.replay._toolspec import mark_retryable
 from redrive.storage import Journal, MemoryJournal
 from tests.sdkserver import Reply, ScriptServer, serve
 
@@ -318,3 +322,78 @@ def test_procrastinate_retries_a_pause_that_waiting_clears_within_its_attempts()
     assert decision.retry_at >= before + datetime.timedelta(seconds=30)
     job.attempts = 2
     assert strategy.get_retry_decision(exception=RetryLater(verdict), job=job) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["recorded", "retryable"])
+def test_a_tool_rate_limited_pauses_only_when_a_resume_runs_it_again(
+    server: ScriptServer, backend: tuple[Callable[[], Journal], str], declared: bool
+) -> None:
+    """A tool body refused by a rate limit (the provider's SDK called inside the tool):
+    its error is the tool's recorded outcome, which a resume replays, so waiting clears
+    nothing: the run fails, not a pause that every resume (and recover, after each
+    Retry-After) re-enters forever. With retryable=(RateLimitError,) the step stays open:
+    the run pauses and the resume runs the body again and finishes."""
+    reopen, _url = backend
+    server.add(LIMITED, Reply(body=CHAT))
+    sdk = openai.OpenAI(api_key="sk-test", base_url=server.url + "/v1", max_retries=0)
+    retryable = (openai.RateLimitError,) if declared else ()
+
+    @redrive.tool(read_only=True, retryable=retryable)
+    def summarize(text: str) -> str:
+        messages = [{"role": "user", "content": text}]
+        return str(sdk.chat.completions.create(model="gpt-4o", messages=messages).id)  # type: ignore[arg-type]
+
+    def attempt() -> str:
+        journal = reopen()
+        try:
+            with redrive.run(journal, "t") as run:
+                return str(run.finish(summarize("x")))
+        finally:
+            journal.close()
+
+    with pytest.raises(openai.RateLimitError):
+        attempt()
+    journal = reopen()
+    record = journal.get_run("t")
+    pause = redrive.paused_reason(journal, "t")
+    journal.close()
+    assert record is not None
+    if not declared:
+        assert (record.status, pause) == ("failed", None)
+        assert record.error is not None and record.error.startswith("RateLimitError")
+    else:
+        assert record.status == "paused" and pause is not None and pause.kind == "rate_limit"
+        assert attempt() == "chatcmpl-1"
+        assert len(server.requests) == 2
+    sdk.close()
+
+
+class _Limited(Exception):
+    status_code = 429
+    headers: ClassVar[dict[str, str]] = {"retry-after": "3"}
+
+
+class _Quota(Exception):
+    status_code = 429
+    code = "insufficient_quota"
+
+
+@given(
+    error=st.sampled_from([_Limited, _Quota]),
+    wrappers=st.integers(0, 3),
+    retryable=st.booleans(),
+)
+def test_a_tool_recorded_error_is_never_a_pause_unless_retryable(
+    error: type[Exception], wrappers: int, retryable: bool
+) -> None:
+    """Whatever pausing error a tool body raised, under any chain of framework wrappers: as
+    the tool's recorded (not retryable) outcome it pauses nothing; marked retryable it does."""
+    assert pause_of(error("alone")) is not None
+    inner = error("from a tool body")
+    mark_retryable(inner, retryable)
+    top: BaseException = inner
+    for n in range(wrappers):
+        outer = RuntimeError(f"framework layer {n}")
+        outer.__cause__ = top
+        top = outer
+    assert (pause_of(top) is not None) is retryable

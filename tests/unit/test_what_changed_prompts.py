@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import sys
 import uuid
@@ -38,12 +39,41 @@ def support(question: str) -> str:
 """
 
 
+DEDENTED = '''
+import inspect
+import textwrap
+
+import redrive
+
+JOURNAL = redrive.open_journal({url!r})
+SYSTEM = textwrap.dedent("""
+    You are a support agent for the shop.
+    Answer in one sentence, and politely.
+""").strip()
+
+
+@redrive.model
+def ask(system: str, question: str) -> str:
+    return "ok"
+
+
+@redrive.durable(JOURNAL, run_id="support:{{question}}")
+def support(question: str) -> str:
+    billing = inspect.cleandoc("""
+        You are the billing assistant.
+        Never promise a refund before the order is found.
+    """)
+    return ask(system=SYSTEM, question=question) + ask(system=billing, question=question)
+'''
+
+
 @pytest.fixture
-def app(tmp_path: Path, journal_url: str) -> Iterator[Path]:
-    """An application module on disk that recorded run ``support:A-1``."""
+def app(request: pytest.FixtureRequest, tmp_path: Path, journal_url: str) -> Iterator[Path]:
+    """An application module on disk (``APP``, or the source given as the fixture's
+    indirect parameter) that recorded run ``support:A-1``."""
     name = f"shop_{uuid.uuid4().hex[:8]}"
     path = tmp_path / f"{name}.py"
-    path.write_text(APP.format(url=journal_url))
+    path.write_text(getattr(request, "param", APP).format(url=journal_url))
     sys.path.insert(0, str(tmp_path))
     try:
         module = importlib.import_module(name)
@@ -62,19 +92,34 @@ def _what_changed(url: str, path: Path, capsys: pytest.CaptureFixture[str]) -> t
     return code, captured.out + captured.err
 
 
+@pytest.mark.parametrize(
+    ("app", "edit", "seq"),
+    [
+        (APP, ("in one sentence", "in two sentences"), 1),
+        # indented literals sent through textwrap.dedent / inspect.cleandoc: unchanged code
+        # is no false prompt edit failing a CI; an edit of their words is a change
+        (DEDENTED, ("before the order", "before the invoice"), 3),
+    ],
+    ids=["literal", "dedented"],
+    indirect=["app"],
+)
 def test_a_system_prompt_edit_is_a_change(
-    app: Path, journal_url: str, capsys: pytest.CaptureFixture[str]
+    app: Path,
+    edit: tuple[str, str],
+    seq: int,
+    journal_url: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Unchanged code: nothing changed (the f-string prompt's literal parts are in the code).
     After the system prompt is edited: a change naming the prompt and its seq, exit 1."""
     code, out = _what_changed(journal_url, app, capsys)
     assert code == cli.EXIT_OK, out
     assert "nothing changed" in out and "prompt:" not in out
-    app.write_text(app.read_text().replace("in one sentence", "in two sentences"))
+    app.write_text(app.read_text().replace(*edit))
     code, out = _what_changed(journal_url, app, capsys)
     assert code == cli.EXIT_FAILED, out
-    assert "changed prompt:" in out and "first sent at seq 1" in out
-    assert "'You are a support agent. Answer in two sentences, and politely.'" in out
+    assert "changed prompt:" in out and f"first sent at seq {seq}" in out
+    assert edit[1] in out
     argv = ["--json", "--journal", journal_url, "what-changed", "support:A-1", "--no-replay"]
     assert cli.main([*argv, "-I", str(app.parent)]) == cli.EXIT_FAILED
     document = json.loads(capsys.readouterr().out)
@@ -101,3 +146,20 @@ def test_prompts_built_from_unchanged_literals_are_the_same(words: list[str], va
     assert (edited.verdict, edited.closest) == ("edited", edited_code)
     (unknown,) = judge_prompts([(1, "h", sent)], {"something else entirely", tail.upper()})
     assert unknown.verdict == "unchecked"
+
+
+@given(
+    words=_WORDS,
+    indent=st.integers(0, 8),
+    breaks=st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_whitespace_layout_is_no_change(words: list[str], indent: int, breaks: list[bool]) -> None:
+    """A prompt sent with its literal's whitespace laid out otherwise (dedented, stripped,
+    lines joined) is the same; the same prompt with a word changed is an edit."""
+    ends = itertools.cycle(["\n" if b else " " for b in breaks])
+    literal = "\n" + "".join(" " * indent + w + next(ends) for w in [*words, "answer", "briefly"])
+    sent = " ".join(literal.split())
+    (same,) = judge_prompts([(1, "h", sent)], {literal, "x"})
+    assert same.verdict == "same"
+    (edited,) = judge_prompts([(1, "h", sent.replace("answer", "respond"))], {literal, "x"})
+    assert (edited.verdict, edited.closest) == ("edited", literal)
