@@ -100,8 +100,8 @@ def pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True, use_single_float=False)  # type: ignore[no-any-return]
 
 
-def _unpack(data: bytes, ext_hook: Any = None) -> Any:
-    kwargs: dict[str, Any] = {"raw": False, "strict_map_key": False}
+def _unpack(data: bytes, ext_hook: Any = None, *, use_list: bool = True) -> Any:
+    kwargs: dict[str, Any] = {"raw": False, "strict_map_key": False, "use_list": use_list}
     if ext_hook is not None:
         kwargs["ext_hook"] = ext_hook
     return msgpack.unpackb(data, **kwargs)
@@ -225,7 +225,9 @@ def _leaf(code: int, data: bytes, depth: int) -> Any:
             raise SpecError("a prefix reference inside a prefix reference")
         return Prefix(count, tail)
     if code == 10:
-        return _stored(_unpack(data, ext_hook=lambda c, d: _leaf(c, d, depth + 1)))
+        # arrays as tuples: a map key may be an array (a tuple or frozenset, marked)
+        tree = _unpack(data, ext_hook=lambda c, d: _leaf(c, d, depth + 1), use_list=False)
+        return _stored(tree)
     if code in (20, 21):
         return _datetime_or_time(code, data)
     if code in (23, 24, 25, 26, 27):
@@ -249,8 +251,12 @@ def _walk(value: Any) -> Iterable[Any]:
 
 
 def _stored(tree: Any) -> Any:
-    """Rebuild a stored value's tree: marked arrays become tuples, sets, enum members."""
-    if isinstance(tree, list):
+    """Rebuild a stored value's tree: marked arrays become tuples, sets, enum members.
+
+    The tree is unpacked with arrays as tuples (so an array can be a map key);
+    an unmarked array is a list.
+    """
+    if isinstance(tree, tuple):
         if tree and isinstance(tree[0], Marker):
             code, items = tree[0].code, [_stored(x) for x in tree[1:]]
             if code == 23:

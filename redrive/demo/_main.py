@@ -337,7 +337,12 @@ def story(
         return 1
     console.print(
         "[bold green]All checks held.[/]"
-        + (f" The journal and the side-effect log are in {workdir}" if kept else "")
+        + (
+            f" The journal and the side-effect log are in {workdir}"
+            if kept
+            else f" {workdir} is removed now, so the commands above no longer find its journal:"
+            " run `redrive demo --keep` (or `--dir DIR`) to try them"
+        )
     )
     return 0
 

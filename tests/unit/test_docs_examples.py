@@ -237,15 +237,18 @@ def test_incident_walkthrough(tmp_path: Path) -> None:
     claimed = _claimed("test_incident_walkthrough")
     app, steps = claimed[0], [(b.lang, b.code) for b in claimed[1:]]
     assert app.title == "myapp/agent.py"
+    production, steps = steps[0], steps[1:]
+    assert production[0] == "sh" and "PROD_JOURNAL=prod.duckdb" in production[1]
     assert [lang for lang, _ in steps] == ["sh", "sh", "python", "sh", "python", "sh", "sh"]
     (tmp_path / "myapp").mkdir()
     (tmp_path / "myapp" / "__init__.py").write_text("")
     (tmp_path / app.title).write_text(app.code)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    shim = bin_dir / "redrive"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m redrive.cli "$@"\n')
-    shim.chmod(0o755)
+    for name, command in {"redrive": "-m redrive.cli ", "python": ""}.items():
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" {command}"$@"\n')
+        shim.chmod(0o755)
     base = {
         **{k: v for k, v in os.environ.items() if k != "REDRIVE_JOURNAL"},
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -269,12 +272,8 @@ def test_incident_walkthrough(tmp_path: Path) -> None:
             out += done.stdout
         return out
 
-    # production: the old prompt refunds order A-1
-    made = python(
-        "from myapp.agent import handle_ticket; print(handle_ticket(4711, 'refund order A-1'))",
-        base,
-    )
-    assert made.returncode == 0 and "Refunded 30" in made.stdout, made.stderr
+    # production, as the page makes it: the old prompt refunds order A-1
+    assert "Refunded 30" in sh(production[1], base)
     sh(steps[0][1], base)  # 1. export, verify
     shown = sh(steps[1][1], base)  # 2. show, import
     assert "issue_refund" in shown and '"refunded": 30' in shown

@@ -283,3 +283,24 @@ def test_the_pages_layouts_are_what_the_readers_read() -> None:
     )
     assert total == _HEAD2.size == 28
     assert MAGIC == spec.LOG_MAGIC_V2
+
+
+def test_stored_map_keys_that_are_arrays_decode_in_the_spec_reader() -> None:
+    """A stored map's key may be a tuple or frozenset (an array in the bytes), as the spec allows.
+
+    msgpack readers that need hashable keys fail on an array in key position
+    unless they decode arrays as immutable (msgpack-python #474/#476 are the
+    same trap for integer keys); the independent reader must not.
+    """
+    from redrive.frames import encode, store
+
+    value: dict[Any, Any] = {
+        ("a", 1): "tuple",
+        frozenset({"x"}): "frozenset",
+        http.HTTPStatus.OK: "enum",
+        1: "int",
+        (("n",), 2): "nested",
+    }
+    payload = encode({"result": store(value)[0], "step": 1})
+    got = spec.decode(payload)["result"]
+    assert got == value and list(got) == list(value)

@@ -29,17 +29,22 @@ def test_setup_commands_are_what_ci_runs_and_the_demo_passes(tmp_path: Path) -> 
     assert re.search(r"^scripts/test\b", (ROOT / ".ci/run").read_text(), re.M)
     demo = (ROOT / "scripts/demo").read_text()
     assert "-m redrive.demo" in demo
-    # the demo the script runs, without re-installing (the suite runs in the same venv)
+    # the demo the script runs, as it runs it (a temp dir), without re-installing
     result = subprocess.run(
-        [sys.executable, "-m", "redrive.demo", "--dir", str(tmp_path), "--json"],
+        [sys.executable, "-m", "redrive.demo"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert json.loads(result.stdout)["exit_code"] == 0
+    assert "All checks held." in result.stdout
+    # its advice names commands on the temp journal, gone now: it says so and how to keep it
+    assert "redrive --journal" in result.stdout
+    assert not list(tmp_path.glob("redrive-demo-*"))
+    said = " ".join(result.stdout.split())  # as wrapped to the terminal's width
+    assert "run `redrive demo --keep` (or `--dir DIR`) to try them" in said
 
 
 def test_the_readme_is_short_and_says_what_it_must() -> None:

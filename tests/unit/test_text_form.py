@@ -71,6 +71,35 @@ def test_rdj_to_text_to_rdj_keeps_every_frame_and_its_chain(
         original.output,
         original.last_chain,
     )
+    # the run keeps its timestamps, as an .rdj import does (import_run's contract)
+    assert (copied.created_at, copied.updated_at) == (original.created_at, original.updated_at)
+
+
+@pytest.mark.parametrize("finished", [False, True], ids=["running", "finished"])
+def test_a_text_import_keeps_the_runs_timestamps_like_an_rdj_import(
+    tmp_path: Path, finished: bool
+) -> None:
+    """``.rdj`` -> text -> import: ``updated_at`` is the run's, not the import's wall time.
+
+    A running run (exported to resume elsewhere) and a finished one alike; the
+    ``.rdj`` import of the same run is the reference.
+    """
+    journal = MemoryJournal()
+    with redrive.run(journal, "text:times", input={"x": 1}) as run:
+        redrive.tool(read_only=True)(lambda: 1)()
+        if not finished:  # exported mid-run, to resume elsewhere
+            export_run(journal, "text:times", tmp_path / "t.rdj")
+            export_run(journal, "text:times", tmp_path / "t.rdj.jsonl")
+        run.finish("done")
+    if finished:
+        export_run(journal, "text:times", tmp_path / "t.rdj")
+        export_run(journal, "text:times", tmp_path / "t.rdj.jsonl")
+    by_rdj, by_text = MemoryJournal(), MemoryJournal()
+    a = import_run(tmp_path / "t.rdj", by_rdj)
+    b = import_run(tmp_path / "t.rdj.jsonl", by_text)
+    assert a.status == ("succeeded" if finished else "running")
+    assert (b.status, b.created_at, b.updated_at) == (a.status, a.created_at, a.updated_at)
+    assert b.lease_owner is None
 
 
 @given(

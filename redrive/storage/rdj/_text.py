@@ -38,12 +38,15 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import attrs
 import msgpack
 
-from ...errors import AppendConflictError, JournalCorruptError, JournalFormatError, UnknownRunError
+from ...errors import JournalCorruptError, JournalFormatError, UnknownRunError
 from ...frames import ChainCheck, Frame
 from .._base import Journal, RunRecord, RunUpdate
+from .._copy import copy_run
 from .._validate import frame_problem, run_problem
+from ..memory import MemoryJournal
 from ._temp import export_temp
 
 __all__ = ["TEXT_SUFFIXES", "export_text", "import_text", "is_text_path", "read_text", "text_lines"]
@@ -367,6 +370,11 @@ def read_text(path: str | os.PathLike[str]) -> tuple[RunRecord, list[Frame]]:
 def import_text(path: str | os.PathLike[str], journal: Journal) -> RunRecord:
     """Load the run in text form at ``path`` into ``journal`` (as :func:`import_run` does).
 
+    The whole file is read and checked first, then copied the way an ``.rdj``
+    import copies (:func:`~redrive.storage.copy_run`, all or nothing): the run
+    keeps its id, status, output and timestamps, and a killed import leaves
+    nothing a worker would resume.
+
     Returns:
         The imported run's row.
 
@@ -377,29 +385,26 @@ def import_text(path: str | os.PathLike[str], journal: Journal) -> RunRecord:
     record, frames = read_text(path)
     if not frames:
         raise _bad(os.fspath(path), 1, "the run has no frames")
-    existing = journal.get_run(record.run_id)
-    if existing is not None and existing.last_chain == record.last_chain:
-        return existing
-    created = RunRecord(
-        run_id=record.run_id,
-        input_fp=record.input_fp,
-        entrypoint=record.entrypoint,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-    )
-    if not journal.create_run(created, frames[0]):
-        raise AppendConflictError(
-            f"cannot import {os.fspath(path)}: journal {journal.url} already holds a different "
-            f"run {record.run_id!r}; import into another journal",
+    staged = MemoryJournal()
+    staged.create_run(
+        RunRecord(
             run_id=record.run_id,
-            seq=0,
-        )
+            input_fp=record.input_fp,
+            entrypoint=record.entrypoint,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        ),
+        frames[0],
+    )
     update = (
         RunUpdate(status=record.status, output=record.output, error=record.error)
         if record.status != "running"
-        else None
+        else RunUpdate()
     )
-    journal.append(record.run_id, frames[1:], expected_seq=1, update=update)
-    stored = journal.get_run(record.run_id)
-    assert stored is not None
-    return stored
+    staged.append(
+        record.run_id,
+        frames[1:],
+        expected_seq=1,
+        update=attrs.evolve(update, updated_at=record.updated_at),
+    )
+    return copy_run(staged, record.run_id, journal, all_or_nothing=True)
