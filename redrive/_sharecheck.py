@@ -116,7 +116,17 @@ def _handed_back_credentials(tree: Any, path: str) -> Iterator[str]:
             stack.extend((item, f"{where}[{i}]", inside) for i, item in enumerate(node))
 
 
+#: Fields of a frame kind that redrive writes about the program, not from the user's data:
+#: the fingerprint names the process's registered tools (a tool named ``get_credentials`` is
+#: not a credential) and holds digests; the flags are settings. The writer keeps them as
+#: they are, so a share does too.
+_OWN_FIELDS: dict[str, frozenset[str]] = {"run_start": frozenset({"fingerprint", "flags"})}
+
+
 def _scan(tree: Any, kind: str) -> list[tuple[str, str]]:
+    own = _OWN_FIELDS.get(kind)
+    if own and isinstance(tree, dict):
+        tree = {k: v for k, v in tree.items() if k not in own}
     scrubbed = DEFAULT.payload(kind, tree) if kind != "run" else DEFAULT.value(tree)
     found = {p: "secret-looking text" for p in _changed(tree, scrubbed, "$")}
     for path in _handed_back_credentials(tree, "$"):

@@ -130,3 +130,21 @@ def test_a_secret_anywhere_in_what_a_step_handed_back_is_found(
     found = {(s.seq, s.path, s.why) for s in find_secrets("r", journal.frames("r"))}
     assert (2, f"{path}.{field}", "credential field") in found
     assert ((2, f"{path}.text", "secret-looking text") in found) is keep
+
+
+def test_a_tool_named_like_a_credential_is_not_a_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fingerprint of ``run_start`` names the process's tools and holds digests; a tool
+    called ``get_credentials`` registered anywhere in the process made every export refuse
+    (found when another test module registered one). The writer keeps the fingerprint as
+    it is, and so does the share check."""
+
+    @redrive.tool(read_only=True)
+    def get_credentials(service: str) -> str:
+        return f"handle for {service}"
+
+    url = str(tmp_path / "runs.duckdb")
+    _record(url, "plain", {"status": "shipped"})
+    code, out = _cli(capsys, "--journal", url, "export", "plain", "-o", str(tmp_path / "p.rdj"))
+    assert code == 0, out
