@@ -298,9 +298,11 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
     latest = graph.get_state(config)
     found = _resuming(run, input, config, latest)
     if found is not None:
-        start, moved = latest, found.checkpoint != _checkpoint_of(latest)
-        if moved:
-            start = graph.get_state(_pinned(config, found.checkpoint))
+        moved = found.checkpoint != _checkpoint_of(latest)
+        # subgraphs=True: a subgraph task's state is its own snapshot (what it runs again)
+        start = graph.get_state(
+            _pinned(config, found.checkpoint) if moved else config, subgraphs=True
+        )
         answered_before(run, found.seq, found.keep(start, superseded=moved))
     used, delete = _before(run, config, latest, found)
     if delete:
@@ -325,9 +327,11 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
     latest = await graph.aget_state(config)
     found = _resuming(run, input, config, latest)
     if found is not None:
-        start, moved = latest, found.checkpoint != _checkpoint_of(latest)
-        if moved:
-            start = await graph.aget_state(_pinned(config, found.checkpoint))
+        moved = found.checkpoint != _checkpoint_of(latest)
+        # subgraphs=True: a subgraph task's state is its own snapshot (what it runs again)
+        start = await graph.aget_state(
+            _pinned(config, found.checkpoint) if moved else config, subgraphs=True
+        )
         answered_before(run, found.seq, found.keep(start, superseded=moved))
     used, delete = _before(run, config, latest, found)
     if delete:
