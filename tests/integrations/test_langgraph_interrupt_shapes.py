@@ -1,4 +1,4 @@
-"""LangGraph interrupts inside subgraphs: a resume keeps the steps of the subgraph tasks run again.
+"""LangGraph interrupts in shapes users build: subgraphs, ``Send`` fan-out, left-behind tool calls.
 
 A subgraph keeps checkpoints of its own. When a resume runs the parent
 task again, the subgraph resumes from its checkpoint and runs again only
@@ -7,36 +7,43 @@ interrupt is not asked again (langgraph#4796, #2870, #4028). Before, the
 resume kept every step of the parent task askable and ended with the
 finished node's model call and charge unasked: ``DivergenceError``, the job
 never finished.
+
+``ToolNode`` gathers its calls with ``asyncio.gather``: an ``interrupt()`` in
+one call gets out while a sibling call has not begun yet (a sync tool's
+thread not started; langgraph#6533's shape: several calls, some interrupt).
+Waiting for the tool steps already open did not cover it: the sibling began
+its charge after that wait, the run suspended, the charge's outcome was never
+journaled, and the resume either found it in flight or charged again (seen
+2 of 6 times unforced). The run now refuses tool steps not yet begun once the
+graph stopped at an interrupt; the resume asks the call again, once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import operator
+import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
 
 import redrive
-from tests.integrations.fakeapi import HoldingServer, chat, serve
-from tests.integrations.lg_graphs import recorded_llm
+from tests.integrations.fakeapi import FINAL, HoldingServer, chat
+from tests.integrations.lg_graphs import recorded_llm, tool_node_graph
+from tests.integrations.matrix_cells import _interrupt
 from tests.integrations.test_langgraph_resume import (
     _MADE,
     PROMPT,
     _deliver,
     langgraph_installed,
+    server,
 )
 
-__all__ = ["langgraph_installed"]
+__all__ = ["langgraph_installed", "server"]
 
 pytestmark = pytest.mark.usefixtures("langgraph_installed")
-
-
-@pytest.fixture
-def server() -> Any:
-    with serve() as running:
-        yield running
 
 
 def _charge_tool(effects: Path) -> Any:
@@ -179,3 +186,79 @@ def test_send_fanout_children_that_charged_then_interrupted_resume_once(
     run = _deliver(journal, graph, Command(resume={i.id: "ok" for i in pending}), face)
     assert (run.status, run.output) == ("succeeded", "a:ok bb:ok charged 1 charged 2")
     assert sorted(_lines(effects)) == ["charge 1", "charge 2"]
+
+
+# --- a tool call begun after the graph stopped at an interrupt (langgraph#6533's shape)
+
+
+class _Held:
+    """The graph, telling when ``ainvoke`` returned; the state read after it waits for the charge.
+
+    ``aget_state`` after the graph returned waits (at most a second) until
+    the left-behind charge's body began: before the fix it always began, so
+    the run's block ended with the charge in flight.
+    """
+
+    def __init__(self) -> None:
+        self._graph: Any = None
+        self.returned = threading.Event()
+        self.began = threading.Event()
+        self.invocations = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._graph, name)
+
+    async def ainvoke(self, *args: Any, **kwargs: Any) -> Any:
+        self.returned.clear()
+        self.invocations += 1
+        try:
+            return await self._graph.ainvoke(*args, **kwargs)
+        finally:
+            self.returned.set()
+
+    async def aget_state(self, *args: Any, **kwargs: Any) -> Any:
+        if self.returned.is_set():
+            await asyncio.to_thread(self.began.wait, 1.0)
+        return await self._graph.aget_state(*args, **kwargs)
+
+
+def test_a_tool_call_begun_after_the_graph_stopped_at_an_interrupt_runs_once(
+    server: HoldingServer, tmp_path: Path
+) -> None:
+    """Refused in the stopped delivery (nothing ran), asked again and run once by the resume."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from redrive.replay import current_run
+
+    charges: list[int] = []
+    graph = _Held()
+
+    def begin_after_the_graph_returned() -> None:
+        if graph.invocations == 1:
+            assert graph.returned.wait(30), "the graph never returned"
+
+    def held_charge() -> str:
+        """Held until the run's block ended (at most a second), then charges."""
+        graph.began.set()
+        run = current_run()
+        for _ in range(100):
+            if run is None or run.status != "running" or threading.Event().wait(0.01):
+                break
+        charges.append(1)
+        return "charged"
+
+    graph._graph = tool_node_graph(
+        server.url + "/v1",
+        held_charge,
+        InMemorySaver(),
+        _MADE,
+        charge_first=begin_after_the_graph_returned,
+    )
+    server.add(*_interrupt())
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    assert _deliver(journal, graph, {"messages": [("user", PROMPT)]}, "async").status == "suspended"
+    done = _deliver(journal, graph, Command(resume="yes"), "async")
+    assert (done.status, done.output) == ("succeeded", FINAL)
+    assert charges == [1]
+    assert len(server.requests) == 2
