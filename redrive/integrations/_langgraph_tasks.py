@@ -25,6 +25,13 @@ itself, then a tool, then interrupt):
 A step no task's context names (made by a thread that lost LangGraph's
 context) is filed under ``""`` and always kept: if asked again it replays,
 if not the run diverges, which is the safe side (never a side effect twice).
+
+Subgraphs (a compiled graph added as a node, or invoked from inside a node)
+keep checkpoints of their own: when the parent task runs again, the
+subgraph resumes from its checkpoint and runs again only *its* tasks
+without saved writes (langgraph#4796's shape). So a step is filed under the
+path of task ids from the top-level task down (``"top|sub|..."``), and a
+resume keeps it only when every task on that path runs again.
 """
 
 from __future__ import annotations
@@ -41,20 +48,32 @@ __all__ = ["UNKNOWN_TASK", "TaskSteps", "kept_seqs", "rerun_tasks", "task_of_cal
 UNKNOWN_TASK = ""
 
 
+#: joins the task ids of a path (a subgraph's task under its parent's)
+SEP = "|"
+#: a rerun mark's suffix: every step under this task path is kept
+_ALL = SEP + "*"
+
+
 def task_of_caller() -> str:
-    """The id of the top-level LangGraph task whose context the caller runs in, or ``""``.
+    """The task path (``"top_id|sub_id|..."``) whose context the caller runs in, or ``""``.
 
     Read from the runnable config LangChain keeps in a context variable:
     its ``langgraph_checkpoint_ns`` metadata (``"node:task_id"``, nested
-    graphs joined by ``|``; the first part is the top-level task).
+    graphs joined by ``|``; the first part is the top-level task). A part
+    without a task id ends the path.
     """
     config = var_child_runnable_config.get() or {}
     namespace = (config.get("metadata") or {}).get("langgraph_checkpoint_ns") or (
         config.get("configurable") or {}
     ).get("checkpoint_ns")
-    if not isinstance(namespace, str) or ":" not in namespace:
+    if not isinstance(namespace, str):
         return UNKNOWN_TASK
-    return namespace.split("|", 1)[0].rsplit(":", 1)[1]
+    ids: list[str] = []
+    for part in namespace.split(SEP):
+        if ":" not in part:
+            break
+        ids.append(part.rsplit(":", 1)[1])
+    return SEP.join(ids)
 
 
 class TaskSteps:
@@ -80,38 +99,63 @@ class TaskSteps:
             return {task: sorted(seqs) for task, seqs in sorted(self._seqs.items())}
 
 
-def rerun_tasks(snapshot: Any, *, superseded: bool) -> set[str]:
-    """The ids of the tasks LangGraph runs again when a resume starts from ``snapshot``.
+def rerun_tasks(snapshot: Any, *, superseded: bool, prefix: str = "") -> set[str]:
+    """The task paths LangGraph runs again when a resume starts from ``snapshot``.
 
     LangGraph's rule (``langgraph.pregel._loop``, ``_first``): "Finished
     tasks rerun only on time travel, or on a resume at a checkpoint the
     thread has moved past. A resume addressed at the thread's latest
-    checkpoint hands their writes back, as without an id."
+    checkpoint hands their writes back, as without an id." A subgraph task
+    that runs again resumes its subgraph from the subgraph's own latest
+    checkpoint, where the same rule applies one level down.
 
     Args:
         snapshot: the ``StateSnapshot`` of the checkpoint the resume starts
-            from (``graph.get_state(config)``, with its ``checkpoint_id``
-            when it is pinned).
+            from (``graph.get_state(config, subgraphs=True)``, with its
+            ``checkpoint_id`` when it is pinned; a task's ``state`` is then
+            its subgraph's snapshot).
         superseded: the resume is pinned to a checkpoint the thread has
             moved past (a later checkpoint exists).
+        prefix: the path of the parent task (``""`` at the top).
 
     Returns:
-        Every pending task's id when ``superseded``; else the ids of the
-        pending tasks with no saved result (interrupted or failed ones).
+        Rerun marks for :func:`kept_seqs`: the path of each task run again
+        (every pending task when ``superseded``, else those with no saved
+        result), and ``path + "|*"`` where every step under it is kept (its
+        subgraph's state is unknown, or the resume is superseded).
     """
-    tasks = getattr(snapshot, "tasks", None) or ()
-    return {str(task.id) for task in tasks if superseded or getattr(task, "result", None) is None}
+    marks: set[str] = set()
+    for task in getattr(snapshot, "tasks", None) or ():
+        if not (superseded or getattr(task, "result", None) is None):
+            continue
+        path = f"{prefix}{task.id}"
+        marks.add(path)
+        nested = getattr(task, "state", None)
+        if superseded or not hasattr(nested, "tasks"):
+            marks.add(path + _ALL)
+        else:
+            marks |= rerun_tasks(nested, superseded=False, prefix=path + SEP)
+    return marks
+
+
+def _rerun(path: str, marks: set[str]) -> bool:
+    """Whether the step filed under ``path`` is asked again (see :func:`rerun_tasks`)."""
+    if path == UNKNOWN_TASK or path in marks:
+        return True
+    parts = path.split(SEP)
+    return any(SEP.join(parts[:end]) + _ALL in marks for end in range(1, len(parts)))
 
 
 def kept_seqs(by_task: Mapping[str, Any], rerun: set[str]) -> set[int]:
     """The seqs of the steps a resume keeps askable: those of tasks run again, and unnamed ones.
 
     Args:
-        by_task: the interrupt note's ``tasks`` map (``{task id: [seq, ...]}``).
+        by_task: the interrupt note's ``tasks`` map (``{task path: [seq, ...]}``;
+            notes written before subgraphs were followed hold top-level ids).
         rerun: :func:`rerun_tasks` of the checkpoint the resume starts from.
     """
     kept: set[int] = set()
     for task, seqs in by_task.items():
-        if task == UNKNOWN_TASK or task in rerun:
+        if _rerun(task, rerun):
             kept.update(int(seq) for seq in seqs)
     return kept

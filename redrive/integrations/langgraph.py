@@ -59,6 +59,7 @@ from ..replay import (
     await_open_tools,
     current_run,
     open_tools,
+    refuse_new_tools,
     suspend,
     wait_open_tools,
     watch_steps,
@@ -82,6 +83,8 @@ START_STEP = "langgraph_start"
 INTERRUPT_NOTE = "langgraph_interrupt"
 #: checkpoint metadata key: the run id an invocation ran under
 RUN_METADATA = "redrive_run_id"
+#: when tool steps are refused (see :func:`redrive.replay.refuse_new_tools`)
+_STOPPED = "the graph invocation stopped at an interrupt"
 
 
 def _thread(config: Any) -> str:
@@ -298,9 +301,11 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
     latest = graph.get_state(config)
     found = _resuming(run, input, config, latest)
     if found is not None:
-        start, moved = latest, found.checkpoint != _checkpoint_of(latest)
-        if moved:
-            start = graph.get_state(_pinned(config, found.checkpoint))
+        moved = found.checkpoint != _checkpoint_of(latest)
+        # subgraphs=True: a subgraph task's state is its own snapshot (what it runs again)
+        start = graph.get_state(
+            _pinned(config, found.checkpoint) if moved else config, subgraphs=True
+        )
         answered_before(run, found.seq, found.keep(start, superseded=moved))
     used, delete = _before(run, config, latest, found)
     if delete:
@@ -309,6 +314,8 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
     stop = watch_steps(run, tasks.saw)
     try:
         output = graph.invoke(input, used, **options)
+        if _interrupts(output):  # a tool call the graph left behind: refused, or waited for
+            refuse_new_tools(run, _STOPPED)
         wait_open_tools(run, open_before)  # a tool call the graph left running ends first
     finally:
         stop()
@@ -325,9 +332,11 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
     latest = await graph.aget_state(config)
     found = _resuming(run, input, config, latest)
     if found is not None:
-        start, moved = latest, found.checkpoint != _checkpoint_of(latest)
-        if moved:
-            start = await graph.aget_state(_pinned(config, found.checkpoint))
+        moved = found.checkpoint != _checkpoint_of(latest)
+        # subgraphs=True: a subgraph task's state is its own snapshot (what it runs again)
+        start = await graph.aget_state(
+            _pinned(config, found.checkpoint) if moved else config, subgraphs=True
+        )
         answered_before(run, found.seq, found.keep(start, superseded=moved))
     used, delete = _before(run, config, latest, found)
     if delete:
@@ -336,6 +345,8 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
     stop = watch_steps(run, tasks.saw)
     try:
         output = await graph.ainvoke(input, used, **options)
+        if _interrupts(output):  # a tool call the graph left behind: refused, or waited for
+            refuse_new_tools(run, _STOPPED)
         # asyncio.gather (ToolNode) lets an interrupt out while sibling tool calls run on
         await await_open_tools(run, open_before)
     finally:

@@ -23,6 +23,7 @@ __all__ = [
     "answered_before",
     "await_open_tools",
     "open_tools",
+    "refuse_new_tools",
     "suspend",
     "wait_open_tools",
     "watch_steps",
@@ -106,6 +107,23 @@ def watch_steps(run: Run, watcher: Callable[[int], None]) -> Callable[[], None]:
 def open_tools(run: Run) -> int:
     """How many tool steps of ``run`` this execution began and has not journaled the end of."""
     return run._state.open_tools
+
+
+def refuse_new_tools(run: Run, why: str) -> None:
+    """From now on, a tool step of ``run`` not yet begun raises ``RunEndedError`` (nothing runs).
+
+    A framework that stopped at an interrupt may still have sibling tool
+    calls scheduled that have not begun (``asyncio.gather``: the interrupt
+    got out first; a sync tool's thread not started yet). Their results go
+    nowhere, and a body begun now could not journal its outcome before the
+    run suspends; the resume asks them again. Call it before
+    :func:`wait_open_tools`, so every call is either refused or waited for.
+
+    Args:
+        run: the active run.
+        why: when the run stopped, for the error (``"the graph stopped at an interrupt"``).
+    """
+    run._state.refuse_tools(why)
 
 
 def wait_open_tools(run: Run, down_to: int) -> None:

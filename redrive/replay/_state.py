@@ -85,6 +85,8 @@ class RunState:
     tool_ended: threading.Condition = attrs.field(factory=threading.Condition)
     #: the run's model spend (every execution) and this execution's replay savings
     spend: Spend = attrs.field(init=False)
+    #: why new tool steps are refused (the execution is stopping), or None (guarded as above)
+    tools_refused: str | None = None
 
     def __attrs_post_init__(self) -> None:
         self.spend = Spend(self.config.run_id, self.config.budget)
@@ -93,8 +95,21 @@ class RunState:
 
     @contextlib.contextmanager
     def tool_open(self) -> Iterator[None]:
-        """Count a tool step as open (begun, outcome not yet journaled) while the block runs."""
+        """Count a tool step as open (begun, outcome not yet journaled) while the block runs.
+
+        Raises:
+            RunEndedError: :meth:`refuse_tools` was called (nothing ran).
+        """
         with self.tool_ended:
+            if self.tools_refused is not None:
+                raise RunEndedError(
+                    f"run {self.run_id!r}: a tool step was asked for after {self.tools_refused}; "
+                    "the run is stopping, so nothing was written and nothing ran. A resume "
+                    f"in a new redrive.run(journal, {self.run_id!r}) block asks it again.",
+                    run_id=self.run_id,
+                    step="tool",
+                    thread=threading.current_thread().name,
+                )
             self.open_tools += 1
         try:
             yield
@@ -102,6 +117,11 @@ class RunState:
             with self.tool_ended:
                 self.open_tools -= 1
                 self.tool_ended.notify_all()
+
+    def refuse_tools(self, why: str) -> None:
+        """Refuse every tool step not yet begun (:meth:`tool_open` raises); ``why`` says when."""
+        with self.tool_ended:
+            self.tools_refused = why
 
     def wait_tools_closed(self, down_to: int) -> None:
         """Block until at most ``down_to`` tool steps are open (see :meth:`tool_open`)."""

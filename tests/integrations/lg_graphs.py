@@ -37,6 +37,7 @@ def tool_node_graph(
     checkpointer: Any,
     clients: list[Any],
     ask_first: Callable[[], None] | None = None,
+    charge_first: Callable[[], None] | None = None,
 ) -> Any:
     """The ToolNode pattern; ``send_email`` returns ``charge_body()``, ``ask_human`` interrupts.
 
@@ -46,6 +47,8 @@ def tool_node_graph(
         checkpointer: the graph's checkpointer.
         clients: httpx clients made are appended here (the caller closes them).
         ask_first: called by ``ask_human`` before it interrupts (to force an ordering).
+        charge_first: called before the charge's tool step begins (the ``ToolNode`` then
+            runs a plain ``send_email`` that calls it, then the redrive tool).
     """
     from langchain_core.tools import tool as plain_tool
     from langgraph.graph import START, MessagesState, StateGraph
@@ -66,14 +69,24 @@ def tool_node_graph(
             ask_first()
         return str(interrupt(question))
 
-    llm = recorded_llm(base, [charge, ask_human], clients)
+    sender: Any = charge
+    if charge_first is not None:
+        first = charge_first
+
+        @plain_tool("send_email")
+        def sender(to: str, body: str) -> str:
+            """Charge the card (the scripted model calls it send_email)."""
+            first()
+            return str(charge.invoke({"to": to, "body": body}))
+
+    llm = recorded_llm(base, [sender, ask_human], clients)
 
     def call_model(state: Any) -> dict[str, Any]:
         return {"messages": [llm.invoke(state["messages"])]}
 
     builder = StateGraph(MessagesState)
     builder.add_node("model", call_model)
-    builder.add_node("tools", ToolNode([charge, ask_human]))
+    builder.add_node("tools", ToolNode([sender, ask_human]))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", tools_condition)
     builder.add_edge("tools", "model")
