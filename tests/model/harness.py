@@ -250,9 +250,11 @@ class Check:
         new_id = self.run_id + "-fork"
         redrive.fork(self.journal, self.run_id, before, new_id)
         self.run_id = new_id
-        self.mj = m.Journal(
-            self.mj.records[:opened], "running", set(self.mj.decided), self.mj.attempts
-        )
+        kept = self.mj.records[:opened]
+        # decisions are the run's (A5): a fork keeps those its copied approval records
+        # hold; an approval after the cut is asked again in the fork
+        decided = {r.call.name for r in kept if r.call.kind == "approval"}
+        self.mj = m.Journal(kept, "running", decided, self.mj.attempts)
         return self.items, self.policy, self.options
 
     def run(self) -> None:

@@ -81,7 +81,10 @@ Where the contract is ambiguous, the model chooses (and says so):
 * A4 live_tools re-runs a matched tool's body by design (tests' own resources): those
   executions are counted apart, not as a second run of a logical operation.
 * A5 Approvals are value steps named ``approval``; with no decision the attempt ends
-  ``suspended`` before anything else of the loop runs.
+  ``suspended`` before anything else of the loop runs. A decision belongs to the run it
+  was made for (the request a person saw, its payload and the steps before it): a fork
+  (R10's advice) keeps the approvals recorded before its cut and asks again for any
+  after it (the fork's ``decided`` is its kept approval records), as the library does.
 * A6 A value step is written with the next durable write (a step's claim or answer, or
   the run's exit): values after the last model or tool record are lost to a kill and
   drawn again on resume (no side effect depended on them).

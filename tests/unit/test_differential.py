@@ -239,6 +239,19 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "duckdb": True,
     },
 )
+@example(  # approvals on a fork (thorough profile): strict diverges at the inserted model
+    # step, the advice forks before the first recorded step; the approval decided for the
+    # original run is asked again in the fork (a decision is the run's, resume_model A5)
+    scenario={
+        "program": (P, m.Call("approval", "ok"), P, P),
+        "changed": (Q, P, m.Call("approval", "ok"), P, P),
+        "how": "insert",
+        "crash": None,
+        "policy": "strict",
+        "face": "sync",
+        "duckdb": True,
+    },
+)
 def test_the_library_follows_the_model(scenario: dict[str, Any]) -> None:
     """Random programs, crashes, code changes and policies: the library does what the model
     says (bodies, answers, errors, statuses), and the invariants hold."""
