@@ -23,8 +23,11 @@ from tests.model import resume_model as m
 #:   C5, C6, C8: strict, [send(a), send(b) in flight] -> drop send(a): send(b) matches its
 #:       recorded in-flight claim at another position and re-runs while the finished
 #:       send(a) waits unreplayed (the model diverges first); one key, one body.
-#:   C1-order: a model call inserted before a parallel batch of identical requests takes a
-#:       batch member's recorded answer (after the sibling wait), the member another's.
+#:   C1-order: a step moved across a batch: [Batch(lookup b, lookup b), chat p, chat q]
+#:       -> chat p first, cut before chat q: the members, now in turn 1, find their turn-0
+#:       records through the legacy turn fallback (what-changed: nothing changed) where the
+#:       model diverges. (Fixed: a call inserted before a batch of identical requests no
+#:       longer takes a member's recorded answer; tests/unit/test_flows.py.)
 #:   C7: see its skip (the thorough profile).
 _ON = "C1,C2,C3,C4,C10"
 IMPLEMENTED: frozenset[str] = frozenset(
