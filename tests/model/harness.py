@@ -20,16 +20,14 @@ from tests.model import resume_model as m
 #: The default holds the rules the differential test passes on (issue 23's fixes landed);
 #: ``REDRIVE_CONTRACT_RULES=C1,...`` replaces it (to try one that is off). Off, with the
 #: example that fails each (kept as @example in tests/unit/test_differential.py):
-#:   C5, C6, C8: strict, [send(a), send(b) in flight] -> drop send(a): send(b) matches its
-#:       recorded in-flight claim at another position and re-runs while the finished
-#:       send(a) waits unreplayed (the model diverges first); one key, one body.
 #:   C1-order: a step moved across a batch: [Batch(lookup b, lookup b), chat p, chat q]
-#:       -> chat p first, cut before chat q: the members, now in turn 1, find their turn-0
-#:       records through the legacy turn fallback (what-changed: nothing changed) where the
-#:       model diverges. (Fixed: a call inserted before a batch of identical requests no
-#:       longer takes a member's recorded answer; tests/unit/test_flows.py.)
+#:       -> chat p first, cut before chat q: the members, now in turn 1 at chat p's point,
+#:       find no record there and run live (the frontier rule: their flow's record looks
+#:       ended; what-changed: nothing changed) while their turn-0 records wait; the model
+#:       diverges. (Fixed: a call inserted before a batch of identical requests no longer
+#:       takes a member's recorded answer; tests/unit/test_flows.py.)
 #:   C7: see its skip (the thorough profile).
-_ON = "C1,C2,C3,C4,C10"
+_ON = "C1,C2,C3,C4,C5,C6,C8,C10,warn-drift"
 IMPLEMENTED: frozenset[str] = frozenset(
     rule for rule in os.environ.get("REDRIVE_CONTRACT_RULES", _ON).split(",") if rule
 )
