@@ -32,8 +32,13 @@ from tests.model import resume_model as m
 #:       advice resolve) where the model, matching within the turn, diverges (R7, advice
 #:       person). Both stop before the body; which error is right is open (A7 covers only a
 #:       lenient tool rule).
+#:   warn-drift (thorough profile): [chat p, chat q] finished, reordered to [chat q,
+#:       chat p], warn, replayed: both faces warn and hand out the other's recorded
+#:       answer; the model replays chat q with p's record (a drift) but diverges at chat p,
+#:       whose own record was already handed out (A8: the code asking a replayed call
+#:       again is not a drift). Which reading of warn is right is open.
 #:   C7: see its skip (the thorough profile).
-_ON = "C1,C2,C3,C4,C5,C8,C10,warn-drift"
+_ON = "C1,C2,C3,C4,C5,C8,C10"
 IMPLEMENTED: frozenset[str] = frozenset(
     rule for rule in os.environ.get("REDRIVE_CONTRACT_RULES", _ON).split(",") if rule
 )

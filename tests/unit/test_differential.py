@@ -252,6 +252,18 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "duckdb": True,
     },
 )
+@example(  # warn-drift (thorough profile): two model steps swapped in a finished run,
+    # replayed under warn: the library hands each the other's record; the model diverges
+    scenario={
+        "program": (P, Q),
+        "changed": (Q, P) if on("warn-drift") else (P, Q),
+        "how": "reorder",
+        "crash": None,
+        "policy": "warn",
+        "face": "sync",
+        "duckdb": True,
+    },
+)
 @example(  # approvals on a fork (thorough profile): strict diverges at the inserted model
     # step, the advice forks before the first recorded step; the approval decided for the
     # original run is asked again in the fork (a decision is the run's, resume_model A5)
