@@ -86,7 +86,9 @@ def await_approval(name: str, payload: Any = None) -> Decision:
                     context=[],
                 )
         if found is None:
-            if not asked:
+            # a fork cut after the request copies it: a changed payload is asked anew, so a
+            # person decides on what the loop asks for now (the latest request counts)
+            if not asked or requested != run.redact({"payload": payload})["payload"]:
                 run.note(_REQUESTED, {"name": name, "payload": payload})
             raise Suspended(
                 f"run {run.run_id!r} waits for approval {name!r}; record it with "
@@ -106,25 +108,30 @@ def await_approval(name: str, payload: Any = None) -> Decision:
 
 
 def _requested(journal: Journal, run_id: str, name: str) -> tuple[bool, Any]:
-    """Return (whether approval ``name`` was requested, the payload it was requested for)."""
+    """Return (whether approval ``name`` was requested, the payload of its latest request)."""
+    asked, payload = False, None
     for frame in journal.frames(run_id):
         if frame.kind == Kind.NOTE.value and frame.name == _REQUESTED:
             data = frame.data().get("data", {})
             if data.get("name") == name:
-                return True, data.get("payload")
-    return False, None
+                asked, payload = True, data.get("payload")
+    return asked, payload
 
 
 def pending_approvals(journal: Journal, run_id: str) -> list[dict[str, Any]]:
     """Return the approvals run ``run_id`` requested that have no recorded decision.
 
     Returns:
-        ``[{"name": ..., "payload": ...}]`` in request order (empty when none).
+        ``[{"name": ..., "payload": ...}]`` in first-request order, each with the payload of
+        its latest request (a fork asked again for a changed payload); empty when none.
     """
-    out = []
+    latest: dict[str, Any] = {}
     for frame in journal.frames(run_id):
         if frame.kind == Kind.NOTE.value and frame.name == _REQUESTED:
             data = frame.data().get("data", {})
-            if journal.decision(run_id, str(data.get("name"))) is None:
-                out.append({"name": data.get("name"), "payload": data.get("payload")})
-    return out
+            latest[str(data.get("name"))] = data.get("payload")
+    return [
+        {"name": name, "payload": payload}
+        for name, payload in latest.items()
+        if journal.decision(run_id, name) is None
+    ]

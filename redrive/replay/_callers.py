@@ -22,7 +22,7 @@ from ._steps import RecordedStep
 if TYPE_CHECKING:
     from ._flows import Issue
 
-__all__ = ["IdenticalRequests", "point", "position"]
+__all__ = ["IdenticalRequests", "point", "position", "started_by"]
 
 #: ``claimable(parent, spawn, name, occ)``: True when a flow of the running run may still
 #: ask for step ``name`` at that position (:meth:`FlowTracker.may_still_issue`).
@@ -53,6 +53,21 @@ def point(step: RecordedStep) -> tuple[int, tuple[int, ...]] | None:
 def _identity(kind: str, name: str, key: str) -> int:
     """A small stand-in for a request's ``(kind, name, key)`` (sets of many of them)."""
     return hash((kind, name, key))
+
+
+def started_by(step: RecordedStep, issue: Issue) -> bool:
+    """True when ``step`` was recorded by a flow the caller at ``issue`` starts.
+
+    So at the caller's parent, on a spawn path that extends the caller's (a batch member
+    the caller starts, or one of its descendants): among identical requests, never the
+    caller's own (CONTRACT C8: callers are told apart by the flow that started them).
+    """
+    found = point(step)
+    if found is None:
+        return False
+    parent, spawn = found
+    mine = issue.spawn
+    return parent == issue.parent and len(spawn) > len(mine) and spawn[: len(mine)] == mine
 
 
 class IdenticalRequests:
@@ -112,6 +127,12 @@ class IdenticalRequests:
         first = alive[0]
         if complete and not self.repeated(first.kind, first.name, first.key):
             return first  # one request of its kind: whoever asks for it is its caller
+        if self.repeated(first.kind, first.name, first.key):
+            # a copy recorded by a flow the caller starts (at its point, deeper spawn path)
+            # is that flow's: a main-flow call never takes a batch member's answer
+            alive = [s for s in alive if not started_by(s, issue)]
+            if not alive:
+                return None
         siblings = [s for s in alive if (point(s) or (None, ()))[0] == issue.parent]
         for group in (siblings, [s for s in alive if s not in siblings]):
             free = [s for s in group if not self._claimable(s)]

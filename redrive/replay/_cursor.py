@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import DivergenceError
 from ..frames import Frame, call_key
-from ._callers import IdenticalRequests
+from ._callers import IdenticalRequests, started_by
 from ._callers import point as _point
 from ._callers import position as _position
 from ._delta import Expander
@@ -243,9 +243,9 @@ class Cursor:
         steps = [s for s in self._idx.order if s.seq in self._idx.steps and s.kind in kinds]
         if any(_position(s) is None for s in steps):
             return False
-        # any step recorded from this flow's point and not yet replayed keeps it from going
-        # live: a renamed or dropped call must diverge, not run the calls after it live
-        return not self._from_same_point(steps, issue)
+        # any step recorded from this flow's point, or by a flow it starts there, and not yet
+        # replayed keeps it from going live: a renamed, dropped or moved call must diverge
+        return not any(_point(s) == issue.point or started_by(s, issue) for s in steps)
 
     def sibling_pending(self, kind: str, name: str, issue: Issue | None) -> bool:
         """True when only steps of other calls issued from ``issue``'s point block it.

@@ -65,11 +65,12 @@ Where the contract is ambiguous, the model chooses (and says so):
   started (it may not go live past records its starter still waits for). "At the same
   issue position" (C1) is relaxed to "in the same turn" for distinct requests, as
   ``ReplayPolicy`` documents for strict (the steps of one turn may arrive in any order);
-  the position decides between identical ones. Known gap (as in the library today): a
-  main-flow call and the first member of a batch started from the same point share one
-  position (parent, occ); C8 ("told apart by the flow that started them") says they
-  differ. The differential test draws no code change next to a batch until the rule
-  "C1-order" is on.
+  the position decides between identical ones. A position is (parent, spawn, occ): a
+  batch member's spawn is its index in the batch (C8: "told apart by the flow that
+  started them"), so a main-flow call and the first member of a batch started from the
+  same point never share one; among identical requests, a record of a flow the caller
+  starts (``started_by``) is never the caller's, so a call moved before the batch finds
+  no record of its own and diverges under strict (rule "C1-order").
 * A2 C2 says a step with no record at its position goes live only when none waits; C3 and
   C4 relax it: under a lenient rule for the call's kind, or continue_live, a model or
   read-only call (or a side effect, where no side effect waits) with no match goes live
@@ -81,7 +82,10 @@ Where the contract is ambiguous, the model chooses (and says so):
 * A4 live_tools re-runs a matched tool's body by design (tests' own resources): those
   executions are counted apart, not as a second run of a logical operation.
 * A5 Approvals are value steps named ``approval``; with no decision the attempt ends
-  ``suspended`` before anything else of the loop runs.
+  ``suspended`` before anything else of the loop runs. A decision belongs to the run it
+  was made for (the request a person saw, its payload and the steps before it): a fork
+  (R10's advice) keeps the approvals recorded before its cut and asks again for any
+  after it (the fork's ``decided`` is its kept approval records), as the library does.
 * A6 A value step is written with the next durable write (a step's claim or answer, or
   the run's exit): values after the last model or tool record are lost to a kill and
   drawn again on resume (no side effect depended on them).
@@ -163,6 +167,13 @@ def callers(program: tuple[Item, ...]) -> Iterator[tuple[str, str, Call]]:
             batch += 1
 
 
+def started_by(rec: Record, flow: Flow) -> bool:
+    """R4: ``rec`` was recorded by a flow ``flow`` starts (a batch member, at its point):
+    among identical requests, never ``flow``'s own."""
+    deeper = len(rec.spawn) > len(flow.spawn) and rec.spawn[: len(flow.spawn)] == flow.spawn
+    return rec.parent == flow.parent and deeper
+
+
 def fork_is_safe(records: list[Record], before: int) -> bool:
     """R10: a fork keeping the first ``before`` records re-runs no finished side effect."""
     return not any(
@@ -190,7 +201,7 @@ class _Sim:
                 count += 1
                 continue
             for k, call in enumerate(item.calls):  # issued in the order they are started
-                self.call(dataclasses.replace(main), f"b{batch}.{k}", call)
+                self.call(dataclasses.replace(main, spawn=(k,)), f"b{batch}.{k}", call)
             batch += 1
 
     def call(self, flow: Flow, caller: str, call: Call) -> None:
@@ -239,9 +250,14 @@ class _Sim:
         same = [
             r for r in open_ if r.call.key == call.key and (call.kind != "model" or self.follows(r))
         ]
+        if sum(r.call.key == call.key for r in self.j.records) > 1:
+            same = [r for r in same if not started_by(r, flow)]  # identical: R4
         here = [r for r in same if r.turn == flow.turn or call.rule_kind == "value"]
         mine = [
-            r for r in here if (r.parent, r.occ) == (flow.parent, occ) and call.rule_kind != "value"
+            r
+            for r in here
+            if (r.parent, r.spawn, r.occ) == (flow.parent, flow.spawn, occ)
+            and call.rule_kind != "value"
         ]  # values: in record order (A8)
         rule = self.policy.rule(call)
         cands = mine or here or (same if rule == "lenient" else [])
@@ -257,7 +273,7 @@ class _Sim:
             (
                 r
                 for r in waiting
-                if (r.parent, r.occ) == (flow.parent, occ)
+                if (r.parent, r.spawn, r.occ) == (flow.parent, flow.spawn, occ)
                 and r.call.rule_kind == call.rule_kind
                 and r.call.name == call.name
             ),
@@ -287,6 +303,7 @@ class _Sim:
             drifted.consumed, drifted.state = True, "superseded"  # R6: takes its place
             self.live(flow, caller, call, occ)
             flow.point = flow.parent = drifted.origin
+            flow.spawn = ()
             return None
         return self.live(flow, caller, call, occ)
 
@@ -303,6 +320,7 @@ class _Sim:
             rec.state = "superseded"  # run again live in its place (R2)
             self.live(flow, caller, call, occ)
             flow.point = flow.parent = rec.origin
+            flow.spawn = ()
             return None
         if rec.state == "in_flight" and call.kind == "effect":
             if self.policy.on_in_flight == "raise":
@@ -317,6 +335,7 @@ class _Sim:
             self.out.answers[caller] = ("recorded", rec.origin)
         if call.kind not in ("value", "approval"):
             flow.parent = flow.point = rec.origin
+            flow.spawn = ()
         if call.kind == "model":
             flow.turn = rec.turn + 1
         return None
@@ -324,7 +343,9 @@ class _Sim:
     def live(self, flow: Flow, caller: str, call: Call, occ: int) -> None:
         origin = (self.j.attempts, caller)
         boundary = self.crash.boundary if self.crash and self.crash.caller == caller else None
-        rec = Record(call, flow.turn, flow.parent, occ, "in_flight", origin, consumed=True)
+        rec = Record(
+            call, flow.turn, flow.parent, occ, "in_flight", origin, consumed=True, spawn=flow.spawn
+        )
         if call.kind == "approval" and call.name not in self.j.decided:
             raise _Stop("suspended", caller)
         if call.kind in ("value", "approval"):
@@ -338,7 +359,7 @@ class _Sim:
             rec.state = "done"
             self.add(rec)
             self.out.answers[caller] = ("live",)
-            flow.turn, flow.parent = flow.turn + 1, origin
+            flow.turn, flow.parent, flow.spawn = flow.turn + 1, origin, ()
             if boundary == "model_recorded":
                 raise _Stop("crash", caller)
             return None
@@ -351,7 +372,7 @@ class _Sim:
             if r is not rec
         ) or any(r.call.key == call.key and r.state == "retry" for r in self.j.records)
         self.out.bodies.append((call.name, call.arg))
-        flow.parent = origin
+        flow.parent, flow.spawn = origin, ()
         if call.retry_signal and not retried:
             rec.state = "retry"  # R9: the body asked to be called again
             self.out.answers[caller] = ("retry",)

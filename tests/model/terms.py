@@ -94,6 +94,8 @@ class Record:
         state: done, in_flight (claimed, no outcome), retry (a retry signal was recorded),
             superseded (re-asked or left over).
         origin: the caller (and attempt) whose live answer this record holds; its id.
+        spawn: the issuing flow's spawn path from ``parent`` (``()``: the flow that
+            completed ``parent``; ``(k,)``: the k-th member of a batch it started), C8.
     """
 
     call: Call
@@ -103,6 +105,7 @@ class Record:
     state: str
     origin: tuple[int, str]
     consumed: bool = False
+    spawn: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass
@@ -165,9 +168,11 @@ class Flow:
     """Where a flow stands: its turn, the last step it completed (``parent``, for the
     positions of its live steps), the last recorded step it replayed or superseded
     (``point``: the position of its next step, R6) and where it started (``start``: the
-    unreplayed records after it are this flow's, and wait, R7)."""
+    unreplayed records after it are this flow's, and wait, R7); ``spawn``: its spawn path
+    since ``parent`` (a batch member's index until it completes a step)."""
 
     turn: int = 0
     parent: tuple[int, str] | None = None
     point: tuple[int, str] | None = None
     start: tuple[int, str] | None = None
+    spawn: tuple[int, ...] = ()

@@ -130,3 +130,50 @@ def test_decision_is_not_applied_to_a_changed_payload() -> None:
     with pytest.raises(redrive.DivergenceError, match=r"\$\.amount: 10 -> 10000"):
         loop(10_000)
     assert loop(10).output == {"approved": True, "amount": 10}
+
+
+def _forkable(journal: MemoryJournal, run_id: str, amount: int, refunds: list[str]) -> Any:
+    """A loop: a lookup, an approval of ``amount``, a refund; run once under ``run_id``."""
+
+    @redrive.tool(read_only=True)
+    def lookup(order: str) -> int:
+        return 40
+
+    @redrive.tool(restart_safe=False)
+    def refund(order: str, amount: int) -> str:
+        refunds.append(f"{run_id}:{amount}")
+        return "refunded"
+
+    with redrive.run(journal, run_id) as run:
+        lookup("ord-7")
+        decision = redrive.await_approval("refund", {"order": "ord-7", "amount": amount})
+        run.finish(refund("ord-7", amount) if decision.approved else "refused")
+    return run
+
+
+def test_a_fork_keeps_the_decisions_before_its_cut_and_asks_again_after_it() -> None:
+    """A decision is the run's: a fork cut before the approval asks a person again (with the
+    fork's own payload) instead of reusing a decision made for the original run's request;
+    a fork cut after it replays the copied decision (docs/explanation/resume-contract.md)."""
+    journal = MemoryJournal()
+    refunds: list[str] = []
+    assert _forkable(journal, "r1", 40, refunds).status == "suspended"
+    journal.decide("r1", "refund", True, by="alice")
+    assert _forkable(journal, "r1", 40, refunds).output == "refunded"
+    approval = next(f.seq for f in journal.frames("r1") if f.kind == "value")
+    after = next(f.seq for f in journal.frames("r1") if f.kind == "tool_start" and f.seq > approval)
+
+    redrive.fork(journal, "r1", approval, "before")
+    assert journal.decision("before", "refund") is None
+    assert _forkable(journal, "before", 4000, refunds).status == "suspended"
+    assert pending_approvals(journal, "before") == [
+        {"name": "refund", "payload": {"order": "ord-7", "amount": 4000}}
+    ]
+    journal.decide("before", "refund", False, by="bob")
+    assert _forkable(journal, "before", 4000, refunds).output == "refused"
+
+    redrive.fork(journal, "r1", after, "after")
+    forked = _forkable(journal, "after", 40, refunds)
+    assert forked.status == "succeeded" and forked.output == "refunded"
+    assert journal.decision("after", "refund") is None  # replayed from the copied value step
+    assert refunds == ["r1:40", "after:40"]

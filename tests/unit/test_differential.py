@@ -239,6 +239,44 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "duckdb": True,
     },
 )
+@example(  # C6 (thorough profile): a model step inserted before a side effect cut in flight,
+    # lenient model rule: the library's send finds its in-flight record of turn 0 (blocked),
+    # the model's diverges (R7); drawn as strict until C6 is on
+    scenario={
+        "program": (E, P),
+        "changed": (P, E, P),
+        "how": "insert",
+        "crash": ("m0", "tool_claimed", "kill"),
+        "policy": "lenient_model" if on("C6") else "strict",
+        "face": "sync",
+        "duckdb": True,
+    },
+)
+@example(  # warn-drift (thorough profile): two model steps swapped in a finished run,
+    # replayed under warn: the library hands each the other's record; the model diverges
+    scenario={
+        "program": (P, Q),
+        "changed": (Q, P) if on("warn-drift") else (P, Q),
+        "how": "reorder",
+        "crash": None,
+        "policy": "warn",
+        "face": "sync",
+        "duckdb": True,
+    },
+)
+@example(  # approvals on a fork (thorough profile): strict diverges at the inserted model
+    # step, the advice forks before the first recorded step; the approval decided for the
+    # original run is asked again in the fork (a decision is the run's, resume_model A5)
+    scenario={
+        "program": (P, m.Call("approval", "ok"), P, P),
+        "changed": (Q, P, m.Call("approval", "ok"), P, P),
+        "how": "insert",
+        "crash": None,
+        "policy": "strict",
+        "face": "sync",
+        "duckdb": True,
+    },
+)
 def test_the_library_follows_the_model(scenario: dict[str, Any]) -> None:
     """Random programs, crashes, code changes and policies: the library does what the model
     says (bodies, answers, errors, statuses), and the invariants hold."""

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -374,3 +374,44 @@ def test_a_loop_task_factory_keeps_working_and_is_put_back() -> None:
         f.data()["issue"].get("spawn") for f in journal.frames("f") if f.kind == "model_request"
     ]
     assert sorted(spawns) == [[0], [1]]
+
+
+def _numbered(answers: Iterator[int]) -> Callable[[str], Awaitable[str]]:
+    """An async "model" answering ``prompt#n``, ``n`` drawn from ``answers``."""
+
+    async def chat(prompt: str) -> str:
+        return f"{prompt}#{next(answers)}"
+
+    return chat
+
+
+def test_a_call_moved_before_a_batch_of_identical_requests_diverges() -> None:
+    """A main-flow call inserted before a batch of identical requests never takes a batch
+    member's recorded answer (they are told apart by the flow that started them, CONTRACT
+    C8): with the batch's records still waiting, a strict resume diverges before any call
+    goes live, and the recorded code resumes as before."""
+    journal = MemoryJournal()
+    answers = itertools.count()
+    chat = redrive.model(name="model:chat")(_numbered(answers))
+
+    async def batch() -> list[str]:
+        return list(await asyncio.gather(chat("hi"), chat("hi")))
+
+    async def moved() -> list[str]:
+        return [await chat("hi"), *await batch(), await chat("bye")]
+
+    async def main() -> None:
+        async with redrive.run(journal, "o") as run:
+            recorded = run.finish(await batch())
+        end = next(f.seq for f in journal.frames("o") if f.kind == "run_end")
+        redrive.fork(journal, "o", end, "cut")  # the run as a kill after the batch leaves it
+        for _ in range(2):
+            with pytest.raises(redrive.DivergenceError):
+                async with redrive.run(journal, "cut"):
+                    await moved()
+        assert next(answers) == 2  # nothing went live
+        async with redrive.run(journal, "cut") as run:
+            resumed = run.finish([*await batch(), await chat("bye")])
+        assert resumed == [*recorded, "bye#3"]
+
+    asyncio.run(main())
