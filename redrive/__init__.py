@@ -7,8 +7,6 @@ what finished and goes live at the first unfinished step.
 
 from __future__ import annotations
 
-import importlib.metadata
-
 from ._check import CheckReport, CheckResult, check_run, check_runs
 from ._durable import durable
 from ._plan import PlanStep, ResumePlan, aplan, plan
@@ -69,10 +67,25 @@ from .replay import (
 from .storage import Journal, RunStatus, open_journal
 from .storage.rdj import export_run
 
-try:
-    __version__ = importlib.metadata.version("redrive")
-except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
-    __version__ = "0"
+
+def __getattr__(name: str) -> str:
+    """``redrive.__version__``: the installed distribution's version, read on first use.
+
+    Reading the installed metadata at import cost every process a scan of
+    ``sys.path`` (PEP 562 module ``__getattr__``); ``"0"`` in a source checkout
+    that is not installed. Raises AttributeError for any other missing name.
+    """
+    if name != "__version__":
+        raise AttributeError(f"module 'redrive' has no attribute {name!r}")
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("redrive")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
+        version = "0"
+    globals()["__version__"] = version
+    return version
+
 
 __all__ = [
     "AppendConflictError",

@@ -4,10 +4,13 @@ Usage: ``python -m tests.integrations.agent_child SCENARIO JOURNAL EFFECTS BASE_
 The agent is asked to apologise to a customer; the model (the scripted server
 at BASE_URL) calls the tool ``send_email`` once, then answers. The tool's
 side effect is a line appended and fsynced to EFFECTS, outside the process.
-MODE is ``live`` (record or resume) or ``offline`` (``live=False``: replay only).
+MODE is ``live`` (record or resume), ``offline`` (``live=False``: replay only), or
+``live,offline``: the two in turn in this one fresh process, each with the journal
+opened afresh, the offline phase starting only once a line arrives on stdin (so
+the parent can check the server and the side-effect log between them).
 With ``KILL_IN_TOOL=1`` the process SIGKILLs itself inside the tool body,
 after the side effect and before its result is journaled.
-The last line printed is ``{"output": ...}``.
+Each phase's last line printed is ``{"output": ...}``.
 """
 
 from __future__ import annotations
@@ -193,7 +196,11 @@ async def _litellm(scenario: str, effects: str, base_url: str) -> Any:
 
 
 async def main(scenario: str, journal_path: str, effects: str, base_url: str, mode: str) -> None:
-    """Run the scenario's agent once inside ``redrive.run`` and print its output."""
+    """Run the scenario's agent inside ``redrive.run`` once per phase of ``mode``.
+
+    ``mode`` is ``live``, ``offline`` or ``live,offline``; each phase prints its
+    output as ``{"output": ...}``, and a later phase waits for a line on stdin.
+    """
     family = scenario.split("-")[0]
     drive = {
         "agents": _agents,
@@ -201,15 +208,18 @@ async def main(scenario: str, journal_path: str, effects: str, base_url: str, mo
         "langchain": _langchain,
         "litellm": _litellm,
     }[family]
-    journal = redrive.open_journal(journal_path)
-    try:
-        async with redrive.run(
-            journal, RUN_ID, input={"prompt": PROMPT}, live=mode == "live"
-        ) as run:
-            output = run.finish(await drive(scenario, effects, base_url))
-    finally:
-        journal.close()
-    print(json.dumps({"output": output}))
+    for index, phase in enumerate(mode.split(",")):
+        if index:
+            sys.stdin.readline()  # the parent's go-ahead
+        journal = redrive.open_journal(journal_path)
+        try:
+            async with redrive.run(
+                journal, RUN_ID, input={"prompt": PROMPT}, live=phase == "live"
+            ) as run:
+                output = run.finish(await drive(scenario, effects, base_url))
+        finally:
+            journal.close()
+        print(json.dumps({"output": output}), flush=True)
 
 
 if __name__ == "__main__":
