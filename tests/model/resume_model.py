@@ -50,8 +50,9 @@ Rules implemented (CONTRACT = /work/wt/CONTRACT.md, "Cn"; DESIGN invariant numbe
 * R10 (C5, I17) Advice: a FORK only before a step with no finished or in-flight
   side-effecting step at or after it; otherwise PERSON first, then RESUME
   ``{"code": "recorded"}``. A blocked step: RESOLVE first.
-* R11 (I12, I13) Status: success -> ``succeeded``; a crash, a blocked step or a
-  divergence leave the run ``running`` (resumable); an approval with no decision
+* R11 (I12, I13) Status: success -> ``succeeded``; a kill, a blocked step or a
+  divergence leave the run ``running`` (resumable), an error the run was told is
+  retryable ``paused`` (resumable, issue 25); an approval with no decision
   -> ``suspended``. A finished run replays only: a step it never recorded is
   ReplayMissError.
 * R12 (C10) what-changed and check call a run unreplayable exactly where the strict
@@ -433,7 +434,10 @@ def attempt(
         if stop.error == "suspended":
             j.status = "suspended"
         elif j.status != "succeeded":
-            j.status = "running"
+            # R11: an error the run was told is retryable that ends it pauses it (resumable,
+            # kind retries_exhausted); a kill, a divergence or a blocked step leave it running
+            retryable = stop.error == "crash" and crash is not None and crash.how == "retryable"
+            j.status = "paused" if retryable else "running"
         out.status = j.status
         return out
     j.status = sim.out.status = "succeeded"
