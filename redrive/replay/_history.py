@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from ..frames import Frame, Kind
+from ._pause import PAUSED_NOTE as _PAUSED
 from ._steps import RecordedStep
 from ._usage import RESUMED
 
@@ -37,8 +38,8 @@ class Event:
     """One thing that happened to a run.
 
     Attributes:
-        kind: ``"interrupted"``, ``"suspended"``, ``"resumed"``, ``"resolved"``,
-            ``"recovered"`` or ``"decided"``.
+        kind: ``"interrupted"``, ``"suspended"``, ``"paused"``, ``"resumed"``,
+            ``"resolved"``, ``"recovered"`` or ``"decided"``.
         at: when, seconds since the epoch (an interruption: when the stopped
             execution wrote its last frame).
         seq: the frame it is read from (an interruption: the last frame before it).
@@ -120,8 +121,15 @@ def run_events(frames: Iterable[Frame]) -> list[Event]:
             if before is not None:
                 gap = frame.at - before.at
                 waited = before.kind == Kind.NOTE.value and before.name == _APPROVAL_REQUESTED
-                what = "suspended" if waited else "interrupted"
-                why = "waiting for a decision" if waited else "stopped (crash, kill or timeout)"
+                paused = before.kind == Kind.NOTE.value and before.name == _PAUSED
+                what = "suspended" if waited else "paused" if paused else "interrupted"
+                why = (
+                    "waiting for a decision"
+                    if waited
+                    else f"paused ({_pause_text(before)})"
+                    if paused
+                    else "stopped (crash, kill or timeout)"
+                )
                 events.append(
                     Event(
                         kind=what,
@@ -200,6 +208,15 @@ def run_events(frames: Iterable[Frame]) -> list[Event]:
         if not (marks and events[-1].kind in ("resumed", "resolved", "recovered")):
             last_step_frame = frame  # what ran last (a resolution comes between executions)
     return sorted(events, key=lambda e: e.at)  # an interruption is read at its resume
+
+
+def _pause_text(note: Frame) -> str:
+    """``kind: reason`` of a ``paused`` note (see :mod:`._pause`), for one line."""
+    data = note.data().get("data")
+    if not isinstance(data, dict):
+        return "reason not recorded"
+    kind, reason = data.get("kind"), data.get("reason")
+    return f"{kind}: {reason}" if reason else str(kind)
 
 
 def own_time(step: RecordedStep, listed: list[Frame]) -> tuple[float, float | None, bool]:

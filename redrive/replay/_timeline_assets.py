@@ -36,7 +36,7 @@ pre{background:#f7f7f7;padding:6px;overflow:auto;max-height:300px;margin:4px 0 4
 .event{display:grid;grid-template-columns:40px 210px 1fr 190px;gap:6px;align-items:center;padding:2px 0;font-size:11px;border-top:1px dashed #eee}
 .event .what{font-weight:bold}.event.ev-interrupted .what,.event.ev-suspended .what{color:#b00}
 .bar.gap{background:repeating-linear-gradient(135deg,#f3b0b0 0 4px,#fff 4px 8px);border:1px solid #d64a4a}
-.bar.gap.suspended{background:repeating-linear-gradient(135deg,#fde7b0 0 4px,#fff 4px 8px);border-color:#e0a020}
+.bar.gap.suspended,.bar.gap.paused{background:repeating-linear-gradient(135deg,#fde7b0 0 4px,#fff 4px 8px);border-color:#e0a020}
 .bar.mark{width:3px;min-width:3px;background:#6a4ad6}
 .usage{font-size:12px;margin:2px 0 6px}
 #divergence{border:1px solid #d64a4a;background:#fff5f5;padding:6px;margin:6px 0;border-radius:6px}

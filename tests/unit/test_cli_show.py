@@ -134,3 +134,54 @@ def test_show_marks_interruptions_resolutions_usage_and_savings(
     # the step's duration ends where its worker stopped, not at the resolution
     assert pay["duration_ms"] <= (interrupted["at"] - started) * 1000 + 0.001
     assert shown["info"]["usage"]["saved"]["calls"] == 1
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_show_and_view_mark_a_pause_and_the_resume_after_it(
+    face: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: a paused run's stop is named as a pause with its kind and reason (not as a
+    crash), with the time until the resume; the page carries the same event."""
+    import asyncio
+    import json
+
+    from redrive.replay import render_run
+
+    class Upstream(ConnectionError):
+        """A provider outage that outlasted the client's retries."""
+
+    db = str(tmp_path / "p.duckdb")
+    journal = redrive.open_journal(db)
+
+    def attempt(fail: bool) -> None:
+        if face == "sync":
+            with redrive.run(journal, "p:1", retryable=(Upstream,)) as run:
+                redrive.now()
+                if fail:
+                    raise Upstream("503 from the provider")
+                run.finish("ok")
+            return
+
+        async def main() -> None:
+            async with redrive.run(journal, "p:1", retryable=(Upstream,)) as run:
+                redrive.now()
+                if fail:
+                    raise Upstream("503 from the provider")
+                run.finish("ok")
+
+        asyncio.run(main())
+
+    with pytest.raises(Upstream):
+        attempt(True)
+    assert journal.get_run("p:1").status == "paused"  # type: ignore[union-attr]
+    attempt(False)
+    page = render_run(journal, "p:1")
+    journal.close()
+    capsys.readouterr()
+    assert cli.main(["--journal", db, "show", "p:1"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "paused after seq 2: worker " in out
+    assert "paused (retries_exhausted: Upstream: 503 from the provider)" in out
+    assert "interrupted after" not in out and "resumed at seq 3 by worker " in out
+    data = json.loads(page.split('id="redrive-data">', 1)[1].split("</script>", 1)[0])
+    assert "paused" in json.dumps(data)
