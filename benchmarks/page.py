@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any
 
+from .report import full_report
+
 INTRO = """\
 # Performance
 
@@ -47,8 +49,6 @@ def _int_keys(value: Any) -> Any:
 
 def render(data: dict[str, Any]) -> str:
     """The whole page (Markdown) for one run's figures, as ``scripts/bench`` prints them."""
-    from .run import full_report
-
     data = _int_keys(data)
     return f"{INTRO}\n## The run\n\n{full_report(data)}\n"
 

@@ -104,11 +104,14 @@ def plain_loop(
     return pairs * 2 if checksum >= 0 else 0
 
 
-class LiveCallReached(Exception):
-    """Raised by the resume benchmark's model stub at the first live call."""
+class LiveCallReached(KeyboardInterrupt):
+    """Raised by the resume benchmark's model stub at the first live call.
 
-    #: A ConnectionError-like stop: the run stays resumable.
-    retryable = True
+    A ``KeyboardInterrupt``, as a process stopped there (a signal, a timeout,
+    a deploy) leaves the run: ``running`` and resumable, with nothing more
+    written. (An ``Exception`` would be a transient error that outlasted its
+    retries: the run would stop ``paused``, and each resume write its notes.)
+    """
 
 
 @redrive.model(name="model:stub-1")  # type: ignore[untyped-decorator]
