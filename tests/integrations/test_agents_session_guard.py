@@ -12,6 +12,9 @@ left untouched; a ``RecordedSession`` runs; outside a run a bare session runs.
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,20 @@ from tests.integrations.conftest import need
 from tests.sdkserver import Reply, serve
 
 ANSWER = "Hello there."
+
+
+@pytest.fixture(autouse=True)
+def _collect_the_sdks_loops() -> Iterator[None]:
+    """Finalize the event loops and clients the SDK's ``run_sync`` leaves behind, here.
+
+    Left to a later garbage collection, their ``__del__`` (a ResourceWarning) can run
+    inside CPython 3.11's AST constructor while pytest rewrites a module another test
+    imports, which then fails with "AST constructor recursion depth mismatch".
+    """
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
 
 
 def _chat() -> Reply:

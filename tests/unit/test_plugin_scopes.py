@@ -6,11 +6,28 @@ live is counted outside pytest (a log file, or the scripted server's requests).
 
 from __future__ import annotations
 
+import gc
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _no_garbage_of_earlier_tests() -> Iterator[None]:
+    """Finalize what earlier tests left unclosed before a sandbox pytest runs in this process.
+
+    The in-process sandbox collects unraisable exceptions: a socket an earlier test's
+    client left open, finalized during the sandbox's run, would fail the sandbox's test.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+    yield
+
 
 CONFTEST = """
 import pathlib
