@@ -102,6 +102,9 @@ def main(argv: list[str]) -> int:
 
     signum = {"int": signal.SIGINT, "term": signal.SIGTERM}.get(sig)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a deploy's graceful stop
+    # Python's own SIGINT handler, as an interactive or supervised process has it: a parent
+    # started in the background (a shell without job control) hands down SIG_IGN
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def hook(boundary: str, info: dict[str, Any]) -> None:
         if signum is not None and boundary == point and info["name"] == name:
