@@ -89,6 +89,28 @@ _HOW_TO = (
 )
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Import every module of redrive before the first test (their asserts rewritten now).
+
+    pytest rewrites the asserts of the plugin's package (redrive) when a module is first
+    imported. A module first imported by a test, while a garbage collection finalizes
+    what an earlier test left open (an event loop, a socket: a ResourceWarning from
+    ``__del__``), can fail inside CPython 3.11's AST constructor with "AST constructor
+    recursion depth mismatch". Imported here, no test's garbage exists yet. A module whose
+    optional extra is not installed is skipped as it would be anyway.
+    """
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.walk_packages(redrive.__path__, "redrive."):
+        if module.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(module.name)
+        except Exception:  # an optional extra missing: the tests that need it skip
+            continue
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add ``--runslow`` (run tests marked ``slow``)."""
     parser.addoption("--runslow", action="store_true", default=False, help="run tests marked slow")
