@@ -105,7 +105,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     import pkgutil
 
     for module in pkgutil.walk_packages(redrive.__path__, "redrive."):
-        if module.name.endswith("__main__"):
+        # the demo registers tools at import: they would join every run's fingerprint
+        if module.name.endswith("__main__") or module.name.startswith("redrive.demo"):
             continue
         try:
             importlib.import_module(module.name)
