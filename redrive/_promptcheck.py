@@ -4,9 +4,12 @@ What ``redrive what-changed --no-replay`` (:func:`redrive.what_changed` with
 ``replay=False``) compares: the fingerprint holds the hashes of the system
 prompts the run's model steps sent (:func:`redrive.replay.recorded_prompts`);
 the current code's prompts are the string literals of the entrypoint's
-package, read from the source files on disk now (every module of the
-entrypoint's top-level package that is imported, compiled again so an edit
-since the import counts). Each recorded prompt is then:
+module and of every module of its top-level package that it imports,
+directly or through others (the import statements of the source on disk,
+those inside functions included), each compiled again from the file on disk
+so an edit since the import counts. What else the process happens to have
+imported does not count: a worker process and the process that started it
+give the same answer. Each recorded prompt is then:
 
 - ``same``: a literal of the code equals it, or literals of the code cover at
   least half of it (a prompt built at run time from literals and values,
@@ -28,7 +31,9 @@ every request exactly, whitespace included.
 
 from __future__ import annotations
 
+import ast
 import difflib
+import importlib.util
 import sys
 from collections.abc import Iterable
 from types import CodeType
@@ -79,31 +84,77 @@ def _literals(code: CodeType) -> Iterable[str]:
                 yield from (c for c in const if isinstance(c, str))
 
 
+def _source(name: str) -> str | None:
+    """The path of module ``name``'s ``.py`` source file, or None (none, or not found)."""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None) if module is not None else None
+    if path is None:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError, AttributeError):
+            return None
+        path = spec.origin if spec is not None else None
+    return path if isinstance(path, str) and path.endswith(".py") else None
+
+
+def _imported(tree: ast.AST, name: str, is_package: bool) -> Iterable[str]:
+    """The module names the import statements of module ``name`` (parsed as ``tree``) name."""
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".") if package else []
+                keep = len(parts) - (node.level - 1)
+                if keep <= 0:
+                    continue
+                base = ".".join(parts[:keep] + ([node.module] if node.module else []))
+            elif node.module:
+                base = node.module
+            else:
+                continue
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+
+
 def code_strings(entrypoint: str) -> set[str]:
-    """The string literals of the imported modules of ``entrypoint``'s top-level package.
+    """The string literals of ``entrypoint``'s module and the modules of its package it imports.
 
     Args:
-        entrypoint: ``"package.module:function"`` (imported already: its modules
-            are looked up in :data:`sys.modules`).
+        entrypoint: ``"package.module:function"``.
 
     Returns:
-        Every literal (docstrings included) of each module's source file as it
-        is on disk now; a module without a readable ``.py`` source is skipped.
+        Every literal (docstrings included) of the entrypoint's module and of
+        each module of the same top-level package reached from it through
+        import statements (anywhere in a module's source, inside functions
+        too), read from the source files as they are on disk now; a module
+        without a readable ``.py`` source, or that does not parse, is skipped.
+        The answer depends on the code on disk only, not on what else this
+        process has imported.
     """
-    top = entrypoint.partition(":")[0].split(".")[0]
+    first = entrypoint.partition(":")[0]
+    top = first.split(".")[0]
     found: set[str] = set()
-    for name, module in list(sys.modules.items()):
-        if name != top and not name.startswith(top + "."):
+    seen: set[str] = set()
+    todo = [first]
+    while todo:
+        name = todo.pop()
+        if name in seen or (name != top and not name.startswith(top + ".")):
             continue
-        path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or not path.endswith(".py"):
+        seen.add(name)
+        path = _source(name)
+        if path is None:
             continue
         try:
             with open(path, encoding="utf-8") as fh:
-                code = compile(fh.read(), path, "exec", dont_inherit=True)
+                text = fh.read()
+            tree = ast.parse(text, path)
+            code = compile(tree, path, "exec", dont_inherit=True)
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
             continue
         found.update(_literals(code))
+        todo.extend(_imported(tree, name, path.endswith("__init__.py")))
     return found
 
 

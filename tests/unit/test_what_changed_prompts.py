@@ -163,3 +163,43 @@ def test_whitespace_layout_is_no_change(words: list[str], indent: int, breaks: l
     assert same.verdict == "same"
     (edited,) = judge_prompts([(1, "h", sent.replace("answer", "respond"))], {literal, "x"})
     assert (edited.verdict, edited.closest) == ("edited", literal)
+
+
+def test_code_read_is_what_the_entrypoint_imports_not_what_the_process_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The code's prompts are the entrypoint's module and the package modules it imports
+    (at the top or inside a function, absolute or relative), not every module of the package
+    this process happens to have imported: another module holding the old prompt, imported by
+    an earlier test or a tool, does not hide an edit (a `check --jobs` worker agrees with the
+    process that started it)."""
+    from redrive._promptcheck import code_strings
+
+    top = f"pkg_{uuid.uuid4().hex[:8]}"
+    (tmp_path / top / "sub").mkdir(parents=True)
+    (tmp_path / top / "__init__.py").write_text("")
+    (tmp_path / top / "sub" / "__init__.py").write_text("")
+    (tmp_path / top / "agent.py").write_text(
+        "from . import tone\n"
+        "def run():\n"
+        f"    from {top}.sub.prompts import SYSTEM\n"
+        "    return SYSTEM + tone.TONE\n"
+    )
+    (tmp_path / top / "tone.py").write_text('TONE = "Answer politely and in one sentence."\n')
+    (tmp_path / top / "sub" / "prompts.py").write_text(
+        'SYSTEM = "You are a refund assistant. Look the order up first."\n'
+    )
+    (tmp_path / top / "unrelated.py").write_text('OLD = "You are a refund assistant."\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module(f"{top}.agent")
+        importlib.import_module(f"{top}.unrelated")  # in sys.modules, never imported by the agent
+        strings = code_strings(f"{top}.agent:run")
+        assert "You are a refund assistant. Look the order up first." in strings
+        assert "Answer politely and in one sentence." in strings
+        assert "You are a refund assistant." not in strings
+        (verdict,) = judge_prompts([(1, "h", "You are a refund assistant. Be brief.")], strings)
+        assert verdict.verdict == "edited"
+    finally:
+        for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+            del sys.modules[name]
