@@ -19,8 +19,10 @@ import redis
 from celery import Celery
 
 from redrive.storage.postgres import PostgresJournal
+from tests.queues.agent import turn_of
 from tests.queues.bench import TRIALS, Bench, bench, wait_for
 from tests.queues.celery_app import make_app
+from tests.sdkserver import Received, Reply
 
 pytestmark = [pytest.mark.crash, pytest.mark.postgres]
 
@@ -205,3 +207,44 @@ def test_several_workers_and_duplicate_jobs_run_each_side_effect_once(
     for job in jobs:
         celery_bench.bench.assert_once(job)
         assert set(celery_bench.bench.outcomes(job)) <= {"busy", "done"}
+
+
+def test_a_rate_limited_model_call_pauses_the_run_and_celery_retries_it_later(
+    celery_bench: CeleryBench, pg_url: str, queue_schema: str
+) -> None:
+    """The model refuses the second turn of a job once with 429 and ``Retry-After: 1`` (after
+    the ticket was opened): the run stops ``paused`` with the refusal as its reason, the
+    delivery's verdict is ``paused`` and Celery retries the job after the countdown; the
+    retry resumes the run: the ticket and the first model call replay, the refused turn is
+    asked again, the job succeeds. One ticket, one email, the refused turn asked twice."""
+    bench = celery_bench.bench
+    refused: list[str] = []
+    answer = bench.server.respond
+
+    def refuse_once(request: Received) -> Reply:
+        job, turn = turn_of(request)
+        if job.startswith("paused") and turn == 1 and job not in refused:
+            refused.append(job)
+            error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}
+            return Reply(status=429, body={"error": error}, headers={"retry-after": "1"})
+        return answer(request)
+
+    bench.server.respond = refuse_once
+    try:
+        for trial in range(TRIALS):
+            job = f"paused{trial}"
+            task_id = celery_bench.send(job)
+            _finished(celery_bench, pg_url, queue_schema, [job])
+            print(bench.account(job))
+            assert refused.count(job) == 1
+            assert bench.model_calls(job) == {0: 1, 1: 2, 2: 1}, bench.logs()[-3000:]
+            assert len(bench.started(job, "open_ticket")) == 1
+            assert len(bench.started(job, "send_email")) == 1
+            outcomes = bench.outcomes(job)
+            # the broker may hand out a copy of a delivery held past its visibility timeout
+            # (busy, then done by replay): at least once, each side effect still once
+            assert outcomes["paused"] == 1 and outcomes["done"] >= 1, outcomes
+            assert set(outcomes) <= {"paused", "busy", "done"}, outcomes
+            assert celery_bench.state(task_id).state == "SUCCESS"
+    finally:
+        bench.server.respond = answer
