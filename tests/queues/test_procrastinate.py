@@ -21,8 +21,10 @@ import pytest
 
 from redrive.queues.procrastinate import requeue_stalled
 from redrive.storage.postgres import PostgresJournal
+from tests.queues.agent import turn_of
 from tests.queues.bench import TRIALS, Bench, bench, wait_for
 from tests.queues.procrastinate_app import make_app
+from tests.sdkserver import Received, Reply
 
 pytestmark = [pytest.mark.crash, pytest.mark.postgres]
 
@@ -187,3 +189,40 @@ def test_several_workers_and_duplicate_jobs_run_each_side_effect_once(
     for job in jobs:
         _succeeded(pq, job, ids[job])
         pq.bench.assert_once(job)
+
+
+def test_a_rate_limited_model_call_pauses_the_run_and_the_job_is_retried_later(
+    pq: ProcrastinateBench,
+) -> None:
+    """The model refuses a job's second turn once with 429 and ``Retry-After: 1`` (after the
+    ticket was opened): the run stops ``paused``, the delivery's verdict is ``paused`` and
+    the retry strategy schedules the job again; the retry resumes the run (the ticket and the
+    first model call replay, the refused turn is asked again) and the job succeeds. One
+    ticket, one email, the refused turn asked twice."""
+    bench = pq.bench
+    refused: list[str] = []
+    answer = bench.server.respond
+
+    def refuse_once(request: Received) -> Reply:
+        job, turn = turn_of(request)
+        if job.startswith("paused") and turn == 1 and job not in refused:
+            refused.append(job)
+            error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}
+            return Reply(status=429, body={"error": error}, headers={"retry-after": "1"})
+        return answer(request)
+
+    bench.server.respond = refuse_once
+    try:
+        for trial in range(TRIALS):
+            job = f"paused{trial}"
+            job_id = pq.send(job)
+            _succeeded(pq, job, [job_id])
+            print(bench.account(job))
+            assert refused.count(job) == 1
+            assert bench.model_calls(job) == {0: 1, 1: 2, 2: 1}, bench.logs()[-3000:]
+            assert len(bench.started(job, "open_ticket")) == 1
+            assert len(bench.started(job, "send_email")) == 1
+            outcomes = bench.outcomes(job)
+            assert outcomes["paused"] == 1 and outcomes["done"] == 1, outcomes
+    finally:
+        bench.server.respond = answer
