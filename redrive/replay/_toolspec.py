@@ -144,10 +144,64 @@ def error_payload(exc: BaseException, retryable: bool) -> dict[str, Any]:
     }
     if retry_requested(exc):  # a retry signal: the next same call continues this operation
         payload["retry_requested"] = True
+    fields = _plain_fields(exc)
+    if fields:
+        payload["fields"] = fields
     notes = getattr(exc, "__notes__", None)  # PEP 678: kept, so the replayed error has them
     if isinstance(notes, list) and notes:
         payload["notes"] = [note for note in notes if isinstance(note, str)]
     return payload
+
+
+def _plain_fields(exc: BaseException) -> dict[str, Any]:
+    """The exception's own attributes (``vars(exc)``) that are plain values, canonical form.
+
+    What a loop reads off a caught error besides its message (``err.code``,
+    ``err.status``): kept so the replayed error has them. Attributes holding
+    objects (a request, a response, a client) are left out; so are private
+    (``_x``) and dunder names.
+    """
+    out: dict[str, Any] = {}
+    for name, value in getattr(exc, "__dict__", {}).items():
+        if not isinstance(name, str) or name.startswith("_"):
+            continue
+        try:
+            out[name] = canonical(value, f"error.{name}")
+        except TypeError:
+            continue
+    return out
+
+
+def _rebuilt(cls: type[Exception], args: list[Any], error: dict[str, Any]) -> Exception | None:
+    """An instance of ``cls`` whose message is the recorded one, or None.
+
+    First ``cls(*args)``; when its ``__init__`` wants other arguments (keyword-only
+    ones, objects such as httpx's ``request=``/``response=``), the instance is made
+    without calling it: ``cls.__new__(cls, *args)`` with the recorded ``args`` and plain
+    attributes set back. Either is kept only when ``str()`` of it is the recorded
+    message, so the replayed error reads as the live one did.
+    """
+    message = error.get("message")
+    try:
+        made: Exception | None = cls(*args)
+    except Exception:
+        made = None
+    try:
+        if made is not None and str(made) == message:
+            return made
+    except Exception:
+        pass
+    fields = error.get("fields")
+    try:
+        bare = cls.__new__(cls, *args)
+        bare.args = tuple(args)
+        if isinstance(fields, dict):
+            for name, value in fields.items():
+                if isinstance(name, str) and not name.startswith("_"):
+                    setattr(bare, name, value)
+        return bare if str(bare) == message else None
+    except Exception:  # a __str__ that needs what was left out, a slotted class: not rebuilt
+        return None
 
 
 def _with_notes(exc: BaseException, error: dict[str, Any]) -> BaseException:
@@ -166,8 +220,11 @@ def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> Ba
     Its recorded ``__notes__`` (PEP 678 ``add_note``) are added back to it.
 
     The type is only looked up in modules already imported (a journal never
-    causes an import), must be an Exception subclass, and must accept the
-    recorded ``args``.
+    causes an import) and must be an Exception subclass; it is rebuilt from the
+    recorded ``args`` (and, for a type whose ``__init__`` takes other
+    arguments, without calling it, its plain attributes set back: see
+    :func:`_rebuilt`), and only when the rebuilt error's message is the
+    recorded one.
     """
     module = sys.modules.get(str(error.get("module")))
     obj: Any = module
@@ -175,11 +232,8 @@ def rebuild_error(run_id: str, seq: int, tool: str, error: dict[str, Any]) -> Ba
         obj = getattr(obj, part, None) if obj is not None else None
     args = error.get("args")
     if isinstance(obj, type) and issubclass(obj, Exception) and isinstance(args, list):
-        try:
-            rebuilt = obj(*args)
-        except Exception:
-            rebuilt = None
-        if rebuilt is not None and str(rebuilt) == error.get("message"):
+        rebuilt = _rebuilt(obj, args, error)
+        if rebuilt is not None:
             return _with_notes(rebuilt, error)
     return _with_notes(
         RecordedToolError(
