@@ -1,7 +1,8 @@
 """Replay against the cost of decoding, canonical encode against msgpack, resume against LangGraph.
 
-Usage: ``python -m benchmarks.replay_cost [--quick]`` (prints a table and the
-goals of issue 26, items 2 and 3).
+Usage: ``python -m benchmarks.replay_cost [--quick] [--only replay,encode,resume,pytest]
+[--resume 1000,10000]`` (prints a table and the goals of issue 26, items 2, 3 and 5;
+``--only`` runs some figures, ``--resume`` picks the resume sizes).
 
 Every ratio compares two figures measured interleaved, round by round, in the
 same window (the machine is shared and noisy: read the ratios, not the times);
@@ -40,6 +41,7 @@ from typing import Any
 import msgpack
 
 from . import workload as w
+from .rows import fmt_spread
 
 __all__ = [
     "canonical_encode",
@@ -90,7 +92,7 @@ def canonical_encode(*, rounds: int = 9, count: int = 2000) -> dict[str, float]:
     return {"encode_s": enc, "pack_s": pack, "ratio": enc / pack}
 
 
-def replay_per_frame(steps: int = 1000, *, rounds: int = 5) -> dict[str, float]:
+def replay_per_frame(steps: int = 1000, *, rounds: int = 5) -> dict[str, Any]:
     """Median seconds per replayed frame and per msgpack pack+unpack of a frame, interleaved.
 
     Args:
@@ -98,7 +100,8 @@ def replay_per_frame(steps: int = 1000, *, rounds: int = 5) -> dict[str, float]:
         rounds: replays (each followed by as many pack+unpack as the run has frames).
 
     Returns:
-        ``frames``, ``replay_frame_s``, ``msgpack_frame_s`` and ``ratio``.
+        ``frames``, ``replay_frame_s``, ``msgpack_frame_s`` and ``ratio`` (medians);
+        ``replay_samples`` and ``ratio_samples`` (per round).
     """
     import redrive
     from redrive.storage.duckdb import DuckDBJournal
@@ -125,7 +128,14 @@ def replay_per_frame(steps: int = 1000, *, rounds: int = 5) -> dict[str, float]:
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     rep, base = statistics.median(ours), statistics.median(floor)
-    return {"frames": frames, "replay_frame_s": rep, "msgpack_frame_s": base, "ratio": rep / base}
+    return {
+        "frames": frames,
+        "replay_frame_s": rep,
+        "msgpack_frame_s": base,
+        "ratio": rep / base,
+        "replay_samples": ours,
+        "ratio_samples": [a / b for a, b in zip(ours, floor, strict=True)],
+    }
 
 
 def _peer(system: str, what: str, n: int, directory: str) -> dict[str, Any]:
@@ -160,7 +170,7 @@ def _peer(system: str, what: str, n: int, directory: str) -> dict[str, Any]:
 
 def resume_vs_langgraph(
     sizes: tuple[int, ...], work: str, *, rounds: int = 3
-) -> dict[int, dict[str, float]]:
+) -> dict[int, dict[str, Any]]:
     """Median in-process resume seconds of redrive (DuckDB) and LangGraph, interleaved per round.
 
     Each system records an interrupted run of N steps once (``benchmarks.peers``
@@ -168,7 +178,8 @@ def resume_vs_langgraph(
     (a resume stops at the first live call, so the run stays resumable).
 
     Returns:
-        By N: ``redrive_s``, ``langgraph_s`` (medians), ``ratio``; or ``error``.
+        By N: ``redrive_s``, ``langgraph_s`` (medians), ``ratio``, ``redrive_samples`` and
+        ``ratio_samples`` (per round); or ``error``.
     """
     out: dict[int, dict[str, Any]] = {}
     for n in sizes:
@@ -184,7 +195,14 @@ def resume_vs_langgraph(
                     times[system].append(_peer(system, "resume", n, d)["resume_s"])
             ours = statistics.median(times["redrive-duckdb"])
             peer = statistics.median(times["langgraph"])
-            out[n] = {"redrive_s": ours, "langgraph_s": peer, "ratio": ours / peer}
+            pairs = zip(times["redrive-duckdb"], times["langgraph"], strict=True)
+            out[n] = {
+                "redrive_s": ours,
+                "langgraph_s": peer,
+                "ratio": ours / peer,
+                "redrive_samples": times["redrive-duckdb"],
+                "ratio_samples": [a / b for a, b in pairs],
+            }
         except Exception as exc:
             out[n] = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
@@ -266,14 +284,29 @@ def _pytest_child(tests: int, rounds: int) -> dict[str, float]:
     }
 
 
-def measure(quick: bool, work: str) -> dict[str, Any]:
-    """Every figure of this module (``--quick``: resume @1,000 only, fewer rounds)."""
-    return {
-        "replay": replay_per_frame(1000, rounds=3 if quick else 5),
-        "encode": canonical_encode(),
-        "resume": resume_vs_langgraph((1000,) if quick else (1000, 10_000), work),
-        "pytest": pytest_per_test(100 if quick else 300, rounds=3 if quick else 5),
+#: The figures of this module, by name (``--only`` picks some).
+FIGURES = ("replay", "encode", "resume", "pytest")
+
+
+def measure(
+    quick: bool,
+    work: str,
+    only: tuple[str, ...] = FIGURES,
+    resume_sizes: tuple[int, ...] | None = None,
+) -> dict[str, Any]:
+    """Every figure of this module, or those ``only`` names.
+
+    ``--quick``: resume @1,000 only, fewer rounds; ``resume_sizes`` overrides the
+    resume sizes (``(10_000,)`` measures the slow row alone).
+    """
+    sizes = resume_sizes or ((1000,) if quick else (1000, 10_000))
+    make: dict[str, Callable[[], Any]] = {
+        "replay": lambda: replay_per_frame(1000, rounds=3 if quick else 5),
+        "encode": canonical_encode,
+        "resume": lambda: resume_vs_langgraph(sizes, work),
+        "pytest": lambda: pytest_per_test(100 if quick else 300, rounds=3 if quick else 5),
     }
+    return {name: make[name]() for name in FIGURES if name in only}
 
 
 def _us(seconds: float) -> str:
@@ -283,9 +316,25 @@ def _us(seconds: float) -> str:
 Row = tuple[str, str, str, str, bool | None]
 
 
-def _ratio_row(label: str, ours: float, ratio: float, floor: str, goal: float, unit: str) -> Row:
-    """A row whose figure is a ratio to a floor or peer, met when within ``goal``."""
-    return (label, f"{_us(ours)} ({ratio:.1f}x)", floor, f"<= {goal:.0f}x{unit}", ratio <= goal)
+def _ratio_row(
+    label: str,
+    ours: float,
+    ratio: float,
+    floor: str,
+    goal: float,
+    unit: str,
+    samples: dict[str, Any] | None = None,
+) -> Row:
+    """A row whose figure is a ratio to a floor or peer, met when within ``goal``.
+
+    ``samples`` (the figure's dict) adds the p10-p90 spread of its rounds when it holds
+    ``ratio_samples`` (per-round ratios, each of two figures measured in the same round).
+    """
+    figure = f"{_us(ours)} ({ratio:.1f}x)"
+    rounds = (samples or {}).get("ratio_samples")
+    if rounds and len(rounds) > 1:
+        figure += f"; per round {fmt_spread(rounds, unit='x')}"
+    return (label, figure, floor, f"<= {goal:.0f}x{unit}", ratio <= goal)
 
 
 def goal_rows(data: dict[str, Any]) -> list[Row]:
@@ -295,7 +344,9 @@ def goal_rows(data: dict[str, Any]) -> list[Row]:
     if rep:
         floor = f"msgpack pack+unpack of a 2 KB frame {_us(rep['msgpack_frame_s'])} (interleaved)"
         label = f"replay per frame, DuckDB, {rep['frames']:,} frames"
-        rows.append(_ratio_row(label, rep["replay_frame_s"], rep["ratio"], floor, REPLAY_GOAL, ""))
+        rows.append(
+            _ratio_row(label, rep["replay_frame_s"], rep["ratio"], floor, REPLAY_GOAL, "", rep)
+        )
     else:
         rows.append(("replay per frame, DuckDB", "not run", "-", f"<= {REPLAY_GOAL:g}x", None))
     enc = data.get("encode")
@@ -318,7 +369,8 @@ def goal_rows(data: dict[str, Any]) -> list[Row]:
             rows.append((label, f"not run: {r['error'][:120]}", "-", "-", None))
             continue
         floor = f"LangGraph SqliteSaver {_us(r['langgraph_s'])}"
-        rows.append(_ratio_row(label, r["redrive_s"], r["ratio"], floor, RESUME_GOAL, " LangGraph"))
+        unit = " LangGraph"
+        rows.append(_ratio_row(label, r["redrive_s"], r["ratio"], floor, RESUME_GOAL, unit, r))
     pt = data.get("pytest")
     if pt:
         cpu_ms = pt["added_cpu_s"] * 1e3
@@ -339,9 +391,25 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--pytest-child"]:
         print(json.dumps(_pytest_child(int(argv[1]), int(argv[2]))))
         return
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.replay_cost")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, resume @1,000 only")
+    parser.add_argument(
+        "--only", default=",".join(FIGURES), help=f"comma-separated figures of {FIGURES}"
+    )
+    parser.add_argument(
+        "--resume", default="", metavar="N,N", help="resume sizes (e.g. 1000,10000; slow)"
+    )
+    args = parser.parse_args(argv)
+    only = tuple(name for name in args.only.split(",") if name)
+    unknown = set(only) - set(FIGURES)
+    if unknown:
+        parser.error(f"unknown figures {sorted(unknown)}; choose from {FIGURES}")
+    sizes = tuple(int(n) for n in args.resume.split(",") if n) or None
     work = tempfile.mkdtemp(prefix="redrive-replay-cost-")
     try:
-        data = measure("--quick" in argv, work)
+        data = measure(args.quick, work, only, sizes)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("| figure | redrive | floor or peer | goal | verdict |")

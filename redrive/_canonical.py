@@ -108,7 +108,7 @@ import xxhash
 
 from ._canonical_decode import _ext as _ext
 from ._canonical_decode import decode
-from ._canonical_fast import fast_encode
+from ._canonical_fast import fast_encode, fast_pack
 from ._canonical_types import (
     _EXT_BIGINT,
     _EXT_DATE,
@@ -412,6 +412,9 @@ def _canonical(value: Any, path: str, _depth: int) -> Any:
 
 def pack_tree(tree: Any) -> bytes:
     """Pack a tree already made canonical (by :func:`canonical`) into msgpack bytes."""
+    fast = fast_pack(tree)  # compiled, for the plain types (the same bytes)
+    if fast is not None:
+        return fast
     return msgpack.packb(tree, use_bin_type=True, use_single_float=False)  # type: ignore[no-any-return]
 
 

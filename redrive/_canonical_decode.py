@@ -133,9 +133,15 @@ def decode(data: bytes) -> Any:
                 data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
             ),
         )
-    if len(data) > MAX_DEPTH:  # shorter bytes cannot nest deeper (one byte per level at least)
+    if len(data) > MAX_DEPTH and len(data) - len(data.translate(None, _HEADS)) > MAX_DEPTH:
+        # each level is a map or array header byte somewhere in the bytes (an ext's body
+        # too): bytes with no more of those bytes than MAX_DEPTH cannot nest deeper
         _check_depth(value)
     return value
+
+
+#: Every byte that starts a msgpack map or array (fixmap, fixarray, array 16/32, map 16/32).
+_HEADS: Final = bytes(range(0x80, 0xA0)) + bytes((0xDC, 0xDD, 0xDE, 0xDF))
 
 
 def _untrusted(what: str, unpack: Callable[[], Any]) -> Any:

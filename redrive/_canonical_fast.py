@@ -35,11 +35,11 @@ from typing import Any, Final, NoReturn
 
 import ormsgpack
 
-__all__ = ["fast_encode"]
+__all__ = ["fast_encode", "fast_pack"]
 
-_OPTIONS: Final = (
-    ormsgpack.OPT_SORT_KEYS
-    | ormsgpack.OPT_PASSTHROUGH_BIG_INT
+#: Every type but the exact plain ones goes to the ``default`` hook (which refuses it).
+_PLAIN_ONLY: Final = (
+    ormsgpack.OPT_PASSTHROUGH_BIG_INT
     | ormsgpack.OPT_PASSTHROUGH_DATACLASS
     | ormsgpack.OPT_PASSTHROUGH_DATETIME
     | ormsgpack.OPT_PASSTHROUGH_ENUM
@@ -47,6 +47,7 @@ _OPTIONS: Final = (
     | ormsgpack.OPT_PASSTHROUGH_TUPLE
     | ormsgpack.OPT_PASSTHROUGH_UUID
 )
+_OPTIONS: Final = ormsgpack.OPT_SORT_KEYS | _PLAIN_ONLY
 
 #: Ext header bytes (ext 8/16/32, fixext 1-16): an ext value anywhere refuses the bytes
 #: (each looked for with ``bytes.find`` of an int: one ``memchr``).
@@ -87,4 +88,22 @@ def fast_encode(value: Any) -> bytes | None:
         if at + 1 < len(out) and out[at + 1] in _FLOAT_SUSPECT:
             return None
         at = out.find(_FLOAT64, at + 1)
+    return out
+
+
+def fast_pack(tree: Any) -> bytes | None:
+    """Return ``msgpack.packb(tree)`` as :func:`redrive._canonical.pack_tree` packs it, or None.
+
+    For a tree already canonical (or any tree: the bytes are msgpack's either
+    way): dict order kept as it is (no sorting), floats as float64, ints in
+    their smallest form, ``str`` and ``bytes`` as str and bin. Anything but the
+    exact plain types (an ext value, a tuple, a subclass, a big int...) or a
+    non-``str`` map key makes ormsgpack refuse, and the caller packs with
+    msgpack. A Hypothesis property holds the two to the same bytes
+    (``tests/unit/test_canonical_fast.py``).
+    """
+    try:
+        out: bytes = ormsgpack.packb(tree, default=_refuse, option=_PLAIN_ONLY)
+    except (TypeError, ValueError, _Refused, ormsgpack.MsgpackEncodeError):
+        return None
     return out

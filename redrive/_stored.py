@@ -337,12 +337,39 @@ def _revive(node: Any, depth: int) -> Any:
     return node
 
 
+#: Ext header bytes (ext 8/16/32, fixext 1-16): bytes without any of them hold no ext value.
+_EXT_HEADS = (0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8)
+
+
+def _too_deep(node: Any, depth: int) -> None:
+    """Raise as :func:`_revive` does when a part of a plain tree sits deeper than MAX_DEPTH."""
+    children: Any = node.values() if type(node) is dict else node
+    if children and depth >= MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    for child in children:
+        if type(child) is list or type(child) is dict:
+            _too_deep(child, depth + 1)
+
+
 def unpack_value(data: bytes) -> Any:
     """Unpack ext 10's bytes into the value's tree (enum and codec parts left :class:`Tagged`).
+
+    Bytes with no ext header byte anywhere hold no marked array and no ext
+    leaf: msgpack's own lists and dicts are then the tree, with no second walk
+    (:func:`_revive`'s result is the same; text or bytes that merely hold such
+    a byte take the full path, which costs time, not correctness).
 
     Raises:
         ValueError: malformed bytes (msgpack's own errors included).
     """
+    for head in _EXT_HEADS:
+        if data.find(head) >= 0:
+            break
+    else:
+        plain = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
+        if len(data) > MAX_DEPTH and (type(plain) is list or type(plain) is dict):
+            _too_deep(plain, 0)  # shorter bytes cannot nest deeper
+        return plain
     tree = msgpack.unpackb(
         data, raw=False, strict_map_key=False, ext_hook=_leaf_hook, use_list=False
     )
@@ -415,6 +442,32 @@ def rebuild(value: Any, *, where: str = "$") -> Any:
         TypeError: an enum class that is not imported, or a codec that is not registered.
         Whatever a codec's ``decode`` or the enum's lookup raises.
     """
+    if not _holds_tagged(value):
+        return value  # the usual case: one walk that allocates nothing
+    return _rebuild(value, where)
+
+
+def _holds_tagged(value: Any) -> bool:
+    """True when ``value`` is or holds a :class:`Tagged` part (what :func:`rebuild` replaces)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return False
+    if kind is Tagged:
+        return True
+    if kind is dict:
+        for k, v in value.items():
+            if type(v) is not str and _holds_tagged(v):
+                return True
+            if type(k) is not str and _holds_tagged(k):
+                return True
+        return False
+    if kind is list or kind is tuple or kind is set or kind is frozenset:
+        return any(type(item) is not str and _holds_tagged(item) for item in value)
+    return isinstance(value, Tagged)
+
+
+def _rebuild(value: Any, where: str) -> Any:
+    """:func:`rebuild`'s walk, for a value that holds :class:`Tagged` parts."""
     if isinstance(value, Tagged):
         return _resolve(Tagged(value.kind, value.name, rebuild(value.value, where=where)), where)
     kind = type(value)

@@ -154,3 +154,46 @@ def test_decode_of_any_bytes_gives_a_value_or_value_error(data: bytes) -> None:
     """Random bytes and hostile ext values decode or raise ValueError, nothing else."""
     with contextlib.suppress(ValueError):
         decode(data)
+
+
+def _decoded(data: bytes) -> tuple[str, str]:
+    try:
+        return "ok", repr(decode(data))
+    except ValueError as exc:
+        return "error", str(exc)
+
+
+def _walked(data: bytes) -> tuple[str, str]:
+    """The reference: decode, then always walk the tree for its depth."""
+    import msgpack
+
+    from redrive._canonical_decode import _check_depth, _ext_hook
+
+    try:
+        value = msgpack.unpackb(
+            data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
+        )
+        _check_depth(value)
+    except ValueError as exc:
+        return "error", str(exc)
+    return "ok", repr(value)
+
+
+@given(
+    st.integers(MAX_DEPTH - 4, MAX_DEPTH + 4),
+    st.sampled_from(["list", "dict", "prefix"]),
+    st.text(max_size=300),
+)
+def test_depth_is_judged_as_a_full_walk_judges_it(depth: int, inner: str, filler: str) -> None:
+    """decode skips the depth walk only where it cannot find anything: same value, same error.
+
+    The kind: nesting around the bound, through maps, arrays and prefix
+    references, next to text whose UTF-8 holds the header bytes that are counted.
+    """
+    node: Any = [filler]
+    for level in range(depth):
+        node = {"k": node, "t": filler} if inner == "dict" and level % 2 else [node]
+    if inner == "prefix":  # ext 9: [count, tail]
+        node = msgpack.ExtType(9, msgpack.packb([0, [node]], use_bin_type=True))
+    data = msgpack.packb({"pad": filler, "top": node}, use_bin_type=True)
+    assert _decoded(data) == _walked(data)

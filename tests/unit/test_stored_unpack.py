@@ -1,0 +1,63 @@
+"""The ext-free shortcut of :func:`redrive._stored.unpack_value` gives what the full walk gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+from hypothesis import given
+from hypothesis import strategies as st
+
+from redrive._canonical_types import MAX_DEPTH
+from redrive._stored import _leaf_hook, _revive, encode_value, unpack_value
+from tests.unit.test_handed_values import handed_values
+
+
+def _reference(data: bytes) -> Any:
+    """The full path: tuples from msgpack, every ext through the leaf hook, then the revive walk."""
+    tree = msgpack.unpackb(
+        data, raw=False, strict_map_key=False, ext_hook=_leaf_hook, use_list=False
+    )
+    return _revive(tree, 0)
+
+
+def _outcome(fn: Any, data: bytes) -> tuple[str, str]:
+    try:
+        value = fn(data)
+    except Exception as exc:
+        return "error", f"{type(exc).__name__}: {exc}"
+    return "ok", f"{type(value).__name__}: {value!r}"
+
+
+@given(handed_values)
+def test_any_handed_value_unpacks_as_the_full_walk_unpacks_it(value: Any) -> None:
+    """The kind: every stored value (with ext parts or without) comes back the same."""
+    data = encode_value(value)
+    assert _outcome(unpack_value, data) == _outcome(_reference, data)
+
+
+_plain = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text() | st.binary(),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=3) | st.integers() | st.tuples(st.integers()), inner)
+    ),
+    max_leaves=10,
+)
+
+
+@given(_plain)
+def test_hostile_plain_bytes_unpack_or_fail_as_the_full_walk(tree: Any) -> None:
+    """Arbitrary msgpack (array map keys included): the same value or the same error."""
+    data = msgpack.packb(tree, use_bin_type=True)  # a tuple key packs as an array
+    assert _outcome(unpack_value, data) == _outcome(_reference, data)
+
+
+@given(st.integers(MAX_DEPTH - 3, MAX_DEPTH + 3), st.sampled_from(["list", "dict", "leaf"]))
+def test_nesting_at_the_limit_is_judged_as_the_full_walk_judges_it(depth: int, inner: str) -> None:
+    """At and around 256 levels, empty or holding a leaf: accepted or refused alike."""
+    node: Any = {"k": 1} if inner == "dict" else [] if inner == "list" else [1]
+    for _ in range(depth):
+        node = [node]
+    data = msgpack.packb(node, use_bin_type=True)
+    assert _outcome(unpack_value, data) == _outcome(_reference, data)
