@@ -53,7 +53,7 @@ from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
 
-__all__ = ["UNKNOWN_TASK", "TaskSteps", "kept_seqs", "kept_tasks", "rerun_tasks", "task_of_caller"]
+__all__ = ["UNKNOWN_TASK", "TaskSteps", "kept_tasks", "rerun_tasks", "task_of_caller"]
 
 #: the task a step is filed under when no LangGraph task's config is in its context
 UNKNOWN_TASK = ""
@@ -137,7 +137,7 @@ def rerun_tasks(snapshot: Any, *, superseded: bool, prefix: str = "") -> set[str
         prefix: the path of the parent task (``""`` at the top).
 
     Returns:
-        Rerun marks for :func:`kept_seqs`: the path of each task run again
+        Rerun marks for :func:`kept_tasks`: the path of each task run again
         (every pending task when ``superseded``, else those with no saved
         result), and ``path + "|*"`` where every step under it is kept (its
         subgraph's state is unknown, or the resume is superseded).
@@ -181,8 +181,3 @@ def kept_tasks(by_task: Mapping[str, Any], rerun: set[str]) -> dict[str, list[in
         for task, seqs in by_task.items()
         if _rerun(task, rerun)
     }
-
-
-def kept_seqs(by_task: Mapping[str, Any], rerun: set[str]) -> set[int]:
-    """The seqs of the steps a resume keeps askable (every seq of :func:`kept_tasks`)."""
-    return {seq for seqs in kept_tasks(by_task, rerun).values() for seq in seqs}
