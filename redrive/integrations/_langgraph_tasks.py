@@ -20,7 +20,18 @@ itself, then a tool, then interrupt):
 * :func:`rerun_tasks` reads, from the checkpoint a resume starts from, the
   tasks LangGraph will run again (every task of it when the thread has moved
   past it, else those without saved writes);
-* :func:`kept_seqs` joins the two.
+* :func:`kept_tasks` joins the two.
+
+A task run again may stop before it asks a step it asked in an earlier
+invocation: its ``interrupt()`` (or a sibling call's, in a ``ToolNode``)
+gets out first, and a call not yet begun is refused (langgraph#6533's shape:
+a charge and two interrupting calls in one turn). The step is still the
+task's, unanswered by the checkpointer, and the task runs again on the next
+resume: so the steps a resume kept are filed under their task in the next
+note whether or not they were asked again (``TaskSteps(carried)``). Filed
+only under what the invocation asked, the charge fell out of the note, the
+next resume took it as answered by the checkpointer, and the task's rerun
+charged the card again.
 
 A step no task's context names (made by a thread that lost LangGraph's
 context) is filed under ``""`` and always kept: if asked again it replays,
@@ -42,7 +53,7 @@ from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
 
-__all__ = ["UNKNOWN_TASK", "TaskSteps", "kept_seqs", "rerun_tasks", "task_of_caller"]
+__all__ = ["UNKNOWN_TASK", "TaskSteps", "kept_tasks", "rerun_tasks", "task_of_caller"]
 
 #: the task a step is filed under when no LangGraph task's config is in its context
 UNKNOWN_TASK = ""
@@ -81,11 +92,18 @@ class TaskSteps:
 
     Pass :meth:`saw` to :func:`redrive.replay.watch_steps`; :meth:`by_task`
     is what the interrupt note stores.
+
+    Args:
+        carried: steps filed before the invocation began (``{task path: seqs}``):
+            those a resume kept askable (:func:`kept_tasks`), which stay the
+            task's even if this invocation stops before asking them again.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, carried: Mapping[str, Any] | None = None) -> None:
         self._lock = threading.Lock()
-        self._seqs: dict[str, set[int]] = {}
+        self._seqs: dict[str, set[int]] = {
+            task: {int(seq) for seq in seqs} for task, seqs in (carried or {}).items()
+        }
 
     def saw(self, seq: int) -> None:
         """File step ``seq`` under the task of the calling flow (never raises)."""
@@ -119,7 +137,7 @@ def rerun_tasks(snapshot: Any, *, superseded: bool, prefix: str = "") -> set[str
         prefix: the path of the parent task (``""`` at the top).
 
     Returns:
-        Rerun marks for :func:`kept_seqs`: the path of each task run again
+        Rerun marks for :func:`kept_tasks`: the path of each task run again
         (every pending task when ``superseded``, else those with no saved
         result), and ``path + "|*"`` where every step under it is kept (its
         subgraph's state is unknown, or the resume is superseded).
@@ -146,16 +164,20 @@ def _rerun(path: str, marks: set[str]) -> bool:
     return any(SEP.join(parts[:end]) + _ALL in marks for end in range(1, len(parts)))
 
 
-def kept_seqs(by_task: Mapping[str, Any], rerun: set[str]) -> set[int]:
-    """The seqs of the steps a resume keeps askable: those of tasks run again, and unnamed ones.
+def kept_tasks(by_task: Mapping[str, Any], rerun: set[str]) -> dict[str, list[int]]:
+    """The entries of ``by_task`` whose steps a resume keeps askable: tasks run again, unnamed.
 
     Args:
         by_task: the interrupt note's ``tasks`` map (``{task path: [seq, ...]}``;
             notes written before subgraphs were followed hold top-level ids).
         rerun: :func:`rerun_tasks` of the checkpoint the resume starts from.
+
+    Returns:
+        ``{task path: sorted seqs}``: what the resume keeps, and what the
+        invocation's :class:`TaskSteps` carries into the next note.
     """
-    kept: set[int] = set()
-    for task, seqs in by_task.items():
-        if _rerun(task, rerun):
-            kept.update(int(seq) for seq in seqs)
-    return kept
+    return {
+        task: sorted(int(seq) for seq in seqs)
+        for task, seqs in by_task.items()
+        if _rerun(task, rerun)
+    }

@@ -30,7 +30,10 @@ make the two agree:
    checkpointer's state, except the steps of the graph tasks LangGraph runs
    again from the checkpoint the resume starts from (model or tool: a card
    charged, a model paid before the interrupt is not paid again). The note
-   records which task asked each step (:mod:`._langgraph_tasks`). Tool calls
+   records which task asked each step (:mod:`._langgraph_tasks`), and keeps
+   filing the steps a resume kept under their task until the task finishes,
+   asked again or not (a rerun task may stop at the next interrupt before
+   it asks them: the next resume must still replay them). Tool calls
    the graph left running when it stopped (``asyncio.gather`` in an async
    ``ToolNode`` lets the interrupt out first) are waited for before the run
    suspends, so their outcomes are journaled.
@@ -46,7 +49,6 @@ Outside a run they are ``graph.invoke`` / ``graph.ainvoke``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -73,7 +75,7 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
 
     raise missing_extra("langgraph", "langchain", err) from err
 
-from ._langgraph_tasks import TaskSteps, kept_seqs, rerun_tasks
+from ._langgraph_tasks import UNKNOWN_TASK, TaskSteps, kept_tasks, rerun_tasks
 
 __all__ = ["InterruptResumedElsewhereError", "ainvoke", "invoke"]
 
@@ -122,19 +124,34 @@ class _Interrupt:
     #: the seq of the last model step before the note (the rule of such older notes)
     last_model: int
 
-    def keep(self, start: Any, *, superseded: bool) -> Callable[[RecordedStep], bool]:
-        """Which earlier steps stay askable when the resume starts from snapshot ``start``.
+    def resume_from(self, run: Run, start: Any, *, superseded: bool) -> dict[str, list[int]]:
+        """Mark the steps before the note answered, except those the resume asks again.
 
-        The steps of the tasks LangGraph runs again from ``start``
-        (:func:`rerun_tasks`; ``superseded``: the thread has moved past it),
-        model or tool. A note written before tasks were recorded keeps the
-        tool steps after the last model step before it.
+        Kept askable: the steps of the tasks LangGraph runs again from
+        snapshot ``start`` (:func:`rerun_tasks`; ``superseded``: the thread
+        has moved past it), model or tool. A note written before tasks were
+        recorded keeps the tool steps after the last model step before it.
+
+        Returns:
+            The kept steps by task path (``""`` for such an older note's):
+            the invocation carries them into its own note (:class:`TaskSteps`),
+            asked again or not, since their task runs again until it finishes.
         """
-        if self.tasks is None:
-            turn = self.last_model
-            return lambda step: step.kind == "tool" and step.seq > turn
-        kept = kept_seqs(self.tasks, rerun_tasks(start, superseded=superseded))
-        return lambda step: step.seq in kept
+        if self.tasks is not None:
+            carried = kept_tasks(self.tasks, rerun_tasks(start, superseded=superseded))
+            kept = {seq for seqs in carried.values() for seq in seqs}
+            answered_before(run, self.seq, lambda step: step.seq in kept)
+            return carried
+        turn, older = self.last_model, set[int]()
+
+        def keep(step: RecordedStep) -> bool:
+            if step.kind == "tool" and step.seq > turn:
+                older.add(step.seq)
+                return True
+            return False
+
+        answered_before(run, self.seq, keep)
+        return {UNKNOWN_TASK: sorted(older)} if older else {}
 
 
 def _last_interrupt(run: Run, thread: str) -> _Interrupt | None:
@@ -300,17 +317,18 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
         return graph.invoke(input, config, **options)
     latest = graph.get_state(config)
     found = _resuming(run, input, config, latest)
+    carried: dict[str, list[int]] = {}
     if found is not None:
         moved = found.checkpoint != _checkpoint_of(latest)
         # subgraphs=True: a subgraph task's state is its own snapshot (what it runs again)
         start = graph.get_state(
             _pinned(config, found.checkpoint) if moved else config, subgraphs=True
         )
-        answered_before(run, found.seq, found.keep(start, superseded=moved))
+        carried = found.resume_from(run, start, superseded=moved)
     used, delete = _before(run, config, latest, found)
     if delete:
         graph.checkpointer.delete_thread(_thread(config))
-    tasks, open_before = TaskSteps(), open_tools(run)
+    tasks, open_before = TaskSteps(carried), open_tools(run)
     stop = watch_steps(run, tasks.saw)
     try:
         output = graph.invoke(input, used, **options)
@@ -331,17 +349,18 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
         return await graph.ainvoke(input, config, **options)
     latest = await graph.aget_state(config)
     found = _resuming(run, input, config, latest)
+    carried: dict[str, list[int]] = {}
     if found is not None:
         moved = found.checkpoint != _checkpoint_of(latest)
         # subgraphs=True: a subgraph task's state is its own snapshot (what it runs again)
         start = await graph.aget_state(
             _pinned(config, found.checkpoint) if moved else config, subgraphs=True
         )
-        answered_before(run, found.seq, found.keep(start, superseded=moved))
+        carried = found.resume_from(run, start, superseded=moved)
     used, delete = _before(run, config, latest, found)
     if delete:
         await graph.checkpointer.adelete_thread(_thread(config))
-    tasks, open_before = TaskSteps(), open_tools(run)
+    tasks, open_before = TaskSteps(carried), open_tools(run)
     stop = watch_steps(run, tasks.saw)
     try:
         output = await graph.ainvoke(input, used, **options)

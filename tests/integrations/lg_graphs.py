@@ -91,3 +91,71 @@ def tool_node_graph(
     builder.add_conditional_edges("model", tools_condition)
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=checkpointer)
+
+
+def parallel_tools_graph(
+    base: str,
+    names: list[str],
+    charge_body: Callable[[int], str],
+    checkpointer: Any,
+    clients: list[Any],
+    before: Callable[[str], None],
+) -> Any:
+    """The ToolNode pattern with any number of parallel calls (langgraph#6533's shape).
+
+    Args:
+        base: the scripted server's base URL.
+        names: the tools, ``charge_N`` (a ``restart_safe=False`` redrive tool whose body
+            is ``charge_body(N)``) or ``ask_N`` (calls ``interrupt(name)``).
+        charge_body: the side effect of ``charge_N``; its result is the tool's result.
+        checkpointer: the graph's checkpointer.
+        clients: httpx clients made are appended here (the caller closes them).
+        before: called with the tool's name in its call, before its redrive step
+            or its ``interrupt()`` (to force an order of the parallel calls).
+    """
+    from langchain_core.tools import BaseTool
+    from langchain_core.tools import tool as plain_tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+    from langgraph.types import interrupt
+
+    from redrive.integrations.langchain import tool
+
+    def charging(name: str) -> BaseTool:
+        number = int(name.rsplit("_", 1)[1])
+
+        @tool(name=name, restart_safe=False)
+        def charge(amount: int) -> str:
+            """Charge the card."""
+            return charge_body(number)
+
+        @plain_tool(name)
+        def call(amount: int) -> str:
+            """Charge the card."""
+            before(name)
+            return str(charge.invoke({"amount": amount}))
+
+        return call
+
+    def asking(name: str) -> BaseTool:
+        @plain_tool(name)
+        def ask(question: str) -> str:
+            """Ask the person in charge."""
+            before(name)
+            return str(interrupt(question))
+
+        return ask
+
+    tools = [charging(name) if name.startswith("charge") else asking(name) for name in names]
+    llm = recorded_llm(base, tools, clients)
+
+    def call_model(state: Any) -> dict[str, Any]:
+        return {"messages": [llm.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", ToolNode(tools))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=checkpointer)
