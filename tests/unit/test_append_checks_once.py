@@ -1,8 +1,9 @@
-"""The append's checks of what the in-process writer built run once, with the same verdicts.
+"""The record path's shortcuts (issue 26) give the verdicts of the full checks.
 
 Issue 26 (record path): the chain of a frame :func:`make_frame` built is not hashed a
 second time when the journal checks it after the chain it was built on; a run row that
-passed :func:`run_problem` is not checked again; the hex rule is a regular expression.
+passed :func:`run_problem` is not checked again; the hex rule is a regular expression;
+the scrubber's test for signed content spells its field table out.
 Each shortcut must give the verdict of the full check, for every value.
 """
 
@@ -15,6 +16,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from redrive import _signed
 from redrive.frames import GENESIS, ChainCheck, Frame, Kind, make_frame
 from redrive.storage import RunRecord, _validate, run_problem
 from tests.conftest import examples
@@ -122,3 +124,24 @@ def test_a_row_gets_the_same_verdict_every_time_and_only_a_passing_row_is_rememb
     assert (_validate._ROWS_PASSED.get(id(row)) is row) == (first is None)
     assert run_problem(row) == first
     assert run_problem(attrs.evolve(row)) == first  # a new object: checked in full
+
+
+@settings(max_examples=examples(default=100, ci=200, thorough=2000), deadline=None)
+@given(
+    st.dictionaries(
+        st.one_of(
+            st.sampled_from([*_signed.SIGNED_FIELDS, "type", "Encrypted_content", "signature"]),
+            st.text(max_size=6),
+            st.integers(),
+        ),
+        st.one_of(st.sampled_from(sorted(_signed.SIGNED_TYPES)), st.text(max_size=6), st.none()),
+        max_size=4,
+    )
+)
+def test_signed_is_the_rule_of_its_tables(node: dict[Any, Any]) -> None:
+    """The scrubber's fast ``signed`` says what its tables say (SIGNED_TYPES, SIGNED_FIELDS)."""
+    kind = node.get("type")
+    rule = (type(kind) is str and kind in _signed.SIGNED_TYPES) or any(
+        field in node for field in _signed.SIGNED_FIELDS
+    )
+    assert _signed.signed(node) == rule
