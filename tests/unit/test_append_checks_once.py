@@ -110,7 +110,8 @@ def rows(draw: st.DrawFn) -> RunRecord:
             ]
         )
     )
-    return attrs.evolve(row, **{field: draw(values)})
+    changes: dict[str, Any] = {field: draw(values)}
+    return attrs.evolve(row, **changes)
 
 
 @settings(max_examples=examples(default=100, ci=200, thorough=2000), deadline=None)
