@@ -17,6 +17,7 @@ text, holds no NUL (Postgres ``TEXT`` refuses it). Run ids follow
 from __future__ import annotations
 
 import math
+import re
 import weakref
 from typing import Any, Final
 
@@ -35,7 +36,8 @@ FRAME_FIELDS: Final = frozenset(
 )
 _KINDS: Final = frozenset(k.value for k in Kind)
 _STATUSES: Final = frozenset(s.value for s in RunStatus)
-_HEX: Final = frozenset("0123456789abcdef")
+#: 32 lowercase hex digits, the whole string (``fullmatch``: no trailing newline either)
+_HEX32: Final = re.compile("[0-9a-f]{32}")
 
 
 def _count(value: Any) -> str | None:
@@ -76,7 +78,7 @@ def _text(value: Any, *, optional: bool = False, nul: bool = False) -> str | Non
 def _hex32(value: Any, *, empty: bool = False) -> str | None:
     if empty and value == "":
         return None
-    if isinstance(value, str) and len(value) == 32 and set(value) <= _HEX:
+    if isinstance(value, str) and _HEX32.fullmatch(value) is not None:
         return None
     return f"expected 32 lowercase hex digits, got {_brief(value)}"
 
@@ -135,8 +137,17 @@ def frame_problem(frame: Frame) -> str | None:
     return found
 
 
+#: Run rows that passed :func:`run_problem`, by identity, while they live: a row is
+#: frozen (its fields are str, int, float, bytes or None), so the row a journal made
+#: after one append and checked is not checked again as the row the next append reads.
+_ROWS_PASSED: weakref.WeakValueDictionary[int, RunRecord] = weakref.WeakValueDictionary()
+
+
 def run_problem(record: RunRecord) -> str | None:
     """Check every field of a run row: its type and range, its status, its output.
+
+    A row object that passed once passes again without a second look (it is
+    frozen: its fields cannot change).
 
     Args:
         record: the row, as read or about to be written.
@@ -145,6 +156,8 @@ def run_problem(record: RunRecord) -> str | None:
         None when the row can be stored on every journal and read back, else
         ``"field: what is wrong"``.
     """
+    if _ROWS_PASSED.get(id(record)) is record:
+        return None
     status = record.status
     checks = (
         ("run_id", _run_id(record.run_id)),
@@ -164,6 +177,7 @@ def run_problem(record: RunRecord) -> str | None:
     for name, problem in checks:
         if problem is not None:
             return f"{name}: {problem}"
+    _ROWS_PASSED[id(record)] = record
     return None
 
 
