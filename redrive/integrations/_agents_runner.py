@@ -15,14 +15,22 @@ openai-agents 0.2 and later). :func:`install` sets a :class:`SessionGuard`
 holding the runner that was there as the default; it checks the ``session``
 argument and hands the call on unchanged. Outside a redrive run, and for a
 :class:`RecordedSession` or no session, it only hands the call on.
+
+The same holder sees a run paused for tool approvals and its continuation
+from a ``RunState`` (:mod:`._agents_state`): under a redrive run it journals
+the pause, and a continuation of a stored state resumes the run's journal
+after that pause.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from agents import RunState
+
 from ..errors import NextStep, NextStepAction, ReplayError
 from ..replay import current_run
+from ._agents_state import after_result, before_state
 from .agents_session import RecordedSession
 
 __all__ = ["SessionGuard", "UnrecordedSessionError", "install"]
@@ -73,26 +81,36 @@ class SessionGuard:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
-    def _check(self, session: Any) -> None:
-        if session is None or isinstance(session, RecordedSession):
-            return
+    def _check(self, input: Any, session: Any) -> Any:
+        """Refuse a bare session; prepare a continued ``RunState``; return the active run."""
         run = current_run()
-        if run is not None:
+        if run is None:
+            return None
+        if session is not None and not isinstance(session, RecordedSession):
             raise _refusal(run.run_id, session)
+        if isinstance(input, RunState):
+            before_state(run, input)
+        return run
 
     async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        """``AgentRunner.run``, after the session check (raises UnrecordedSessionError)."""
-        self._check(kwargs.get("session"))
-        return await self.inner.run(starting_agent, input, **kwargs)
+        """``AgentRunner.run``, after the checks (raises UnrecordedSessionError...)."""
+        run = self._check(input, kwargs.get("session"))
+        result = await self.inner.run(starting_agent, input, **kwargs)
+        if run is not None:
+            after_result(run, result)
+        return result
 
     def run_sync(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        """``AgentRunner.run_sync``, after the session check (raises UnrecordedSessionError)."""
-        self._check(kwargs.get("session"))
-        return self.inner.run_sync(starting_agent, input, **kwargs)
+        """``AgentRunner.run_sync``, after the checks (raises UnrecordedSessionError...)."""
+        run = self._check(input, kwargs.get("session"))
+        result = self.inner.run_sync(starting_agent, input, **kwargs)
+        if run is not None:
+            after_result(run, result)
+        return result
 
     def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        """``AgentRunner.run_streamed``, after the check (raises UnrecordedSessionError)."""
-        self._check(kwargs.get("session"))
+        """``AgentRunner.run_streamed``, after the checks (raises UnrecordedSessionError...)."""
+        self._check(input, kwargs.get("session"))
         return self.inner.run_streamed(starting_agent, input, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

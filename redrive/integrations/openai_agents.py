@@ -52,8 +52,15 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
     raise missing_extra("openai-agents", "agents", err) from err
 
 from ._agents_runner import UnrecordedSessionError, install
+from ._agents_state import ForeignRunStateError
 
-__all__ = ["RecordedSession", "SessionHistoryError", "UnrecordedSessionError", "function_tool"]
+__all__ = [
+    "ForeignRunStateError",
+    "RecordedSession",
+    "SessionHistoryError",
+    "UnrecordedSessionError",
+    "function_tool",
+]
 
 install()
 

@@ -41,7 +41,12 @@ def missing_extra(module: str, queue: str, extra: str, err: ImportError) -> Impo
 
 
 class Carrier(Protocol):
-    """How one queue carries out a :class:`Verdict` (see the adapters)."""
+    """How one queue carries out a :class:`Verdict` (see the adapters).
+
+    A carrier may also have ``plan(verdict) -> Verdict``: the verdict with the
+    retry delay the queue will really use (Celery caps a countdown at half the
+    broker's visibility timeout); the worker's log line then says that delay.
+    """
 
     def carry(self, verdict: Verdict) -> BaseException | None:
         """Return the exception that tells the queue what to do, or None for the run's error.
@@ -131,6 +136,9 @@ class QueueRun:
             status=None if error is not None else self.run.status,
             backoff=self._backoff,
         )
+        plan = getattr(self._carrier, "plan", None)
+        if plan is not None:  # the log says the delay the queue will use
+            verdict = plan(verdict)
         self.verdict = verdict
         level = logging.INFO if verdict.outcome in (Outcome.DONE, Outcome.BUSY) else logging.WARNING
         log.log(level, "queue job %s: %s", verdict.outcome.value, verdict.reason)

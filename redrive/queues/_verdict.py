@@ -69,6 +69,11 @@ class Outcome(enum.StrEnum):
     """The run ended failed or cancelled: no retry (a redelivery would raise the same)."""
 
 
+def retry_text(delay: float) -> str:
+    """How a verdict's ``reason`` says when the job is tried again."""
+    return f"retry in {delay:.1f} s"
+
+
 @attrs.frozen(kw_only=True)
 class Verdict:
     """One delivery's outcome and what to do with its job.
@@ -86,6 +91,13 @@ class Verdict:
     delay: float | None = None
     reason: str = ""
     error: BaseException | None = None
+
+    def delayed(self, delay: float) -> Verdict:
+        """This verdict with the delay the queue will use (``reason`` says that one)."""
+        if self.delay is None:
+            return self
+        reason = self.reason.replace(retry_text(self.delay), retry_text(delay))
+        return attrs.evolve(self, delay=delay, reason=reason)
 
     @property
     def retry(self) -> bool:
@@ -285,7 +297,7 @@ def _paused(run_id: str, error: BaseException, pause: Pause | None, backoff: flo
         run_id=run_id,
         delay=delay,
         error=error,
-        reason=f"run {run_id!r} {why}; retry in {delay:.1f} s",
+        reason=f"run {run_id!r} {why}; {retry_text(delay)}",
     )
 
 
@@ -299,10 +311,11 @@ def _status_now(journal: Journal, run_id: str) -> str | None:
 
 
 def _retry(outcome: Outcome, run_id: str, delay: float, error: Any, why: str) -> Verdict:
+    delay = max(MIN_DELAY, delay)
     return Verdict(
         outcome=outcome,
         run_id=run_id,
-        delay=max(MIN_DELAY, delay),
+        delay=delay,
         error=error,
-        reason=f"run {run_id!r}: {why} ({type(error).__name__}); retry in {delay:.1f} s",
+        reason=f"run {run_id!r}: {why} ({type(error).__name__}); {retry_text(delay)}",
     )

@@ -65,6 +65,17 @@ class CeleryCarrier:
     def __init__(self, task: Task[Any, Any]) -> None:
         self.task = task
 
+    def plan(self, verdict: Verdict) -> Verdict:
+        """``verdict`` with its countdown capped at half the broker's visibility timeout.
+
+        A countdown is held by the worker unacknowledged: past the broker's
+        visibility timeout (Redis, SQS) the broker hands out a copy of the job.
+        """
+        visibility = self._visibility_timeout()
+        if verdict.delay is None or visibility is None:
+            return verdict
+        return verdict.delayed(min(verdict.delay, visibility / 2))
+
     def carry(self, verdict: Verdict) -> BaseException | None:
         """Return Celery's ``Retry`` (the job is sent again), a parked error, or None.
 
@@ -73,12 +84,7 @@ class CeleryCarrier:
                 ``max_retries`` (Celery re-raises it; the job fails).
         """
         if verdict.retry:
-            countdown = verdict.delay
-            visibility = self._visibility_timeout()
-            if countdown is not None and visibility is not None:
-                # a countdown is held by the worker unacknowledged: past the broker's
-                # visibility timeout the broker hands out a copy of it (Redis, SQS)
-                countdown = min(countdown, visibility / 2)
+            countdown = self.plan(verdict).delay
             extra: dict[str, Any] = {}
             if verdict.outcome is Outcome.BUSY:  # the holder progresses or its lease lapses
                 extra["max_retries"] = self.task.request.retries + 1

@@ -110,6 +110,10 @@ RETRY: Final[RunRetryStrategy] = RunRetryStrategy()
 class ProcrastinateCarrier:
     """Carries a :class:`~redrive.queues.Verdict` out for a procrastinate job."""
 
+    def plan(self, verdict: Verdict) -> Verdict:
+        """``verdict`` as it is (the retry strategy waits its delay)."""
+        return verdict
+
     def carry(self, verdict: Verdict) -> BaseException | None:
         """Return :class:`RetryLater` (the strategy retries it), a parked error, or None."""
         return RetryLater(verdict) if verdict.retry else no_retry(verdict)

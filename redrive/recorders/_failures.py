@@ -19,6 +19,14 @@ The rule, the same for every library as for the wrapped SDK clients
   the library's connection, timeout, rate-limit or availability errors below;
 * anything else: not known here (the engine reads the exceptions under it).
 
+One store error is transient too, whatever wraps it: SQLite's lock timeout,
+``sqlite3.OperationalError`` with the code ``SQLITE_BUSY`` or ``SQLITE_LOCKED``
+(message ``database is locked``), raised by a session store or a checkpointer
+on SQLite (the Agents SDK's ``SQLiteSession``, LangGraph's ``SqliteSaver``,
+``aiosqlite``) while another connection holds the lock. Waiting clears it, so
+the run stays resumable (``paused``, ``retries_exhausted``). Any other
+``OperationalError`` (no such table, disk I/O, read-only file) is not read here.
+
 Sources: OpenAI and Anthropic Python SDKs, "Handling errors" (``APIConnectionError``,
 ``APITimeoutError``, ``APIStatusError.status_code``,
 https://github.com/openai/openai-python#handling-errors); httpx exceptions
@@ -127,6 +135,24 @@ def http_status(exc: BaseException) -> tuple[int, Mapping[str, Any]] | None:
     return status, headers if hasattr(headers, "get") else {}
 
 
+#: SQLite result codes of a lock another connection holds (extended codes start the same)
+_SQLITE_LOCK_CODES = ("SQLITE_BUSY", "SQLITE_LOCKED")
+#: the messages of those codes (an error raised without its code, e.g. by a wrapper library)
+_SQLITE_LOCK_TEXTS = ("database is locked", "database table is locked", "database schema is locked")
+
+
+def _sqlite_lock(exc: BaseException) -> bool:
+    """True for SQLite's lock timeout (``sqlite3.OperationalError``, busy or locked)."""
+    if not any(
+        _top(c) == "sqlite3" and c.__name__ == "OperationalError" for c in type(exc).__mro__
+    ):
+        return False
+    code = getattr(exc, "sqlite_errorname", None)
+    if isinstance(code, str):
+        return code.startswith(_SQLITE_LOCK_CODES)
+    return str(exc).strip().lower().startswith(_SQLITE_LOCK_TEXTS)
+
+
 def classify_error(exc: BaseException) -> bool | None:
     """Whether ``exc`` is a transient provider error, by :data:`ERROR_FAMILIES`.
 
@@ -134,9 +160,12 @@ def classify_error(exc: BaseException) -> bool | None:
         exc: any exception (one of the tree under what ended a run's block).
 
     Returns:
-        True (transient), False (a listed library's permanent HTTP error), or
-        None (not a listed library's, or no status and not a transient class).
+        True (transient, SQLite's lock timeout included), False (a listed
+        library's permanent HTTP error), or None (not a listed library's, or no
+        status and not a transient class).
     """
+    if _sqlite_lock(exc):
+        return True
     classes = [cls for cls in type(exc).__mro__ if _top(cls) in _MODULES]
     if not classes:
         return None

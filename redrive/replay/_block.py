@@ -308,6 +308,8 @@ class RunBlock:
                 if exc is None:
                     self._matcher.check_fully_replayed(None)
                 return
+            if exc is None and self._state.waits_at_exit and not self._state.output_set:
+                exc = Suspended(self._state.waits_at_exit)  # paused for a person, not done
             if exc is None:
                 self._flows.settle(everyone=True)
                 self._matcher.check_fully_replayed(None)

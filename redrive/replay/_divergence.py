@@ -14,7 +14,7 @@ from ..errors import DivergenceError
 from ._diff import ABSENT, caller_location, diff_values, format_diff, short
 from ._steps import RecordedStep
 
-__all__ = ["Found", "ReplayDriftWarning", "divergence_error"]
+__all__ = ["Found", "ReplayDriftWarning", "divergence_error", "grown_list"]
 
 
 class ReplayDriftWarning(UserWarning):
@@ -61,6 +61,53 @@ STORED_HISTORY_HINT = (
     "redrive.integrations.langgraph.invoke, or build the history from the run's input "
     "(see docs/framework-state.md)."
 )
+
+
+def _subsequence(short_list: list[Any], long_list: list[Any]) -> bool:
+    """True when every item of ``short_list`` is in ``long_list``, in order."""
+    items = iter(long_list)
+    return all(any(item == other for other in items) for item in short_list)
+
+
+def grown_list(recorded: Any, replayed: Any, path: str = "$") -> tuple[str, int, int] | None:
+    """The first list the replayed arguments grew: ``(path, recorded items, items added)``.
+
+    A list grew when the replayed one holds every recorded item, in order,
+    and more (a conversation history with turns inserted or appended).
+    """
+    if isinstance(recorded, dict) and isinstance(replayed, dict):
+        for key in recorded:
+            if key in replayed:
+                found = grown_list(recorded[key], replayed[key], f"{path}.{key}")
+                if found is not None:
+                    return found
+        return None
+    if isinstance(recorded, list | tuple) and isinstance(replayed, list | tuple):
+        old, new = list(recorded), list(replayed)
+        if len(new) > len(old) and _subsequence(old, new):
+            return path, len(old), len(new) - len(old)
+        if len(new) == len(old):
+            for index, (a, b) in enumerate(zip(old, new, strict=True)):
+                found = grown_list(a, b, f"{path}[{index}]")
+                if found is not None:
+                    return found
+    return None
+
+
+def _history_hint(run_id: str, grown: tuple[str, int, int]) -> str:
+    where, kept, added = grown
+    return (
+        f"  the replayed request's {where} holds the {kept} recorded items, in order, and "
+        f"{added} more: the conversation the loop sent is longer than when run {run_id!r} "
+        "recorded this step. A history the loop read from a store of its own (pydantic-ai "
+        "message_history, a saved chat, an Agents SDK session, a LangGraph checkpointer) was "
+        "most likely written by an attempt of this run that did not finish. Nothing was sent "
+        "for this step. Put the store back as it was when the run started (the recorded "
+        "request shows it) and write the run's messages to it only after run.finish "
+        "returned (or when a redelivered job finds run.finished); an Agents SDK session or a "
+        "LangGraph checkpointer redrive owns for you (RecordedSession, "
+        "redrive.integrations.langgraph.invoke; see docs/framework-state.md)."
+    )
 
 
 def divergence_error(
@@ -116,7 +163,10 @@ def divergence_error(
         lines.append(format_diff(diff))
     elif not same:
         lines.append(f"  replayed arguments: {short(found.args)}")
-    if same and step.kind == "model" and diff and all(r is ABSENT for _, r, _ in diff):
+    grown = grown_list(step.args, found.args) if same and step.kind == "model" else None
+    if grown is not None:
+        lines.append(_history_hint(run_id, grown))
+    elif same and step.kind == "model" and diff and all(r is ABSENT for _, r, _ in diff):
         lines.append(STORED_HISTORY_HINT)
     if recent:
         lines.append("  last matching steps: " + "; ".join(recent))

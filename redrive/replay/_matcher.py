@@ -171,11 +171,15 @@ class Matcher:
             closest = [
                 f"{s.describe()} args {short(s.args)}" for s in cursor.remaining() if s.kind == kind
             ][:3]
-        why = (
-            "the run already succeeded, so its journal is complete"
-            if state.finished_record is not None
-            else "this run replays only (live=False)"
-        )
+        why = "this run replays only (live=False)"
+        if state.finished_record is not None:
+            empty = not state.replayed_steps and (cursor is None or not cursor.remaining())
+            why = (
+                # true of a test fixture's stand-in for a missing recording too
+                "the run's record is finished and holds no step"
+                if empty
+                else "the run already succeeded, so its journal is complete"
+            )
         again = self._replayed_twin(kind, name, key)
         caller = caller_location()
         raise ReplayMissError(

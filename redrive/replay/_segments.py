@@ -25,6 +25,7 @@ __all__ = [
     "open_tools",
     "refuse_new_tools",
     "suspend",
+    "suspend_at_exit",
     "wait_open_tools",
     "watch_steps",
     "write_queued",
@@ -87,6 +88,23 @@ def suspend(message: str) -> Suspended:
         message: why the run waits, and what resumes it.
     """
     return Suspended(message)
+
+
+def suspend_at_exit(run: Run, why: str | None) -> None:
+    """Make a clean end of ``run``'s block without ``run.finish`` leave it ``suspended``.
+
+    A framework that returns to the loop paused for a person (an Agents SDK
+    run with tool approvals pending) has not finished: a block that then ends
+    without :meth:`~redrive.Run.finish` would otherwise record the run
+    ``succeeded`` with no output, and a later delivery could not continue it.
+    With ``why`` set, such an end records ``suspended``; ``run.finish(...)``
+    still ends it ``succeeded``. ``None`` takes it back (the framework went on).
+
+    Args:
+        run: the active run.
+        why: why the run waits and what continues it, or None.
+    """
+    run._state.waits_at_exit = why
 
 
 def watch_steps(run: Run, watcher: Callable[[int], None]) -> Callable[[], None]:

@@ -69,6 +69,9 @@ class RunState:
     ended_why: str | None = None
     #: why this execution stopped the run ``paused`` (see :mod:`._pause`), else None
     paused: Pause | None = None
+    #: why the run waits, when a block that ends cleanly without ``finish`` is to be
+    #: ``suspended`` rather than ``succeeded`` (a framework paused for a person), else None
+    waits_at_exit: str | None = None
     block_ended: tuple[str, int] | None = None
     replayed_steps: int = 0
     live_steps: int = 0

@@ -30,6 +30,8 @@ BOUNDARIES = {
     "model_2": "killed while the model call after the tool is in flight",
     "session_write": "killed right after the framework wrote its session store",
     "before_finish": "killed after the loop returned, before `run.finish`",
+    "approved": "killed after a person's approval was stored in the `RunState`, before the run "
+    "is continued",
     "error_1": "the first model call answered 503; the error reaches the job, whose worker dies",
     "error_2": "the model call after the tool answered 429; the error reaches the job, "
     "whose worker dies",
@@ -42,6 +44,7 @@ VERDICTS = {
     "model_2": "finished steps replayed, the cut call asked again, 0 duplicates",
     "session_write": "session items not written twice, resumed, 0 duplicates",
     "before_finish": "replayed to the end: 0 model calls, 0 tool runs",
+    "approved": "the stored state continued under the same run id: the tool ran once, 0 duplicates",
     "error_1": "run left resumable; the redelivery asked again and finished, 0 duplicates",
     "error_2": "run left resumable; the redelivery replayed the tool, asked again, finished, "
     "0 duplicates",
@@ -366,6 +369,31 @@ SCENARIOS: list[Scenario] = [
         "async",
         history,
         expect={"messages": 6},
+    ),
+    *(
+        Scenario(
+            name,
+            _AGENTS,
+            "agents",
+            f"tool approvals from a stored `RunState` (`needs_approval`, `{call}(agent, state)`)",
+            "own",
+            _two(chat),
+            boundaries=("model_1", "approved", "in_tool", "model_2", "before_finish"),
+            quick=quick,
+        )
+        for name, call, quick in (
+            ("agents-approval-state", "Runner.run", ("approved", "in_tool")),
+            ("agents-approval-state-sync", "Runner.run_sync", ("model_2",)),
+        )
+    ),
+    Scenario(
+        "langgraph-interrupt-async",
+        _LC,
+        "langchain",
+        "interrupts (`interrupt()`, `Command(resume=...)`, `AsyncSqliteSaver`, `ainvoke`)",
+        "own",
+        _interrupt,
+        quick=("in_tool",),
     ),
     *(
         Scenario(

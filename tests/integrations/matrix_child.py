@@ -103,10 +103,11 @@ def main(path: str) -> None:
     """Run every job of the JOBS file in order."""
     from tests.integrations.matrix_drivers import DRIVERS
     from tests.integrations.matrix_more import MORE_DRIVERS
+    from tests.integrations.matrix_state import STATE_DRIVERS
 
     for job in json.loads(Path(path).read_text()):
         os.environ[KILL_AT] = job.get("kill") or ""
-        drive, face = {**DRIVERS, **MORE_DRIVERS}[job["scenario"]]
+        drive, face = {**DRIVERS, **MORE_DRIVERS, **STATE_DRIVERS}[job["scenario"]]
         try:
             line: dict[str, Any] = {"cell": job["cell"], "output": _run_job(job, drive, face)}
         except BaseException as exc:

@@ -250,7 +250,8 @@ def _graph(job: dict[str, Any], checkpointer: Any = None, human: bool = False) -
         return {"messages": [await llm.ainvoke(state["messages"])]}
 
     builder = StateGraph(MessagesState)
-    builder.add_node("model", call_model if job["scenario"] != "langgraph-tools" else acall_model)
+    is_async = job["scenario"] in ("langgraph-tools", "langgraph-interrupt-async")
+    builder.add_node("model", acall_model if is_async else call_model)
     builder.add_node("tools", ToolNode(tools))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", tools_condition)

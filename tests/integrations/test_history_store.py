@@ -3,7 +3,9 @@
 The user's store owns the conversation before a run; the run's new messages
 go back to the store only after ``run.finish``. A store written by an
 attempt that did not finish gives the resumed run a longer history than its
-journal: the resume raises ``DivergenceError`` and asks the model nothing.
+journal: the resume raises ``DivergenceError`` and asks the model nothing; the
+error names the grown history and says to put the store back and write it
+only after ``run.finish``.
 Following the advice (the store as the run started) the run resumes and
 finishes, the email sent once. The crash-at-every-boundary version is the
 ``pydantic-history`` row of the conformance matrix.
@@ -71,9 +73,14 @@ def test_a_history_stored_before_finish_is_refused_and_the_advice_resumes(
     earlier = json.loads(started)
     store.write_bytes(json.dumps(earlier + earlier).encode())
     asked = len(server.requests)
-    with pytest.raises(redrive.DivergenceError, match="different arguments"):
+    with pytest.raises(redrive.DivergenceError, match="different arguments") as caught:
         asyncio.run(attempt())
     assert len(server.requests) == asked  # the model was asked nothing
+    # the error says what happened (the stored history grew) and what to do
+    told = str(caught.value)
+    assert "$.body.messages holds the 4 recorded items, in order, and 2 more" in told
+    assert "message_history" in told and "written by an attempt of this run" in told
+    assert "only after run.finish" in told
 
     # the advice: the store as the run started; the resume finishes, the email sent once
     store.write_bytes(started)

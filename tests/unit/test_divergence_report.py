@@ -163,3 +163,39 @@ def test_a_resume_under_a_lenient_model_rule_names_the_changed_tool_argument(
     assert "$.amount: 5 -> 6" in str(caught.value)
     assert caught.value.reason == "step"
     assert len(list(journal.frames("r"))) == frames  # nothing went live
+
+
+_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant"]), "content": st.text(max_size=8)}
+)
+
+
+@given(
+    recorded=st.lists(_message, max_size=6),
+    extra=st.lists(st.tuples(st.integers(min_value=0), _message), min_size=1, max_size=4),
+)
+def test_a_history_grown_by_any_inserted_turns_is_named(
+    recorded: list[dict[str, str]], extra: list[tuple[int, dict[str, str]]]
+) -> None:
+    """Turns inserted anywhere in a recorded history are told as a grown list, with counts."""
+    from redrive.replay._divergence import grown_list
+
+    replayed = list(recorded)
+    for at, message in extra:
+        replayed.insert(at % (len(replayed) + 1), message)
+    body = {"model": "m", "messages": recorded}
+    found = grown_list({"body": body}, {"body": {**body, "messages": replayed}})
+    assert found == ("$.body.messages", len(recorded), len(extra))
+    assert grown_list({"body": body}, {"body": body}) is None  # the same request grew nothing
+
+
+@given(recorded=st.lists(_message, min_size=1, max_size=6), data=st.data())
+def test_a_history_with_a_changed_turn_is_not_told_as_grown(
+    recorded: list[dict[str, str]], data: st.DataObject
+) -> None:
+    from redrive.replay._divergence import grown_list
+
+    at = data.draw(st.integers(min_value=0, max_value=len(recorded) - 1))
+    changed = {**recorded[at], "content": recorded[at]["content"] + "!"}
+    replayed = [*recorded[:at], changed, *recorded[at + 1 :]]
+    assert grown_list({"messages": recorded}, {"messages": replayed}) is None

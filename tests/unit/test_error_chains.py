@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
+import tempfile
 from collections.abc import Callable
 
 import httpx
@@ -61,6 +63,29 @@ def _marked(make: Callable[[], Exception], flag: bool) -> Callable[[], Exception
     return build
 
 
+def _sqlite(sql: str) -> Callable[[], Exception]:
+    """The real ``sqlite3.OperationalError`` of ``sql`` while another connection holds a lock."""
+
+    def build() -> Exception:
+        with tempfile.TemporaryDirectory() as where:
+            path = os.path.join(where, "sessions.db")
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("CREATE TABLE items (x)")
+            holder.execute("BEGIN EXCLUSIVE")  # a writer in another process, say
+            other = sqlite3.connect(path, timeout=0)
+            try:
+                other.execute(sql)
+            except sqlite3.OperationalError as exc:
+                exc.__traceback__ = None
+                return exc
+            finally:
+                other.close()
+                holder.close()
+        raise AssertionError(f"{sql!r} did not fail")
+
+    return build
+
+
 #: name -> factory: what the SDKs and frameworks raise for a brief outage
 TRANSIENT: dict[str, Callable[[], Exception]] = {
     "openai 429": _status(openai.RateLimitError, 429),
@@ -78,6 +103,8 @@ TRANSIENT: dict[str, Callable[[], Exception]] = {
     "litellm 503": _litellm(litellm.ServiceUnavailableError),
     "litellm timeout": _litellm(litellm.Timeout),
     "litellm connection": _litellm(litellm.APIConnectionError),
+    "sqlite database is locked": _sqlite("SELECT x FROM items"),
+    "sqlite locked, no code": lambda: sqlite3.OperationalError("database is locked"),
 }
 #: name -> factory: errors that are the request's answer
 PERMANENT: dict[str, Callable[[], Exception]] = {
@@ -88,6 +115,8 @@ PERMANENT: dict[str, Callable[[], Exception]] = {
     "litellm 400": _litellm(litellm.BadRequestError),
     "validation error": _validation,
     "a plain bug": lambda: KeyError("order"),
+    "sqlite no such table": lambda: sqlite3.OperationalError("no such table: items"),
+    "sqlite readonly": lambda: sqlite3.OperationalError("attempt to write a readonly database"),
 }
 #: framework wrappers that say nothing of their own about being transient
 WRAPPERS: dict[str, Callable[[], Exception]] = {

@@ -317,4 +317,7 @@ def test_a_fixture_with_no_recording_fails_in_ci_naming_the_command(
             "*record fixture 'summary' locally*pytest test_mod.py --redrive-record-mode=once*",
         ]
     )
+    # no recording exists: the error does not say the run already succeeded
+    result.stdout.fnmatch_lines(["*the run's record is finished and holds no step*"])
+    assert "already succeeded" not in result.stdout.str()
     assert _calls(pytester) == []

@@ -241,3 +241,35 @@ def test_the_adapters_name_their_extra_when_the_queue_is_not_installed() -> None
         timeout=120,
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_celery_log_line_says_the_capped_countdown(caplog: pytest.LogCaptureFixture) -> None:
+    """Celery caps a retry's countdown at half the broker's visibility timeout; the worker's
+    log line and the verdict say that countdown, not the back-off before the cap."""
+    pytest.importorskip("celery")
+    from types import SimpleNamespace
+
+    from redrive.queues.celery import CeleryCarrier
+
+    asked: list[float] = []
+
+    def retry(countdown: float, exc: Any, throw: bool, **extra: Any) -> Exception:
+        asked.append(countdown)
+        return RuntimeError("celery Retry")
+
+    app = SimpleNamespace(conf=SimpleNamespace(broker_transport_options={"visibility_timeout": 4}))
+    task: Any = SimpleNamespace(app=app, request=SimpleNamespace(retries=0), retry=retry)
+    queued = QueueRun(
+        MemoryJournal(),
+        "support:1",
+        carrier=CeleryCarrier(task),
+        backoff=30.0,
+        retryable=(ConnectionError,),
+    )
+    logged = caplog.at_level("WARNING", logger="redrive.queues")
+    with logged, pytest.raises(RuntimeError), queued:
+        raise ConnectionError("model outage")
+    assert asked == [2.0]
+    assert queued.verdict is not None and queued.verdict.delay == 2.0
+    line = [r.getMessage() for r in caplog.records if r.name == "redrive.queues"][-1]
+    assert "retry in 2.0 s" in line and "30.0" not in line

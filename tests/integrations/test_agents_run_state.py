@@ -1,0 +1,187 @@
+"""An Agents SDK run paused for tool approval and continued from a ``RunState`` the user stored.
+
+The SDK's human-in-the-loop pattern under one redrive run id: the first
+delivery stops at a ``needs_approval`` tool and stores
+``result.to_state().to_string()``; a person approves on the stored state; a
+later delivery loads it and calls ``Runner.run(agent, state)``. Before, the
+first block ended the run ``succeeded`` with no output and the continuation
+raised ``DivergenceError`` (the tool asked where the journal has the first
+model call). The state owns the history up to its pause, the journal the
+continuation (redrive/integrations/_agents_state.py). The kills between the
+deliveries are the matrix's ``agents-approval-state`` cells.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import redrive
+from tests.integrations.conftest import need
+from tests.integrations.fakeapi import FINAL, chat
+from tests.integrations.matrix_child import PROMPT, Effects
+from tests.sdkserver import serve
+
+
+@pytest.fixture(autouse=True)
+def _collect_the_sdks_loops() -> Iterator[None]:
+    """Finalize the loops and clients ``run_sync`` leaves behind here (see the session guard)."""
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+
+
+def _agent(base_url: str, effects: Path) -> tuple[Any, Any]:
+    """An agent whose ``send_email`` needs approval; each email is a line in ``effects``."""
+    import agents
+    import httpx
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+    from redrive.integrations.openai_agents import function_tool
+
+    log = Effects(str(effects))
+
+    @function_tool(restart_safe=False, recover=log.recover, needs_approval=True)
+    def send_email(to: str, body: str, idempotency_key: str) -> str:
+        """Send an email to a customer."""
+        return log.send(to, idempotency_key)
+
+    agents.set_tracing_disabled(True)
+    # no kept-alive connections: run_sync and asyncio.run each close their own loop
+    limits: Any = httpx.Limits(max_keepalive_connections=0)
+    http = DefaultAsyncHttpxClient(limits=limits)
+    raw = AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0, http_client=http)
+    model = agents.OpenAIChatCompletionsModel(model="gpt-4o", openai_client=redrive.wrap(raw))
+    return agents, agents.Agent(name="s", instructions="Help.", model=model, tools=[send_email])
+
+
+def _close_the_sdks_loop() -> None:
+    """Close the thread's default loop ``run_sync`` made and leaves open (it warns unclosed)."""
+    policy = asyncio.get_event_loop_policy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = policy.get_event_loop()
+        except RuntimeError:  # run_sync made none (refused before it ran)
+            return
+    loop.close()
+    policy.set_event_loop(None)
+
+
+def _deliver(
+    face: str, journal: Any, run_id: str, url: str, effects: Path, store: Path, **options: Any
+) -> tuple[str, Any]:
+    """One delivery: continue the stored state or start; store the state of a pause."""
+    agents, agent = _agent(url, effects)
+    given: Any = PROMPT
+    if store.exists():
+        given = asyncio.run(agents.RunState.from_string(agent, store.read_text()))
+
+    def settle(run: redrive.Run, result: Any) -> Any:
+        if result.interruptions:
+            store.write_text(result.to_state().to_string())
+            return None
+        return run.finish(result.final_output)
+
+    if face == "sync":
+        try:
+            with redrive.run(journal, run_id, **options) as run:
+                out = settle(run, agents.Runner.run_sync(agent, given))
+        finally:
+            _close_the_sdks_loop()
+        return run.status, out
+
+    async def deliver() -> tuple[str, Any]:
+        async with redrive.run(journal, run_id, **options) as run:
+            out = settle(run, await agents.Runner.run(agent, given))
+        return run.status, out
+
+    return asyncio.run(deliver())
+
+
+def _approve(url: str, effects: Path, store: Path) -> None:
+    agents, agent = _agent(url, effects)
+    state = asyncio.run(agents.RunState.from_string(agent, store.read_text()))
+    for item in state.get_interruptions():
+        state.approve(item)
+    store.write_text(state.to_string())
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_stored_state_continues_the_run_once(face: str, tmp_path: Path) -> None:
+    need("agents")
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    effects, store = tmp_path / "effects.log", tmp_path / "state.json"
+    with serve() as server:
+        server.add(chat(False), chat(True))
+        url = server.url + "/v1"
+        # the first delivery stops for approval: suspended, not succeeded with no output
+        assert _deliver(face, journal, "hitl:1", url, effects, store) == ("suspended", None)
+        assert len(server.requests) == 1 and not effects.exists()
+        _approve(url, effects, store)
+        status, output = _deliver(face, journal, "hitl:1", url, effects, store)
+        assert (status, output) == ("succeeded", FINAL)
+        assert len(server.requests) == 2
+        assert len(effects.read_text().splitlines()) == 1  # the approved tool ran once
+        # the finished run replays offline from the same stored state: nothing asked, nothing run
+        replayed = _deliver(face, journal, "hitl:1", url, effects, store, live=False)
+        assert replayed == ("succeeded", FINAL)
+        assert len(server.requests) == 2 and len(effects.read_text().splitlines()) == 1
+    journal.close()
+
+
+def test_finish_while_paused_ends_the_run_succeeded(tmp_path: Path) -> None:
+    need("agents")
+    import agents
+
+    journal = redrive.open_journal(":memory:")
+    with serve() as server:
+        server.add(chat(False))
+        _, agent = _agent(server.url + "/v1", tmp_path / "effects.log")
+        with redrive.run(journal, "hitl:2") as run:
+            result = agents.Runner.run_sync(agent, PROMPT)
+            _close_the_sdks_loop()
+            assert result.interruptions
+            run.finish("asked a person")
+    assert run.status == "succeeded" and run.output == "asked a person"
+
+
+def test_a_state_this_run_never_paused_at_is_refused(tmp_path: Path) -> None:
+    need("agents")
+    import agents
+
+    from redrive.integrations.openai_agents import ForeignRunStateError
+
+    journal = redrive.open_journal(":memory:")
+    effects, store = tmp_path / "effects.log", tmp_path / "state.json"
+    with serve() as server:
+        server.add(chat(False))
+        url = server.url + "/v1"
+        # another conversation (its own run) paused; its state is stored
+        assert _deliver("sync", journal, "hitl:other", url, effects, store)[0] == "suspended"
+        # this run paused too, but on a model reply with another call id
+        other = chat(False)
+        other.body["choices"][0]["message"]["tool_calls"][0]["id"] = "call_9"
+        server.add(other)
+        mine = tmp_path / "mine.json"
+        assert _deliver("sync", journal, "hitl:3", url, effects, mine)[0] == "suspended"
+        asked = len(server.requests)
+        _approve(url, effects, store)
+        _, agent = _agent(url, effects)
+        state = asyncio.run(agents.RunState.from_string(agent, store.read_text()))
+        with pytest.raises(ForeignRunStateError) as caught, redrive.run(journal, "hitl:3"):
+            try:
+                agents.Runner.run_sync(agent, state)
+            finally:
+                _close_the_sdks_loop()
+        assert len(server.requests) == asked and not effects.exists()  # nothing sent, nothing run
+    message = str(caught.value)
+    assert "run 'hitl:3'" in message and "send_email (call_1)" in message
+    assert "new run id" in message
