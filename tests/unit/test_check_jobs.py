@@ -61,7 +61,7 @@ def test_jobs_zero_checks_few_runs_in_this_process(monkeypatch: pytest.MonkeyPat
     import redrive._check_jobs as jobs
 
     monkeypatch.setattr(jobs, "usable_cores", lambda: 4)
-    monkeypatch.setattr(jobs.concurrent.futures, "ProcessPoolExecutor", _no_pool)
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", _no_pool)
     report = redrive.check_runs([RUNS / "pass"], import_paths=[str(ROOT)], jobs=0)
     assert [r.outcome for r in report.results] == ["passed", "passed"]
 
@@ -124,6 +124,6 @@ def test_jobs_zero_on_a_busy_machine_checks_here(
 
     folder = _many(tmp_path, jobs.PROBE_RUNS + 8)
     monkeypatch.setattr(jobs, "_others_ready", lambda: 64.0)
-    monkeypatch.setattr(jobs.concurrent.futures, "ProcessPoolExecutor", _no_pool)
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", _no_pool)
     report = redrive.check_runs([folder], import_paths=[str(ROOT)], jobs=0)
     assert len(report.results) == jobs.PROBE_RUNS + 8 and report.ok
