@@ -50,6 +50,11 @@ def _verdict(ok: bool | None) -> str:
     return "-" if ok is None else ("met" if ok else "not met")
 
 
+def _spread(values: list[float] | None) -> str:
+    """`` (min-max s)`` of alternating rounds, or nothing for an older run's single figure."""
+    return f" ({min(values):.2f}-{max(values):.2f} s)" if values else ""
+
+
 def _items_2_3_5(data: dict[str, Any]) -> list[goal_rows.Row]:
     """Issue 26 items 2, 3 and 5 (replay per frame, canonical encode, resume against
     LangGraph, pytest per test, check --jobs), from this run's figures.
@@ -81,8 +86,8 @@ def _items_2_3_5(data: dict[str, Any]) -> list[goal_rows.Row]:
             (
                 f"redrive check over {cj['runs']:,} saved runs",
                 f"--jobs 0 ({cj['cores']} cores): {cj['cores_s']:.2f} s "
-                f"({cj['one_s'] / cj['cores_s']:.2f}x faster)",
-                f"--jobs 1: {cj['one_s']:.2f} s",
+                f"({cj['one_s'] / cj['cores_s']:.2f}x faster)" + _spread(cj.get("auto")),
+                f"--jobs 1: {cj['one_s']:.2f} s" + _spread(cj.get("one")),
                 "faster than one process",
                 cj["cores_s"] < cj["one_s"],
             )

@@ -183,7 +183,9 @@ def _pytest_scale(tests: int) -> dict[str, Any]:
 
 
 def _check_jobs(runs: int, work: str) -> dict[str, Any]:
-    """Seconds of ``redrive check`` over ``runs`` saved runs, one process vs one per core."""
+    """Seconds of ``redrive check`` over ``runs`` saved runs: ``--jobs 1`` against ``--jobs 0``
+    (which measures and picks its workers), three alternating rounds, medians."""
+    import statistics
     import time
 
     directory = os.path.join(work, "check-runs")
@@ -195,8 +197,8 @@ def _check_jobs(runs: int, work: str) -> dict[str, Any]:
     )
     for i in range(runs):
         shutil.copy(saved[i % len(saved)], os.path.join(directory, f"run-{i:05d}.rdj"))
-    out: dict[str, Any] = {"runs": runs, "cores": os.cpu_count() or 1}
-    for jobs in (1, 0):
+    out: dict[str, Any] = {"runs": runs, "cores": os.cpu_count() or 1, "one": [], "auto": []}
+    for jobs in (1, 0) * 3:  # alternating rounds: both see the same load
         t0 = time.perf_counter()
         proc = subprocess.run(
             [
@@ -218,7 +220,8 @@ def _check_jobs(runs: int, work: str) -> dict[str, Any]:
         took = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError((proc.stderr or proc.stdout).strip().splitlines()[-1][:300])
-        out["one_s" if jobs == 1 else "cores_s"] = took
+        out["one" if jobs == 1 else "auto"].append(took)
+    out["one_s"], out["cores_s"] = (statistics.median(out[k]) for k in ("one", "auto"))
     shutil.rmtree(directory, ignore_errors=True)
     return out
 

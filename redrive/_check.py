@@ -19,21 +19,17 @@ collect-all or fail-fast), :func:`iter_checks` (an iterator).
 
 from __future__ import annotations
 
-import concurrent.futures
-import itertools
-import multiprocessing
 import os
-import pickle
 import shlex
-import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
+from ._check_jobs import iter_checks
 from ._entry import call_args as _call_args
 from ._entry import drive as _drive
 from ._entry import import_paths as _import_paths
@@ -341,70 +337,6 @@ def check_run(
     return result("passed", replayed_steps=run.replayed_steps)
 
 
-def _check_in_worker(source: str, import_paths: Sequence[str]) -> CheckResult:
-    """:func:`check_run` in a worker process; the result must travel back pickled."""
-    res = check_run(source, import_paths=import_paths)
-    if res.error is not None:
-        try:
-            pickle.dumps(res.error)
-        except Exception:  # an exception that cannot travel: keep its text
-            res = attrs.evolve(res, error=RuntimeError(f"{type(res.error).__name__}: {res.error}"))
-    return res
-
-
-#: ``jobs=0`` gives each worker at least this many runs (a run checks in milliseconds;
-#: starting a worker costs about as much as checking tens of them).
-MIN_RUNS_PER_WORKER = 32
-
-
-def auto_workers(runs: int) -> int:
-    """Workers at ``jobs=0``: one per CPU this process may use, at most runs // that minimum."""
-    getaffinity = getattr(os, "sched_getaffinity", None)
-    cores = len(getaffinity(0)) if getaffinity is not None else (os.cpu_count() or 1)
-    return max(1, min(cores, runs // MIN_RUNS_PER_WORKER))
-
-
-def iter_checks(
-    sources: Iterable[Source],
-    *,
-    fail_fast: bool = False,
-    import_paths: Sequence[str] = (),
-    jobs: int = 1,
-) -> Iterator[CheckResult]:
-    """Yield a :class:`CheckResult` per source (``.rdj`` paths are used as given).
-
-    With ``fail_fast`` the iteration stops after the first failing result.
-    ``jobs`` > 1 checks ``.rdj`` paths in that many worker processes (each run
-    is independent: its own copy in memory), yielding results in the order of
-    ``sources``; ``0`` means :func:`auto_workers`. ``(journal, run_id)`` sources
-    (a journal object cannot move to another process) are checked here, in order.
-    """
-    listed = list(sources)
-    workers = auto_workers(len(listed)) if jobs == 0 else jobs
-    if workers <= 1 or len(listed) <= 1 or any(isinstance(s, tuple) for s in listed):
-        for source in listed:
-            res = check_run(source, import_paths=import_paths)
-            yield res
-            if fail_fast and not res.passed:
-                return
-        return
-    paths = [os.fspath(s) for s in listed]  # type: ignore[arg-type]
-    chunk = max(1, len(paths) // (workers * 8))
-    # fork starts a worker without importing everything again (what makes small runs
-    # pay); a process with other threads alive (a progress display, a pool) spawns
-    method = "fork" if threading.active_count() == 1 and os.name == "posix" else "spawn"
-    context = multiprocessing.get_context(method)
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        results = pool.map(
-            _check_in_worker, paths, itertools.repeat(list(import_paths)), chunksize=chunk
-        )
-        for res in results:
-            yield res
-            if fail_fast and not res.passed:
-                pool.shutdown(wait=False, cancel_futures=True)
-                return
-
-
 def check_runs(
     sources: Iterable[Source],
     *,
@@ -425,8 +357,7 @@ def check_runs(
         import_paths: as :func:`check_run`.
         progress: called with each result as it is made.
         jobs: worker processes for ``.rdj`` paths (``0``: one per CPU core, when
-            there are runs enough to share; default 1, in this process); see
-            :func:`iter_checks`.
+            measured to pay: see :mod:`._check_jobs`; default 1, in this process).
 
     Returns:
         A :class:`CheckReport`.

@@ -79,8 +79,15 @@ def private_copy(journal: Journal, run_id: str) -> MemoryJournal:
 
     Named as its source, so the commands a report suggests (``redrive show``) work on it.
     """
+    from .storage._copy import load_checked
+    from .storage.rdj import RdjJournal
+
     copy = MemoryJournal(journal.url)
-    copy_run(journal, run_id, copy)
+    record = journal.get_run(run_id)
+    if isinstance(journal, RdjJournal) and record is not None:  # its frames are checked
+        load_checked(record, tuple(journal.frames(run_id)), copy)
+    else:
+        copy_run(journal, run_id, copy)
     return copy
 
 

@@ -20,6 +20,7 @@ import attrs
 import pytest
 
 from ._plugin_guard import _network_guard
+from ._plugin_load import load_recording
 from ._plugin_modes import _ci, _run_file, _run_id_of, _text, record_mode, runs_dir
 
 if TYPE_CHECKING:
@@ -149,7 +150,6 @@ def recording(
     from redrive.errors import DivergenceError, DivergenceReason, ReplayMissError
     from redrive.replay import Run, redirect_runs
     from redrive.storage import MemoryJournal
-    from redrive.storage.rdj import import_run
 
     config, options, path = target.config, target.options, target.path
     mode, why = record_mode(
@@ -161,7 +161,7 @@ def recording(
     exists = path.exists() and mode != "rewrite"
     pattern = "*.rdj.jsonl" if _text(path) else "*.rdj"
     others = sorted(folder.glob(pattern)) if folder.is_dir() and exists else []
-    run_id = _run_id_of(path) if exists else target.run_id
+    run_id = target.run_id
     replay: Any = options.get("replay") or "strict"  # checked by Run (a policy or its name)
     live_tools = _live_tools(target)
     forced: dict[str, Any] = {"live_tools": live_tools} if live_tools else {}
@@ -170,6 +170,7 @@ def recording(
     missing = ""
     if mode in ("all", "rewrite") or (mode in ("once", "new_episodes") and not exists):
         live, save = True, True
+        run_id = _run_id_of(path) if exists else run_id  # mode all keeps the file's run id
     elif mode == "none" and not exists and target.fixture:
         _empty_record(journal, run_id)
         live, missing = False, why
@@ -182,16 +183,16 @@ def recording(
             run_id=run_id,
         )
     elif mode == "new_episodes":
-        _reopen(path, journal)
+        run_id = _reopen(path, journal)
         for other in others:
             _reopen(other, journal)
         live, save, replay = True, True, options.get("replay") or "lenient"
         forced["replay"] = replay
         loaded = _chains(journal)
-    else:
-        import_run(path, journal)
+    else:  # each file opened once, its frames checked once (see ._plugin_load)
+        run_id = load_recording(config, path, journal)
         for other in others:
-            import_run(other, journal)
+            load_recording(config, other, journal)
         live = False
         forced["live"] = False
     block = bool(

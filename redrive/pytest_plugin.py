@@ -65,6 +65,11 @@ class-, module-, package- or session-scoped fixture a redrive test uses
 records its setup and its teardown to files of its own, under the same
 modes, precedence and network guard (see :mod:`._plugin_scopes`).
 
+A replayed recording is opened once and its frames checked once; the
+session keeps them, keyed by the file's path and a hash of its bytes, so a
+recording replayed again is not decoded again and a file changed on disk is
+read anew (:mod:`._plugin_load`). Each test replays from a journal of its own.
+
 Recordings are saved settled (:mod:`._plugin_settle`): what differs between
 two recordings of the same behaviour (wall times, lease epochs, the app
 version, durations) is left out, and a file that already holds the same

@@ -136,9 +136,9 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="check in N worker processes (0: one per CPU core, or this process "
-        "alone for fewer than 64 runs; default 1); results are reported in the order "
-        "of the files",
+        help="check in N worker processes (0: measure the first runs, then one worker "
+        "per idle core when they save more than they cost to start, else this process "
+        "alone; default 1); results are reported in the order of the files",
     )
     add_import_path(p)
     p.add_argument(

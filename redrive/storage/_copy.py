@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -13,7 +13,10 @@ from ..errors import AppendConflictError, UnknownRunError
 from ..frames import GENESIS, ChainCheck, Frame, Kind, make_frame
 from ._base import IMPORT_OWNER, Journal, RunRecord, RunStatus, RunUpdate
 
-__all__ = ["IMPORT_OWNER", "copy_run"]
+if TYPE_CHECKING:
+    from .memory import MemoryJournal
+
+__all__ = ["IMPORT_OWNER", "copy_run", "load_checked"]
 
 #: Frames per append while copying.
 BATCH = 1000
@@ -199,3 +202,57 @@ def _rechained(frames: Iterator[Frame], run_id: str, extra: Mapping[str, Any]) -
             new = attrs.evolve(moved, chain=moved.expected_chain(prev))
         prev = new.chain
         yield new
+
+
+def load_checked(record: RunRecord, frames: Sequence[Frame], dst: MemoryJournal) -> RunRecord:
+    """Put a whole run whose frames were already checked into a memory journal.
+
+    The same row and frames :func:`copy_run` would make, without checking them again.
+
+    What the pytest plugin and ``redrive check`` use for a run read from an
+    ``.rdj`` file: :class:`~.rdj.RdjJournal` checks every record, field, seq
+    and the chain on open, so a second and third check of the same frames
+    (the copy's, then the journal's append) would only cost time.
+
+    Args:
+        record: the run's row as read (an ``.rdj`` header's).
+        frames: every frame of the run, seq 0 to ``record.next_seq - 1``, checked.
+        dst: an empty-for-this-run memory journal.
+
+    Returns:
+        The run's row in ``dst``.
+
+    Raises:
+        AppendConflictError: ``dst`` already holds a run with this id.
+        ValueError: ``frames`` are not the run's whole, dense list (a caller's mistake).
+    """
+    if len(frames) != record.next_seq or (frames and frames[-1].chain != record.last_chain):
+        raise ValueError(
+            f"run {record.run_id!r}: load_checked takes the run's {record.next_seq} frames "
+            f"ending at its last chain, got {len(frames)}; use copy_run"
+        )
+    updated = record.updated_at
+    if updated <= 0:  # a settled recording keeps no time (as copy_run: its last frame's, or now)
+        last_at = frames[-1].at if frames else 0.0
+        updated = last_at if last_at > 0 else time.time()
+    running = record.status == RunStatus.RUNNING.value
+    row = RunRecord(
+        run_id=record.run_id,
+        input_fp=record.input_fp,
+        entrypoint=record.entrypoint,
+        created_at=record.created_at,
+        updated_at=updated,
+        next_seq=record.next_seq,
+        last_chain=record.last_chain,
+    )
+    if not running:
+        row = attrs.evolve(row, status=record.status, output=record.output, error=record.error)
+    if not dst._adopt(row, frames):
+        raise AppendConflictError(
+            f"cannot load run {record.run_id!r} into journal {dst.url}: it already holds a run "
+            "with this id; load into another journal.",
+            run_id=record.run_id,
+            seq=0,
+            found=record.next_seq,
+        )
+    return row

@@ -218,6 +218,19 @@ class MemoryJournal(LocalJournal):
     def _put_decision(self, decision: Decision) -> None:
         self._state.put_decision(decision)
 
+    def _adopt(self, row: RunRecord, frames: Sequence[Frame]) -> bool:
+        """Hold a new run whose frames were already checked; False when the id is taken.
+
+        For :func:`~._copy.load_checked` only: no field, seq or chain of
+        ``frames`` is looked at again (they come from a reader that checked
+        them, such as :class:`~.rdj.RdjJournal`).
+        """
+        with self._lock:
+            if self._current(row.run_id) is not None:
+                return False
+            self._state.put_run(row, frames)
+            return True
+
     def frames(self, run_id: str, *, start: int = 0) -> Iterator[Frame]:
         """See :meth:`redrive.storage.Journal.frames`."""
         with self._lock:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import attrs
 import pytest
 
 import redrive
@@ -50,18 +52,78 @@ def test_cli_jobs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "2 run(s) checked: 2 passed" in capsys.readouterr().out
 
 
+def _no_pool(*args: object, **kwargs: object) -> None:
+    raise AssertionError("a worker pool was started")
+
+
 def test_jobs_zero_checks_few_runs_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fewer runs than two workers' share: no worker is started (the pool would cost more)."""
-    import redrive._check as check
+    """No more runs than the probe checks here: no worker is started (the pool would cost more)."""
+    import redrive._check_jobs as jobs
 
-    monkeypatch.setattr(check.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-
-    def no_pool(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a worker pool was started for a few runs")
-
-    monkeypatch.setattr(check.concurrent.futures, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(jobs, "usable_cores", lambda: 4)
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", _no_pool)
     report = redrive.check_runs([RUNS / "pass"], import_paths=[str(ROOT)], jobs=0)
     assert [r.outcome for r in report.results] == ["passed", "passed"]
-    assert check.auto_workers(check.MIN_RUNS_PER_WORKER * 2 - 1) == 1
-    assert check.auto_workers(check.MIN_RUNS_PER_WORKER * 2) == 2
-    assert check.auto_workers(100_000) == 4  # one per core this process may use
+
+
+def test_choose_workers_only_when_they_pay() -> None:
+    """Workers only on idle cores, and only when their saving beats their start-up."""
+    from redrive._check_jobs import Probe, choose_workers
+
+    idle = Probe(cpu_per_run=0.005, share=1.0, others=0.0)
+    assert choose_workers(1000, idle, cores=4, start_s=0.05) == 4
+    assert choose_workers(1000, idle, cores=1, start_s=0.05) == 1
+    # two of the four cores taken by other processes: two workers
+    assert choose_workers(1000, attrs.evolve(idle, others=2.0), cores=4, start_s=0.05) == 2
+    # every core taken, or this process itself starved of CPU: none
+    assert choose_workers(1000, attrs.evolve(idle, others=6.0), cores=4, start_s=0.05) == 1
+    assert choose_workers(1000, attrs.evolve(idle, share=0.3), cores=4, start_s=0.05) == 1
+    # ten cheap runs save less than a worker's start-up; slow runs pay for a spawn
+    assert choose_workers(10, idle, cores=4, start_s=0.05) == 1
+    assert choose_workers(10, attrs.evolve(idle, cpu_per_run=1.0), cores=4, start_s=1.0) == 4
+    assert choose_workers(1, attrs.evolve(idle, cpu_per_run=1.0), cores=4, start_s=0.0) == 1
+
+
+def _many(tmp_path: Path, n: int) -> Path:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    saved = sorted((RUNS / "pass").glob("*.rdj"))
+    for i in range(n):
+        shutil.copy(saved[i % len(saved)], folder / f"run-{i:03d}.rdj")
+    return folder
+
+
+def test_jobs_zero_measures_then_uses_workers_that_pay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first runs are checked here and measured; the rest go to the chosen workers."""
+    import redrive._check_jobs as jobs
+
+    folder = _many(tmp_path, jobs.PROBE_RUNS + 8)
+    asked: list[tuple[int, jobs.Probe]] = []
+
+    def choose(remaining: int, probe: jobs.Probe, *, cores: int, start_s: float) -> int:
+        asked.append((remaining, probe))
+        return 2
+
+    monkeypatch.setattr(jobs, "choose_workers", choose)
+    one = redrive.check_runs([folder], import_paths=[str(ROOT)])
+    two = redrive.check_runs([folder], import_paths=[str(ROOT)], jobs=0)
+    assert _comparable(two) == _comparable(one)
+    assert all(r.passed for r in two.results)
+    ((remaining, probe),) = asked
+    assert remaining == 8
+    assert probe.cpu_per_run > 0 and probe.share > 0 and probe.others >= 0
+
+
+def test_jobs_zero_on_a_busy_machine_checks_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every core taken by other processes: no worker, the same report."""
+    import redrive._check_jobs as jobs
+
+    folder = _many(tmp_path, jobs.PROBE_RUNS + 8)
+    monkeypatch.setattr(jobs, "_others_ready", lambda: 64.0)
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", _no_pool)
+    report = redrive.check_runs([folder], import_paths=[str(ROOT)], jobs=0)
+    assert len(report.results) == jobs.PROBE_RUNS + 8 and report.ok

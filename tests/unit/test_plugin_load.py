@@ -1,0 +1,115 @@
+"""The pytest plugin loads each recording once a session, and sees a file changed on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from redrive.storage import MemoryJournal
+from redrive.storage._copy import load_checked
+from redrive.storage.rdj import RdjJournal, import_run
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TEST_FILE = """
+import pathlib
+import pytest
+import redrive
+
+CALLS = pathlib.Path(__file__).parent / "calls.log"
+
+@redrive.model(name="model:fake")
+def fake_model(prompt):
+    with CALLS.open("a") as log:
+        log.write(prompt + "\\n")
+    return {"text": prompt.upper()}
+
+@pytest.mark.redrive
+def test_agent(redrive_run):
+    for prompt in ["a", "b"]:
+        assert fake_model(prompt)["text"] == prompt.upper()
+    assert redrive_run.replayed_steps in (0, 2)  # live, or both steps replayed
+"""
+
+#: Runs the one test twice in a session; between the two runs, CHANGE (if set) alters
+#: the recording on disk; at the end, prints how many files the session read and checked.
+CONFTEST = """
+import os
+from pathlib import Path
+
+from redrive._plugin_load import CACHE
+
+def pytest_collection_modifyitems(items):
+    first = items[0]  # the same test again: a new item of the same node id
+    items.append(type(first).from_parent(first.parent, name=first.name))
+
+def pytest_runtest_logfinish(nodeid, location):
+    change = os.environ.get("CHANGE")
+    path = Path(__file__).parent / "journals" / "test_agent" / "test_agent.rdj"
+    if change == "flip" and path.exists():
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF  # the same size, maybe the same mtime: only the bytes differ
+        path.write_bytes(bytes(data))
+        os.environ["CHANGE"] = ""
+
+def pytest_terminal_summary(terminalreporter, config):
+    cache = config.stash.get(CACHE, None)
+    terminalreporter.write_line(f"READS={cache.reads if cache else 0}")
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("CHANGE", raising=False)
+
+
+def _record(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_agent=TEST_FILE)
+    pytester.runpytest("--redrive-record-mode=once").assert_outcomes(passed=1)
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "calls.log").unlink()
+
+
+def test_a_recording_replayed_twice_is_read_once_and_each_replay_has_all_its_steps(
+    pytester: pytest.Pytester,
+) -> None:
+    """The second run replays from its own journal: the first consumed none of its steps."""
+    _record(pytester)
+    result = pytester.runpytest("--redrive-record-mode=none")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["READS=1"])
+    assert not (pytester.path / "calls.log").exists()  # nothing went live
+
+
+def test_a_recording_changed_on_disk_is_read_again(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A byte changed in the file between two runs of a session is seen (a damaged file)."""
+    _record(pytester)
+    monkeypatch.setenv("CHANGE", "flip")
+    result = pytester.runpytest("--redrive-record-mode=none")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*JournalCorruptError*", "READS=1"])
+
+
+def test_load_checked_makes_the_journal_a_copy_makes() -> None:
+    """The run row and frames loaded from a checked file equal those import_run copies."""
+    files = sorted((ROOT / "fixtures").rglob("*.rdj"))
+    assert files
+    for path in files:
+        source = RdjJournal(path)
+        copied, loaded = MemoryJournal(), MemoryJournal()
+        row = import_run(path, copied)
+        assert load_checked(source.header.run, tuple(source.frames(source.run_id)), loaded) == row
+        assert loaded.get_run(row.run_id) == copied.get_run(row.run_id)
+        assert list(loaded.frames(row.run_id)) == list(copied.frames(row.run_id))
+        with pytest.raises(Exception, match="already holds"):
+            load_checked(source.header.run, tuple(source.frames(source.run_id)), loaded)
+        with pytest.raises(ValueError, match="use copy_run"):
+            load_checked(
+                source.header.run, tuple(source.frames(source.run_id))[:-1], MemoryJournal()
+            )
