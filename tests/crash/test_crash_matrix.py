@@ -121,7 +121,7 @@ def _forked(
     name = "killed" if kill_at else "resumed"
     return warm.run(
         "redrive.demo.worker:main",
-        _args(server, tmp),
+        [_args(server, tmp)],
         env=_env(kill_at),
         cwd=tmp,
         files=tmp / name,

@@ -2,9 +2,10 @@
 
 ``python -m tests.crash.warm MODULE...`` imports the modules (e.g. redrive's demo worker
 and the OpenAI SDK: about 3 s of CPU per cold process), then forks one child per order
-read on stdin. Each child is a real process of its own: it sets the order's environment
-and working directory, sends its stdout and stderr to the order's files, calls the
-order's ``module.function(argv)`` and exits with what it returns; it may SIGKILL itself
+read on stdin. Each child is a real process of its own: it writes its pid to the order's
+pid file if it names one, sets the order's environment and working directory, sends its
+stdout and stderr to the order's files, calls the order's ``module.function(*args)`` and
+exits with what it returns (0 for None); it may SIGKILL itself
 at a crash point as a cold process would. The warm parent opens no journal and runs no
 step, so what a child finds on disk is all it knows, as for a process started cold; it
 is single-threaded (the children fork from a thread-free process). It waits for each
@@ -37,6 +38,8 @@ def _child(order: dict[str, Any]) -> None:
     """In the forked child: run the order's function and exit with its code (never returns)."""
     code = 1
     try:
+        if order.get("pidfile"):
+            Path(order["pidfile"]).write_text(str(os.getpid()))
         os.environ.clear()
         os.environ.update(order["env"])
         os.chdir(order["cwd"])
@@ -49,7 +52,7 @@ def _child(order: dict[str, Any]) -> None:
         os.close(nothing)
         module_name, function_name = order["call"].split(":")
         function = getattr(importlib.import_module(module_name), function_name)
-        code = int(function(order["argv"]) or 0)
+        code = int(function(*order["args"]) or 0)
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 1
     except BaseException:
@@ -102,22 +105,24 @@ class WarmParent:
         )
         self.process = Worker("tests.crash.warm", environ, *modules)
         self._lock = threading.Lock()
-        ready = self.process.read()
+        ready = self.process.read(timeout=600)  # the imports: long on a loaded machine
         assert "ready" in ready, ready
 
     def run(
         self,
         call: str,
-        argv: list[str],
+        args: list[Any],
         *,
         env: dict[str, str],
         cwd: Path,
         files: Path,
+        pidfile: Path | None = None,
         timeout: float = 120.0,
     ) -> subprocess.CompletedProcess[str]:
-        """Fork a child that runs ``call`` (``module:function``) on ``argv``; wait for it.
+        """Fork a child that runs ``call`` (``module:function``) on ``args``; wait for it.
 
-        ``files`` is the stem of the child's ``.out`` and ``.err`` files.
+        ``files`` is the stem of the child's ``.out`` and ``.err`` files; ``pidfile``, when
+        given, holds the child's pid before it calls anything (for a killer outside it).
 
         Returns:
             What :func:`subprocess.run` would: the argv, exit status, stdout and stderr.
@@ -128,7 +133,8 @@ class WarmParent:
         out, err = files.with_suffix(".out"), files.with_suffix(".err")
         order = {
             "call": call,
-            "argv": argv,
+            "args": args,
+            "pidfile": str(pidfile) if pidfile else None,
             "env": env,
             "cwd": str(cwd),
             "stdout": str(out),
@@ -143,7 +149,7 @@ class WarmParent:
                 os.kill(child, signal.SIGKILL)  # hung: it would outlive the test
                 raise
         return subprocess.CompletedProcess(
-            argv, answer["returncode"], out.read_text(), err.read_text()
+            [call, *map(str, args)], answer["returncode"], out.read_text(), err.read_text()
         )
 
     def close(self) -> None:
