@@ -1,11 +1,18 @@
 """Crash matrix: SIGKILL a real worker at every boundary of the support-desk run, then resume.
 
-Each case runs ``python -m redrive.demo.worker`` against the scripted model
-server (in this test process) and a DuckDB journal, with ``REDRIVE_KILL_AT``
-naming the boundary where the child SIGKILLs itself (through
+Each case runs the demo worker (``redrive.demo.worker``'s ``main``) against the
+scripted model server (in this test process) and a DuckDB journal, with
+``REDRIVE_KILL_AT`` naming the boundary where the child SIGKILLs itself (through
 ``redrive.replay.set_boundary_hook``). A second child resumes the run. The
 truth comes from outside both processes: the side-effect log the tools
 append to, and the model server's request counter.
+
+The children of the kill cases are real processes forked from a warm parent that
+has imported the worker and the OpenAI SDK (tests/crash/warm.py): each is killed
+for real and the resume is a fresh process that knows only what is on disk, without
+paying a cold interpreter's start-up (about 3 s of CPU) 34 times. The cold entry
+point, ``python -m redrive.demo.worker``, is what
+:func:`test_finished_run_replays_without_calls` and the demo tests start.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import pytest
 from redrive.demo import main as demo_main
 from redrive.demo.server import ScriptedModelServer
 from redrive.demo.tools import read_log
+from tests.crash.warm import WarmParent
 
 pytestmark = pytest.mark.crash
 
@@ -59,22 +67,27 @@ def _cases() -> list[Case]:
     return cases
 
 
+#: what the warm parent imports before it forks the kill cases' children
+WARM = ["redrive.demo.worker", "openai", "openai.resources", "httpx", "duckdb"]
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedModelServer]:
     with ScriptedModelServer() as running:
         yield running
 
 
-def _worker(
-    server: ScriptedModelServer, tmp: Path, kill_at: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "REDRIVE_KILL_AT"}
-    if kill_at:
-        env["REDRIVE_KILL_AT"] = kill_at
-    cmd = [
-        sys.executable,
-        "-m",
-        "redrive.demo.worker",
+@pytest.fixture(scope="module")
+def warm() -> Iterator[WarmParent]:
+    parent = WarmParent(WARM)
+    try:
+        yield parent
+    finally:
+        parent.close()
+
+
+def _args(server: ScriptedModelServer, tmp: Path) -> list[str]:
+    return [
         "--journal",
         str(tmp / "runs.duckdb"),
         "--log",
@@ -84,7 +97,35 @@ def _worker(
         "--run-id",
         RUN_ID,
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+
+
+def _env(kill_at: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "REDRIVE_KILL_AT"}
+    if kill_at:
+        env["REDRIVE_KILL_AT"] = kill_at
+    return env
+
+
+def _worker(
+    server: ScriptedModelServer, tmp: Path, kill_at: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A cold ``python -m redrive.demo.worker`` process."""
+    cmd = [sys.executable, "-m", "redrive.demo.worker", *_args(server, tmp)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=_env(kill_at), timeout=120)
+
+
+def _forked(
+    warm: WarmParent, server: ScriptedModelServer, tmp: Path, kill_at: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The same worker in a process forked from the warm parent."""
+    name = "killed" if kill_at else "resumed"
+    return warm.run(
+        "redrive.demo.worker:main",
+        [_args(server, tmp)],
+        env=_env(kill_at),
+        cwd=tmp,
+        files=tmp / name,
+    )
 
 
 def _summary(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -99,16 +140,18 @@ def _ran(tmp: Path) -> Counter[str]:
 
 
 @pytest.mark.parametrize("case", _cases(), ids=lambda case: case.point)
-def test_kill_and_resume(case: Case, server: ScriptedModelServer, tmp_path: Path) -> None:
+def test_kill_and_resume(
+    case: Case, server: ScriptedModelServer, warm: WarmParent, tmp_path: Path
+) -> None:
     """A run SIGKILLed at this boundary resumes with every side effect exactly once, or blocks."""
     start = server.calls
-    first = _worker(server, tmp_path, kill_at=case.point)
+    first = _forked(warm, server, tmp_path, kill_at=case.point)
     assert first.returncode == -signal.SIGKILL, (first.returncode, first.stdout, first.stderr)
     assert server.calls - start == case.calls_before_kill
     before = _ran(tmp_path)
 
     resumed_at = server.calls
-    second = _worker(server, tmp_path)
+    second = _forked(warm, server, tmp_path)
     summary = _summary(second)
     after = _ran(tmp_path)
     resume_calls = server.calls - resumed_at

@@ -4,6 +4,10 @@ Cells (tests/integrations/matrix_cells.py) of one framework family run in a
 chain of child processes (tests/integrations/matrix_child.py): process k
 resumes cell k-1 (then replays it offline) and runs cell k until it is
 killed, so N cells cost N+1 processes; the families' chains run side by side.
+The processes of a chain are real ones forked from a warm parent that has imported
+the family's framework (tests/crash/warm.py; a cold import of the Agents SDK or
+LiteLLM costs seconds of CPU per process): each child knows of its cells only what is
+on disk, is SIGKILLed for real, and writes its pid where the killing server reads it.
 Each cell then gets a verdict from what is outside the processes: the side
 effects in its log, the requests its scripted server received, the run's
 status and output in its journal. The default run covers the cells marked
@@ -16,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -27,6 +30,7 @@ import attrs
 import pytest
 
 import redrive
+from tests.crash.warm import WarmParent
 from tests.integrations.conftest import FRAMEWORKS
 from tests.integrations.fakeapi import HoldingServer, _HoldingHandler
 from tests.integrations.matrix_cells import (
@@ -126,8 +130,26 @@ def _fault(status: int) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": f"{status}: try again later"}}
 
 
+#: what a chain's warm parent imports besides its family's framework
+WARM = ["redrive", "duckdb", "tests.integrations.matrix_drivers", "tests.integrations.matrix_more"]
+
+
+def _warm_modules(family: str) -> list[str]:
+    module = FRAMEWORKS.get(family, (family, ""))[0]
+    extra = ["langchain_openai"] if family == "langchain" else []
+    return [*WARM, module, *extra]
+
+
 def _chain(family: list[Cell], work: Path) -> None:
     """Run a family's cells: process k resumes and replays cell k-1, then dies in cell k."""
+    warm = WarmParent(_warm_modules(family[0].scenario.family), env=ENV)
+    try:
+        _chain_in(warm, family, work)
+    finally:
+        warm.close()
+
+
+def _chain_in(warm: WarmParent, family: list[Cell], work: Path) -> None:
     previous: Cell | None = None
     for index in range(len(family) + 1):
         jobs: list[dict[str, Any]] = []
@@ -141,24 +163,23 @@ def _chain(family: list[Cell], work: Path) -> None:
             current.server.add(*_script(current, pidfile))
         jobs_file = work / f"jobs-{index}.json"
         jobs_file.write_text(json.dumps(jobs))
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.integrations.matrix_child", str(jobs_file)],
-            cwd=work,
+        child = warm.run(
+            "tests.integrations.matrix_child:main",
+            [str(jobs_file)],
             env=ENV,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            cwd=work,
+            files=work / f"process-{index}",
+            pidfile=pidfile,
+            timeout=600,
         )
-        pidfile.write_text(str(child.pid))
-        out, err = child.communicate(timeout=600)
         by_id = {c.id: c for c in family}
-        for line in out.splitlines():
+        for line in child.stdout.splitlines():
             if line.startswith("{"):
                 data = json.loads(line)
                 by_id[data["cell"]].lines.append({**data, "rc": child.returncode})
         if current is not None:
             current.lines.append(
-                {"cell": current.id, "killed": child.returncode, "stderr": err[-3000:]}
+                {"cell": current.id, "killed": child.returncode, "stderr": child.stderr[-3000:]}
             )
         previous = current
 

@@ -23,6 +23,8 @@ the rule, for each one that is off. Flip a rule on when its fix lands (or try th
 from __future__ import annotations
 
 import dataclasses
+import gc
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -162,6 +164,26 @@ def scenarios(draw: Any) -> dict[str, Any]:
 #: Examples per profile: the default one fits the edit-test loop (~30 s here), ``ci`` is
 #: derandomized, ``thorough`` draws 10x more at random.
 EXAMPLES = {"default": 30, "ci": 60, "thorough": 1000}[hypothesis_profile()]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _heap_frozen() -> Iterator[None]:
+    """The heap of the test session so far is frozen while this module runs.
+
+    The driver (tests/model/driver.py) runs a full ``gc.collect()`` after every attempt,
+    so that an abandoned run lets go of its in-process hold. In a whole-suite session
+    that collection walked every object the earlier tests left (most of this module's
+    cost in CI). Frozen (``gc.freeze``), those are skipped; what an attempt leaves is
+    created after the freeze and is collected as before. Unfrozen after the module.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 P, Q = m.Call("model", "chat", "p"), m.Call("model", "chat", "q")
 E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
 

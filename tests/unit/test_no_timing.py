@@ -12,6 +12,7 @@ with ``<``, ``<=``, ``>`` or ``>=``.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -45,14 +46,25 @@ def _compares_a_duration(node: ast.AST) -> bool:
 
 
 def timing_assertions(source: str, filename: str) -> list[str]:
-    """Return ``"file:line"`` of each ``assert`` in ``source`` that bounds a duration."""
+    """Return ``"file:line"`` of each ``assert`` in ``source`` that bounds a duration.
+
+    The answer depends on ``source`` and ``filename`` alone, so it is remembered for the
+    process: the bench's report (benchmarks/rows.py) reads every test module again each
+    time it makes its goal table, several times in one run of tests/unit/test_bench_report.py
+    (a syntax tree of every test module costs about 2 s of CPU each time).
+    """
+    return list(_timing_assertions(source, filename))
+
+
+@functools.cache
+def _timing_assertions(source: str, filename: str) -> tuple[str, ...]:
     found = []
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Assert) and (
             _reads_a_clock(node.test) or _compares_a_duration(node.test)
         ):
             found.append(f"{filename}:{node.lineno}")
-    return found
+    return tuple(found)
 
 
 def test_no_test_asserts_a_duration() -> None:
