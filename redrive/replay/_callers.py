@@ -22,7 +22,7 @@ from ._steps import RecordedStep
 if TYPE_CHECKING:
     from ._flows import Issue
 
-__all__ = ["IdenticalRequests", "point", "position", "started_by"]
+__all__ = ["Claimable", "IdenticalRequests", "point", "position", "started_by"]
 
 #: ``claimable(parent, spawn, name, occ)``: True when a flow of the running run may still
 #: ask for step ``name`` at that position (:meth:`FlowTracker.may_still_issue`).

@@ -14,13 +14,14 @@ from typing import Any
 
 from ..errors import DivergenceError
 from ..frames import Frame, call_key
-from ._callers import IdenticalRequests, started_by
+from ._callers import IdenticalRequests
 from ._callers import point as _point
 from ._callers import position as _position
 from ._delta import Expander
 from ._diff import diff_values, format_diff
 from ._divergence import Found, ReplayDriftWarning, divergence_error
 from ._flows import Issue
+from ._frontier import past_flow_record
 from ._policy import ReplayPolicy, match_view
 from ._recorded import CAUSAL_TURNS, ISSUED_KINDS, RecordedIndex
 from ._steps import STEP_KINDS, RecordedStep
@@ -56,6 +57,8 @@ class Cursor:
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         #: the step :meth:`claim_pending` just found at the caller's own position
         self._own: RecordedStep | None = None
+        #: the requests ``(kind, name, key)`` replayed so far (warn: asked again, not drift)
+        self._replayed: set[tuple[str, str, str]] = set()
         #: a lenient rule matches by content, out of issue positions
         self._reorders = "lenient" in (policy.tool, policy.model, policy.value)
         if self._reorders:
@@ -163,8 +166,11 @@ class Cursor:
         if turn is None:
             turn = head.turn
         match = self._find_issued(turn, kind, name, key, issue, patient=patient)
-        if match is None and head.turn != turn:
-            # journals recorded before turns were causal number turns by completion
+        adrift = issue is None or issue.adrift
+        if match is None and head.turn != turn and (adrift or not self._idx.causal_turns):
+            # journals recorded before turns were causal number turns by completion, and so
+            # does a thread that lost the run's context; otherwise a step of another turn is
+            # another call's (CONTRACT C1: a step moved across a model step diverges)
             turn = head.turn
             match = self._find_issued(turn, kind, name, key, issue, patient=patient)
         return match, turn
@@ -209,43 +215,14 @@ class Cursor:
     def frontier(self, kind: str, name: str, issue: Issue | None) -> bool:
         """True when model or tool step ``name``, asked at ``issue``, is past its flow's record.
 
-        A worker that stopped mid-run leaves each flow's record ending where
-        that flow was, and steps of other flows may be recorded after it: a
-        flow past its own record goes live although other flows' steps are
-        still to be replayed. That is so when the run did not end (no
-        ``run_end``), its steps were recorded with issue positions (journals
-        recorded before them keep the strict rule: before the ``causal`` run
-        flag, only model steps had positions, so only they may go live here),
-        and none is recorded at this one (one there with other arguments is a
-        divergence). Threads that race to issue from one point take their
-        positions in the order they reach it, so for them a position names
-        the flow only when the loop orders their first calls.
+        See :func:`~._frontier.past_flow_record`.
         """
         if issue is None or kind not in ISSUED_KINDS:
             return False
         self._idx.load_all()
-        if self.superseded:
-            # a model step was re-asked live (on_drift="continue_live"): the steps after it
-            # carry other issue positions than their record, so no flow's record can be told
-            # to end here; a step that matches nothing diverges (a drifted tool never runs)
-            return False
-        if self.run_end is not None or (
-            self._idx.saw_model and "model" not in self._idx.positioned
-        ):
-            return False
-        if kind != "model" and kind not in self._idx.positioned:
-            return False
-        if kind == "tool" and self._reorders and self._idx.side_effect_waiting() is not None:
-            # a lenient rule matched steps out of their positions: a flow's own recorded
-            # side effect may wait where its positions no longer lead (CONTRACT C4)
-            return False
-        kinds = self._idx.positioned | {"model"}
-        steps = [s for s in self._idx.order if s.seq in self._idx.steps and s.kind in kinds]
-        if any(_position(s) is None for s in steps):
-            return False
-        # any step recorded from this flow's point, or by a flow it starts there, and not yet
-        # replayed keeps it from going live: a renamed, dropped or moved call must diverge
-        return not any(_point(s) == issue.point or started_by(s, issue) for s in steps)
+        return past_flow_record(
+            self._idx, kind, issue, reorders=self._reorders, claimable=self.callers.claimable
+        )
 
     def sibling_pending(self, kind: str, name: str, issue: Issue | None) -> bool:
         """True when only steps of other calls issued from ``issue``'s point block it.
@@ -297,6 +274,7 @@ class Cursor:
         """Mark ``step`` used; make sure its outcome is known if it looks in flight."""
         self._idx.consume(step)
         self._recent.append(step.describe())
+        self._replayed.add((step.kind, step.name, step.key))
         return step
 
     def match(
@@ -377,6 +355,10 @@ class Cursor:
             same_name = [s for s in same_name if _position(s) in (None, issue.position)]
         if rule == "warn":  # warn hands back a recorded outcome: one in flight has none
             same_name = [s for s in same_name if s.kind != "tool" or s.end is not None]
+        if rule == "warn" and (kind, name, key) in self._replayed:
+            # the record has this very request, already replayed: the code makes it again
+            # (moved, repeated), which is no drift of the step recorded here (strict)
+            same_name = []
         if rule == "warn" and kind == "tool" and same_name:
             # a side-effecting tool never gets another call's outcome: for it drift is
             # strict (the drifted call may be a different call, not yet recorded)

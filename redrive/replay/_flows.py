@@ -87,6 +87,9 @@ class Flow:
             flow from the one standing at ``parent`` down to this one was
             started by its starter (``()``: the flow that completed
             ``parent``, or a flow whose start redrive could not see).
+        adrift: the flow descends from a call that lost the run's context (a thread
+            redrive did not see start): its turn counts what that thread happened to
+            run before, so it is not causal.
     """
 
     run: object
@@ -94,6 +97,7 @@ class Flow:
     parent: int = -1
     after: tuple[int, ...] = ()
     spawn: tuple[int, ...] = ()
+    adrift: bool = False
 
 
 @attrs.frozen
@@ -110,6 +114,7 @@ class Issue:
         after: opening seqs of the tool steps of this turn the flow completed
             before issuing it.
         spawn: the issuing flow's spawn path (see :class:`Flow`).
+        adrift: the issuing flow's turn is not causal (see :class:`Flow`); not journaled.
     """
 
     turn: int
@@ -117,6 +122,7 @@ class Issue:
     occ: int
     after: tuple[int, ...]
     spawn: tuple[int, ...] = ()
+    adrift: bool = False
 
     @property
     def position(self) -> tuple[int, tuple[int, ...], int]:
@@ -195,6 +201,10 @@ class FlowTracker:
         self._settles: list[tuple[tuple[int, int], Callable[[], None]]] = []
         #: told of each step a flow completes (see :meth:`watch`)
         self._watchers: list[Callable[[int], None]] = []
+        #: the run's root flow (bound where its block was entered), and whether it has
+        #: completed a step: once it has, it starts no more flows at the root (-1)
+        self._root: Flow | None = None
+        self._root_moved = False
 
     # -- the rule -------------------------------------------------------------------
 
@@ -224,7 +234,7 @@ class FlowTracker:
     def here(self) -> Flow:
         """This flow's position in the run (a flow the run never saw starts at the root)."""
         found = _flow_var.get()
-        return found if found is not None and found.run is self else Flow(self)
+        return found if found is not None and found.run is self else Flow(self, adrift=True)
 
     @property
     def turn(self) -> int:
@@ -237,7 +247,8 @@ class FlowTracker:
         Returns:
             The token for :meth:`unbind`.
         """
-        return _flow_var.set(Flow(self))
+        self._root, self._root_moved = Flow(self), False
+        return _flow_var.set(self._root)
 
     @staticmethod
     def unbind(token: contextvars.Token[Flow | None]) -> None:
@@ -265,7 +276,7 @@ class FlowTracker:
             occ = counts.get((spawn, name), 0)
             counts[(spawn, name)] = occ + 1
             self._asking.add((here.parent, spawn, name, occ))
-        return Issue(turn=here.turn, parent=here.parent, occ=occ, after=here.after, spawn=spawn)
+        return Issue(here.turn, here.parent, occ, here.after, spawn, here.adrift)
 
     def completed(self, seq: int | None, *, model: bool, turn: int) -> None:
         """Move the calling flow past a step it completed (``seq``: its opening frame).
@@ -284,15 +295,18 @@ class FlowTracker:
         if seq is not None and seq in self._arriving:
             with self._lock:
                 self._arriving.discard(seq)
+        if seq is not None and here is self._root:
+            self._root_moved = True  # it stands past the root: it starts no flow there again
         if seq is not None:
             for watcher in tuple(self._watchers):
                 watcher(seq)
         if model:
             parent = here.parent if seq is None else seq
             spawn = here.spawn if seq is None else ()
-            flow = Flow(self, max(here.turn, turn + 1), parent, (), spawn)
+            flow = Flow(self, max(here.turn, turn + 1), parent, (), spawn, here.adrift)
         elif seq is not None:
-            flow = Flow(self, here.turn, seq, (*here.after, seq)[-AFTER_LIMIT:])
+            after = (*here.after, seq)[-AFTER_LIMIT:]
+            flow = Flow(self, here.turn, seq, after, (), here.adrift)
         else:
             return
         _flow_var.set(self._track(flow))
@@ -326,7 +340,8 @@ class FlowTracker:
             started = self._spawned.setdefault(here.parent, {})
             index = started.get(here.spawn, 0)
             started[here.spawn] = index + 1
-        child = Flow(self, here.turn, here.parent, here.after, (*here.spawn, index))
+        spawn = (*here.spawn, index)
+        child = Flow(self, here.turn, here.parent, here.after, spawn, here.adrift)
         context.run(_flow_var.set, self._track(child))
 
     def may_still_issue(self, parent: int, spawn: tuple[int, ...], name: str, occ: int) -> bool:
@@ -335,7 +350,8 @@ class FlowTracker:
         So when fewer than ``occ + 1`` steps of ``name`` were issued at that
         point so far, and a flow stands at ``parent`` (or was handed that
         step, see :meth:`arriving`) to issue it or to start the flow that will;
-        at the root (-1), when ``spawn`` names a flow the root started.
+        at the root (-1), when ``spawn`` names a flow the root started, or may
+        still start (it has not completed a step yet).
 
         Args:
             parent: the position's parent seq.
@@ -350,9 +366,11 @@ class FlowTracker:
             if self._issued.get(parent, {}).get((spawn, name), 0) > occ:
                 return False
             if parent < 0:
-                # a flow the root started (or will): it may ask; the root's own point is
-                # also where calls that lost their context land, whose flow means nothing
-                return bool(spawn)
+                # a flow the root started (or will, until it completes a step): it may ask;
+                # the root's own point is also where calls that lost their context land,
+                # whose flow means nothing
+                started = self._spawned.get(parent, {}).get((), 0)
+                return bool(spawn) and (not self._root_moved or spawn[0] < started)
             return parent in self._flows_at or parent in self._arriving
 
     def answered(self, issue: Issue, name: str, *, arriving: int | None = None) -> None:

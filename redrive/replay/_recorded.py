@@ -63,6 +63,9 @@ class RecordedIndex:
         #: True for a run whose steps' positions carry spawn paths (``flows: spawn`` flag):
         #: a step recorded at another flow's point never answers a caller
         self.spawn_rule = False
+        #: True for a run flagged ``turns: causal``: a step's turn counts the model steps
+        #: along its own flow's path, the same in every execution of unchanged code
+        self.causal_turns = False
         #: which of identical requests recorded at other points answers a caller
         self.callers = IdenticalRequests()
 
@@ -108,6 +111,7 @@ class RecordedIndex:
         flags = (self.run_start or {}).get("flags")
         if isinstance(flags, dict) and flags.get("turns") == CAUSAL_TURNS:
             self.positioned.update(ISSUED_KINDS)
+            self.causal_turns = True
         if isinstance(flags, dict) and flags.get(FLOWS_FLAG) == SPAWN_RULE:
             self.spawn_rule = True
 

@@ -211,7 +211,7 @@ class Program:
             return
         try:
             got[caller] = self.sync_call(call)
-        except Exception:
+        except RetrySignal:  # the loop's framework asks again; any other error ends it
             got[caller] = RETRY
             got[caller + "'"] = self.sync_call(call)
 
@@ -226,7 +226,7 @@ class Program:
                     continue
                 try:
                     got[caller] = await self.async_call(item)
-                except Exception:
+                except RetrySignal:
                     got[caller] = RETRY
                     got[caller + "'"] = await self.async_call(item)
                 continue

@@ -18,27 +18,27 @@ from tests.model import resume_model as m
 
 #: CONTRACT rules the library implements today. Flip one on when its fix lands.
 #: The default holds the rules the differential test passes on (issue 23's fixes landed);
-#: ``REDRIVE_CONTRACT_RULES=C1,...`` replaces it (to try one that is off). Off, with the
-#: example that fails each (kept as @example in tests/unit/test_differential.py):
+#: ``REDRIVE_CONTRACT_RULES=C1,...`` replaces it (to try one that is off). Each rule turned
+#: on keeps the example that failed before its fix as an @example in
+#: tests/unit/test_differential.py, now drawing the real case:
 #:   C1-order: a step moved across a batch: [Batch(lookup b, lookup b), chat p, chat q]
-#:       -> chat p first, cut before chat q: the members, now in turn 1 at chat p's point,
-#:       find no record there and run live (the frontier rule: their flow's record looks
-#:       ended; what-changed: nothing changed) while their turn-0 records wait; the model
-#:       diverges. (Fixed: a call inserted before a batch of identical requests no longer
-#:       takes a member's recorded answer; tests/unit/test_flows.py.)
-#:   C6 (thorough profile): lenient model rule, [send(a) cut in flight, chat p] -> insert
-#:       chat p first: it goes live; send(a), now in turn 1, finds its turn-0 in-flight
-#:       record through the library's head-turn fallback (SideEffectRetryBlockedError,
-#:       advice resolve) where the model, matching within the turn, diverges (R7, advice
-#:       person). Both stop before the body; which error is right is open (A7 covers only a
-#:       lenient tool rule).
-#:   warn-drift (thorough profile): [chat p, chat q] finished, reordered to [chat q,
-#:       chat p], warn, replayed: both faces warn and hand out the other's recorded
-#:       answer; the model replays chat q with p's record (a drift) but diverges at chat p,
-#:       whose own record was already handed out (A8: the code asking a replayed call
-#:       again is not a drift). Which reading of warn is right is open.
-#:   C7: see its skip (the thorough profile).
-_ON = "C1,C2,C3,C4,C5,C8,C10"
+#:       -> chat p first, cut before chat q: the members, now in turn 1, took their turn-0
+#:       records through a fallback kept for journals whose turns were numbered by
+#:       completion, or went live past "their flow's record" (the frontier rule) while
+#:       records the root had started before chat p waited; with side effects in the batch
+#:       the second case ran send twice again. Fixed: no cross-turn fallback in a causal
+#:       record, and a record no flow of the execution can ask for any more (its point left
+#:       behind) keeps a flow from going live (_cursor.Cursor.frontier).
+#:   C6: lenient model rule, [send(a) cut in flight, chat p] -> insert chat p first: send,
+#:       now in turn 1, found its turn-0 in-flight record through the same fallback
+#:       (SideEffectRetryBlockedError) where the model diverges (R7); fixed with C1-order.
+#:   warn-drift: [chat p, chat q] finished, reordered to [chat q, chat p], warn: chat p,
+#:       whose own record was already handed out, took chat q's record as a drift. Fixed:
+#:       under warn a request already replayed is asked again, not a drift (A8).
+#:   C7: the driver's loop caught any error as a retry signal; the model asked again after
+#:       a retry-signalling call that got none (resume_model R9); live_tools is not drawn
+#:       with retry signals (A10).
+_ON = "C1,C2,C3,C4,C5,C6,C7,C8,C10,C1-order,warn-drift"
 IMPLEMENTED: frozenset[str] = frozenset(
     rule for rule in os.environ.get("REDRIVE_CONTRACT_RULES", _ON).split(",") if rule
 )
@@ -55,9 +55,9 @@ RULES = {
     "C10": "what-changed and check compared with the model's strict dry replay",
     "C1-order": "code changes in programs with parallel batches (a main-flow call and a "
     "batch member never share a position; a step moved across a batch diverges)",
-    "warn-drift": "warn with a code change: the library calls a call inserted at a recorded "
-    "step's position (same name, other arguments) drift and hands back the recorded outcome; "
-    "the model diverges (which reading of warn is right is open)",
+    "warn-drift": "warn with a code change: a call at a recorded step's position (same name, "
+    "other arguments) is drift and gets the recorded outcome, unless the record's own copy of "
+    "that request was replayed already (then it diverges, A8)",
 }
 
 POLICIES: dict[str, tuple[m.Policy, dict[str, Any]]] = {
@@ -243,7 +243,7 @@ class Check:
             self.answers[rec.origin] = self.world.by_key[key]
         else:
             resolve_step(self.journal, self.run_id, seq, state="not_done", by="t", reason="ledger")
-            self.mj.records.remove(rec)
+            rec.state = "not_done"  # re-run in its place by the next resume (A11)
         return self.items, self.policy, self.options
 
     def fork(self, before: int) -> Any:

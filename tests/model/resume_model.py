@@ -104,6 +104,16 @@ Where the contract is ambiguous, the model chooses (and says so):
   makes no call (I2) and stops if it cannot be answered (R11); whether the stop is a
   DivergenceError or a ReplayMissError, and at which step, is the library's choice: the
   test compares only that it stops, that no body runs, and what each answered caller got.
+* A10 ``live_tools`` re-runs a replayed tool's body and holds its outcome to the record
+  (A4); a recorded retry signal (R9) is replayed as recorded, its body not re-run here,
+  while the library re-runs it and compares. The test world raises a name's retry signal
+  at its first execution only, so a re-run never repeats it: the differential test does
+  not draw ``live_tools`` for programs with a retry signal (which reading is right for a
+  tool whose retry signal depends on the outside world is open).
+* A11 A step in flight a person resolved as not done (``redrive resolve --not-done``)
+  stays in the record, at its position: the call that matches it runs its body live in
+  its place (as a read-only step in flight does, R2), with its idempotency key; it
+  waits (R7) and counts as a recorded side effect (R10) until then.
 * A7 C4 says DivergenceError; where the waiting side effect is a call of the *same tool*
   still in flight and the tool rule is lenient, the model expects
   SideEffectRetryBlockedError (as R2: its outcome must be settled first; both stop
@@ -178,7 +188,7 @@ def started_by(rec: Record, flow: Flow) -> bool:
 def fork_is_safe(records: list[Record], before: int) -> bool:
     """R10: a fork keeping the first ``before`` records re-runs no finished side effect."""
     return not any(
-        r.call.kind == "effect" and r.state in ("done", "in_flight", "retry")
+        r.call.kind == "effect" and r.state in ("done", "in_flight", "retry", "not_done")
         for r in records[before:]
     )
 
@@ -207,7 +217,8 @@ class _Sim:
 
     def call(self, flow: Flow, caller: str, call: Call) -> None:
         self.step(flow, caller, call)
-        if call.retry_signal:  # the loop calls again after the retry signal (R9)
+        if call.retry_signal and self.out.answers.get(caller) == ("retry",):
+            # the loop calls again after the retry signal (R9), only when it got one
             crash, self.crash = self.crash, None
             self.step(flow, caller + "'", call)
             self.crash = crash
@@ -317,8 +328,8 @@ class _Sim:
 
     def replay(self, flow: Flow, caller: str, rec: Record, call: Call, occ: int) -> None:
         rec.consumed = True
-        if rec.state == "in_flight" and call.kind == "read":
-            rec.state = "superseded"  # run again live in its place (R2)
+        if (rec.state == "in_flight" and call.kind == "read") or rec.state == "not_done":
+            rec.state = "superseded"  # run again live in its place (R2, A11)
             self.live(flow, caller, call, occ)
             flow.point = flow.parent = rec.origin
             flow.spawn = ()

@@ -92,7 +92,8 @@ class Record:
         parent: the id (``origin``) of the last step the issuing flow completed, or None.
         occ: how many steps of the same name the run issued from ``parent`` before it.
         state: done, in_flight (claimed, no outcome), retry (a retry signal was recorded),
-            superseded (re-asked or left over).
+            not_done (in flight, resolved as not done: re-run in place, A11), superseded
+            (re-asked or left over).
         origin: the caller (and attempt) whose live answer this record holds; its id.
         spawn: the issuing flow's spawn path from ``parent`` (``()``: the flow that
             completed ``parent``; ``(k,)``: the k-th member of a batch it started), C8.
