@@ -9,8 +9,13 @@ each model request and tool call in tasks of their own) has no user frame
 on its stack below the event loop: the user's code is suspended in the task
 that awaits it. So the walk stops at the event loop and follows the tasks
 awaiting the current one (directly, or through ``gather``), reading each
-one's chain of awaited coroutines; only when none holds user code is the
-outer synchronous frame (the ``asyncio.run(...)`` line) named.
+one's chain of awaited coroutines. Some frameworks hand a task's result to
+the task that asked through a future of their own (pydantic_graph's tracked
+tasks), which nothing links to the step's task: then the waiting tasks whose
+innermost user frame awaits into an installed package are read, and the one
+such frame is named when there is exactly one (two or more: no guess). Only
+when none of that finds user code is the outer synchronous frame (the
+``asyncio.run(...)`` line) named.
 """
 
 from __future__ import annotations
@@ -31,6 +36,20 @@ _LIBRARY = tuple(
     {
         os.path.abspath(p) + os.sep
         for key in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")
+        if (p := sysconfig.get_paths().get(key))
+    }
+)
+_PACKAGES = tuple(
+    {
+        os.path.abspath(p) + os.sep
+        for key in ("purelib", "platlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
+)
+_STDLIB = tuple(
+    {
+        os.path.abspath(p) + os.sep
+        for key in ("stdlib", "platstdlib")
         if (p := sysconfig.get_paths().get(key))
     }
 )
@@ -150,6 +169,41 @@ def _from_awaiters() -> str | None:
     return None
 
 
+def _in_package(frame: FrameType) -> bool:
+    path = os.path.abspath(frame.f_code.co_filename)
+    return path.startswith(_PACKAGES) or (
+        path.startswith(_LIBRARY) and not path.startswith(_STDLIB)
+    )
+
+
+def _waiting_in_a_package() -> str | None:
+    """The one user frame of the loop's waiting tasks that awaits into an installed package.
+
+    For a framework that runs the step in a task it links to the asking task by
+    a future of its own (pydantic_graph's tracked tasks). Returns None when
+    there is none, or more than one (no guess between them).
+    """
+    try:
+        current = asyncio.current_task()
+        tasks = asyncio.all_tasks()
+    except RuntimeError:
+        return None
+    found: set[str] = set()
+    for task in tasks:
+        if task is current or getattr(task, "_fut_waiter", None) is None:
+            continue
+        frames = list(_awaited_frames(task.get_coro()))
+        users = [i for i, f in enumerate(frames) if is_user_file(f.f_code.co_filename)]
+        if not users:
+            continue
+        inner = users[-1]
+        if inner + 1 < len(frames) and _in_package(frames[inner + 1]):
+            found.add(_where(frames[inner]))
+            if len(found) > 1:
+                return None
+    return found.pop() if found else None
+
+
 def caller_location(frame: FrameType | None = None) -> str | None:
     """Return ``"file:line in function"`` of the innermost user frame calling into redrive.
 
@@ -173,7 +227,7 @@ def caller_location(frame: FrameType | None = None) -> str | None:
                 return _where(current)
         elif _loop_boundary(current) and not awaited_checked:
             awaited_checked = True
-            found = _from_awaiters()
+            found = _from_awaiters() or _waiting_in_a_package()
             if found is not None:
                 return found
         current = current.f_back

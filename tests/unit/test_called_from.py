@@ -46,6 +46,24 @@ async def in_wait(fn, *args):
 async def in_nested_tasks(fn, *args):
     """A task that awaits another task (an agent graph's node running a tool)."""
     return await asyncio.create_task(in_task(fn, *args))
+
+async def in_tracked_task(fn, *args):
+    """A task whose result reaches the caller through a plain future the framework sets
+    itself, as pydantic_graph's _run_tracked_task does: nothing links the two."""
+    loop = asyncio.get_running_loop()
+    result = loop.create_future()
+
+    async def tracked():
+        try:
+            result.set_result(await fn(*args))
+        except BaseException as exc:
+            result.set_exception(exc)
+
+    keep = asyncio.create_task(tracked())
+    try:
+        return await result
+    finally:
+        await keep
 '''
 
 
@@ -78,7 +96,8 @@ AGENT_LINE = f"test_called_from.py:{agent.__code__.co_firstlineno + 2} in agent"
 
 
 @pytest.mark.parametrize(
-    "how", ["in_task", "in_gather", "in_wait_for", "in_wait", "in_nested_tasks"]
+    "how",
+    ["in_task", "in_gather", "in_wait_for", "in_wait", "in_nested_tasks", "in_tracked_task"],
 )
 def test_a_divergence_in_a_framework_task_names_the_agents_line(framework: Any, how: str) -> None:
     """The line names the agent's frame that awaits the framework, not ``asyncio.run``."""
@@ -102,3 +121,27 @@ def test_console_scripts_and_packages_are_not_user_code() -> None:
     assert not is_user_file(os.path.join(scripts, "redrive"))
     assert not is_user_file(asyncio.__file__)
     assert is_user_file(__file__)
+
+
+def test_two_tasks_waiting_in_a_framework_name_no_guess(framework: Any) -> None:
+    """When the task that asked cannot be linked to the step's task and two tasks of user
+    code wait inside the framework, neither is named: the outer frame is, never a guess."""
+    journal = redrive.open_journal(":memory:")
+
+    async def other() -> None:
+        await framework.in_task(asyncio.sleep, 0.5)  # <- another task waiting in the framework
+
+    async def main(order: str) -> None:
+        bystander = asyncio.create_task(other())
+        await asyncio.sleep(0)
+        try:
+            async with redrive.run(journal, "r"):
+                await agent(order, framework.in_tracked_task)
+        finally:
+            await bystander
+
+    asyncio.run(main("A-1"))
+    with pytest.raises(redrive.DivergenceError) as caught:
+        asyncio.run(main("B-2"))
+    assert caught.value.caller is not None and not caught.value.caller.endswith(AGENT_LINE)
+    assert " in other" not in caught.value.caller
