@@ -20,7 +20,11 @@ itself, then a tool, then interrupt):
 * :func:`rerun_tasks` reads, from the checkpoint a resume starts from, the
   tasks LangGraph will run again (every task of it when the thread has moved
   past it, else those without saved writes);
-* :func:`kept_tasks` joins the two.
+* :func:`kept_tasks` joins the two;
+* :func:`saved_tasks` / :func:`handed_back`: the other side, the tasks whose
+  writes the checkpointer hands back, for the steps after the last note (a
+  resume that died after a task's writes were saved, before its next note:
+  each step's task is journaled in a step note as the step completes).
 
 A task run again may stop before it asks a step it asked in an earlier
 invocation: its ``interrupt()`` (or a sibling call's, in a ``ToolNode``)
@@ -53,7 +57,15 @@ from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
 
-__all__ = ["UNKNOWN_TASK", "TaskSteps", "kept_tasks", "rerun_tasks", "task_of_caller"]
+__all__ = [
+    "UNKNOWN_TASK",
+    "TaskSteps",
+    "handed_back",
+    "kept_tasks",
+    "rerun_tasks",
+    "saved_tasks",
+    "task_of_caller",
+]
 
 #: the task a step is filed under when no LangGraph task's config is in its context
 UNKNOWN_TASK = ""
@@ -105,11 +117,12 @@ class TaskSteps:
             task: {int(seq) for seq in seqs} for task, seqs in (carried or {}).items()
         }
 
-    def saw(self, seq: int) -> None:
-        """File step ``seq`` under the task of the calling flow (never raises)."""
+    def saw(self, seq: int) -> str:
+        """File step ``seq`` under the task of the calling flow; return its path (never raises)."""
         task = task_of_caller()
         with self._lock:
             self._seqs.setdefault(task, set()).add(seq)
+        return task
 
     def by_task(self) -> dict[str, list[int]]:
         """``{task id: sorted seqs}`` (``""``: steps no task's context named)."""
@@ -154,6 +167,37 @@ def rerun_tasks(snapshot: Any, *, superseded: bool, prefix: str = "") -> set[str
         else:
             marks |= rerun_tasks(nested, superseded=False, prefix=path + SEP)
     return marks
+
+
+def saved_tasks(snapshot: Any, *, superseded: bool, prefix: str = "") -> set[str]:
+    """The task paths whose writes LangGraph hands back when a resume starts from ``snapshot``.
+
+    The other side of :func:`rerun_tasks`: a pending task with a saved
+    result is not run again (nor anything under it); a pending subgraph task
+    without one runs again and its subgraph hands back its own saved tasks.
+    A resume pinned to a checkpoint the thread has moved past (``superseded``)
+    hands nothing back.
+    """
+    saved: set[str] = set()
+    if superseded:
+        return saved
+    for task in getattr(snapshot, "tasks", None) or ():
+        path = f"{prefix}{task.id}"
+        if getattr(task, "result", None) is not None:
+            saved.add(path)
+            continue
+        nested = getattr(task, "state", None)
+        if hasattr(nested, "tasks"):
+            saved |= saved_tasks(nested, superseded=False, prefix=path + SEP)
+    return saved
+
+
+def handed_back(path: str, saved: set[str]) -> bool:
+    """Whether the step filed under ``path`` was made by a task in ``saved`` (or under one)."""
+    if path == UNKNOWN_TASK:
+        return False
+    parts = path.split(SEP)
+    return any(SEP.join(parts[:end]) in saved for end in range(1, len(parts) + 1))
 
 
 def _rerun(path: str, marks: set[str]) -> bool:

@@ -33,7 +33,11 @@ make the two agree:
    records which task asked each step (:mod:`._langgraph_tasks`), and keeps
    filing the steps a resume kept under their task until the task finishes,
    asked again or not (a rerun task may stop at the next interrupt before
-   it asks them: the next resume must still replay them). Tool calls
+   it asks them: the next resume must still replay them). Each step's task
+   is also journaled as the step completes (a ``langgraph_step`` note): a
+   resume that dies after LangGraph saved a task's writes, before its next
+   interrupt note, leaves steps no interrupt note names; the next resume
+   answers those whose task's writes the checkpointer hands back. Tool calls
    the graph left running when it stopped (``asyncio.gather`` in an async
    ``ToolNode`` lets the interrupt out first) are waited for before the run
    suspends, so their outcomes are journaled.
@@ -49,6 +53,7 @@ Outside a run they are ``graph.invoke`` / ``graph.ainvoke``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -57,6 +62,7 @@ from ..errors import NextStep, NextStepAction, ReplayError
 from ..replay import (
     RecordedStep,
     Run,
+    answer_steps,
     answered_before,
     await_open_tools,
     current_run,
@@ -75,7 +81,14 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
 
     raise missing_extra("langgraph", "langchain", err) from err
 
-from ._langgraph_tasks import UNKNOWN_TASK, TaskSteps, kept_tasks, rerun_tasks
+from ._langgraph_tasks import (
+    UNKNOWN_TASK,
+    TaskSteps,
+    handed_back,
+    kept_tasks,
+    rerun_tasks,
+    saved_tasks,
+)
 
 __all__ = ["InterruptResumedElsewhereError", "ainvoke", "invoke"]
 
@@ -83,6 +96,8 @@ __all__ = ["InterruptResumedElsewhereError", "ainvoke", "invoke"]
 START_STEP = "langgraph_start"
 #: note: an invocation ended at an interrupt
 INTERRUPT_NOTE = "langgraph_interrupt"
+#: note: the task path that asked a step, journaled as the step completes
+STEP_NOTE = "langgraph_step"
 #: checkpoint metadata key: the run id an invocation ran under
 RUN_METADATA = "redrive_run_id"
 #: when tool steps are refused (see :func:`redrive.replay.refuse_new_tools`)
@@ -123,6 +138,9 @@ class _Interrupt:
     tasks: dict[str, Any] | None
     #: the seq of the last model step before the note (the rule of such older notes)
     last_model: int
+    #: ``{task path: [seq, ...]}`` of the steps after the note (step notes): made by a
+    #: resume that died before its next note
+    later: dict[str, list[int]] = attrs.field(factory=dict)
 
     def resume_from(self, run: Run, start: Any, *, superseded: bool) -> dict[str, list[int]]:
         """Mark the steps before the note answered, except those the resume asks again.
@@ -138,9 +156,24 @@ class _Interrupt:
             asked again or not, since their task runs again until it finishes.
         """
         if self.tasks is not None:
-            carried = kept_tasks(self.tasks, rerun_tasks(start, superseded=superseded))
+            rerun = rerun_tasks(start, superseded=superseded)
+            carried = kept_tasks(self.tasks, rerun)
             kept = {seq for seqs in carried.values() for seq in seqs}
             answered_before(run, self.seq, lambda step: step.seq in kept)
+            # a resume that died after LangGraph saved a task's writes, before its next
+            # note: the task's writes are handed back, its steps are not asked again
+            saved = saved_tasks(start, superseded=superseded)
+            answer_steps(
+                run,
+                {
+                    seq
+                    for task, seqs in self.later.items()
+                    if handed_back(task, saved)
+                    for seq in seqs
+                },
+            )
+            for task, seqs in kept_tasks(self.later, rerun).items():
+                carried[task] = sorted({*carried.get(task, ()), *seqs})
             return carried
         turn, older = self.last_model, set[int]()
 
@@ -154,24 +187,40 @@ class _Interrupt:
         return {UNKNOWN_TASK: sorted(older)} if older else {}
 
 
-def _last_interrupt(run: Run, thread: str) -> _Interrupt | None:
-    """The last interrupt note of ``thread`` in ``run``'s journal, or None."""
+def _last_interrupt(run: Run, thread: str) -> tuple[_Interrupt | None, set[int]]:
+    """The last interrupt note of ``thread`` in ``run``'s journal (or None), and the noted seqs.
+
+    The seqs are those of every step a step note files (any thread's).
+    """
     found: _Interrupt | None = None
     last_model = -1
+    steps: list[tuple[int, str]] = []  # this thread's (seq, task) step notes
+    noted: set[int] = set()
     for frame in run.frames():
         if frame.kind == "model_request":
             last_model = frame.seq
-        if frame.kind == "note" and frame.name == INTERRUPT_NOTE:
-            data = (frame.data() or {}).get("data") or {}
-            if data.get("thread") == thread:
-                tasks = data.get("tasks")
-                found = _Interrupt(
-                    frame.seq,
-                    data.get("checkpoint"),
-                    tasks if isinstance(tasks, dict) else None,
-                    last_model,
-                )
-    return found
+        if frame.kind != "note" or frame.name not in (INTERRUPT_NOTE, STEP_NOTE):
+            continue
+        data = (frame.data() or {}).get("data") or {}
+        if frame.name == STEP_NOTE:
+            seq = data.get("seq")
+            if isinstance(seq, int):
+                noted.add(seq)
+                if data.get("thread") == thread:
+                    steps.append((seq, str(data.get("task") or UNKNOWN_TASK)))
+        elif data.get("thread") == thread:
+            tasks = data.get("tasks")
+            found = _Interrupt(
+                frame.seq,
+                data.get("checkpoint"),
+                tasks if isinstance(tasks, dict) else None,
+                last_model,
+            )
+    if found is not None:
+        for seq, task in steps:
+            if seq > found.seq:
+                found.later.setdefault(task, []).append(seq)
+    return found, noted
 
 
 class InterruptResumedElsewhereError(ReplayError):
@@ -207,20 +256,48 @@ def _refuse_other_owner(run: Run, thread: str, owner: str) -> InterruptResumedEl
     )
 
 
-def _resuming(run: Run, input: Any, config: Any, snapshot: Any) -> _Interrupt | None:
+def _resuming(
+    run: Run, input: Any, config: Any, snapshot: Any
+) -> tuple[_Interrupt | None, set[int]]:
     """The interrupt an invocation resumes (a ``Command(resume=...)`` this run journaled).
+
+    Returns:
+        The interrupt (None: the invocation resumes none), and the seqs of
+        the steps step notes already file (:func:`_last_interrupt`).
 
     Raises:
         InterruptResumedElsewhereError: a resume of an interrupt another run journaled.
     """
-    if not (isinstance(input, Command) and input.resume is not None):
-        return None
     thread = _thread(config)
-    found = _last_interrupt(run, thread)
+    found, noted = _last_interrupt(run, thread)
+    if not (isinstance(input, Command) and input.resume is not None):
+        return None, noted
     owner = _owner(snapshot)
     if found is None and owner is not None and owner != run.run_id:
         raise _refuse_other_owner(run, thread, owner)
-    return found
+    return found, noted
+
+
+def _filing(run: Run, thread: str, tasks: TaskSteps, noted: set[int]) -> Callable[[int], None]:
+    """The step watcher of an invocation: file each step under its task, and journal it.
+
+    The step note makes the task of a step known even when the invocation
+    dies before its interrupt note (a 503 after a task's writes were saved):
+    the next resume answers the steps of tasks whose writes LangGraph hands
+    back. A step already noted (replayed) is not noted again.
+    """
+
+    def saw(seq: int) -> None:
+        task = tasks.saw(seq)
+        if seq in noted:
+            return
+        noted.add(seq)
+        try:
+            run.note(STEP_NOTE, {"thread": thread, "seq": seq, "task": task})
+        except Exception:  # a watcher never raises (the run ended: its end says why)
+            return
+
+    return saw
 
 
 def _pinned(config: Any, checkpoint: str | None) -> Any:
@@ -316,7 +393,7 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
     if run is None:
         return graph.invoke(input, config, **options)
     latest = graph.get_state(config)
-    found = _resuming(run, input, config, latest)
+    found, noted = _resuming(run, input, config, latest)
     carried: dict[str, list[int]] = {}
     if found is not None:
         moved = found.checkpoint != _checkpoint_of(latest)
@@ -329,7 +406,7 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
     if delete:
         graph.checkpointer.delete_thread(_thread(config))
     tasks, open_before = TaskSteps(carried), open_tools(run)
-    stop = watch_steps(run, tasks.saw)
+    stop = watch_steps(run, _filing(run, _thread(config), tasks, noted))
     try:
         output = graph.invoke(input, used, **options)
         if _interrupts(output):  # a tool call the graph left behind: refused, or waited for
@@ -348,7 +425,7 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
     if run is None:
         return await graph.ainvoke(input, config, **options)
     latest = await graph.aget_state(config)
-    found = _resuming(run, input, config, latest)
+    found, noted = _resuming(run, input, config, latest)
     carried: dict[str, list[int]] = {}
     if found is not None:
         moved = found.checkpoint != _checkpoint_of(latest)
@@ -361,7 +438,7 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
     if delete:
         await graph.checkpointer.adelete_thread(_thread(config))
     tasks, open_before = TaskSteps(carried), open_tools(run)
-    stop = watch_steps(run, tasks.saw)
+    stop = watch_steps(run, _filing(run, _thread(config), tasks, noted))
     try:
         output = await graph.ainvoke(input, used, **options)
         if _interrupts(output):  # a tool call the graph left behind: refused, or waited for

@@ -58,6 +58,7 @@ from ._samecall import (
     tool_params,
 )
 from ._segments import (
+    answer_steps,
     answered_before,
     await_open_tools,
     open_tools,
@@ -111,6 +112,7 @@ __all__ = [
     "ValueStep",
     "active_runs",
     "add_pause_rule",
+    "answer_steps",
     "answered_before",
     "app_version",
     "await_approval",

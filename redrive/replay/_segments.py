@@ -13,13 +13,14 @@ run's block with status ``suspended`` until the next invocation resumes it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from ._block import Suspended
 from ._run import Run
 from ._steps import RecordedStep
 
 __all__ = [
+    "answer_steps",
     "answered_before",
     "await_open_tools",
     "open_tools",
@@ -59,6 +60,28 @@ def answered_before(run: Run, seq: int, keep: Callable[[RecordedStep], bool]) ->
             # its recorded spawn path names no flow of this execution, so none is waited for
             cursor.callers.release(step.seq)
         else:
+            cursor.consume(step)
+            marked += 1
+    return marked
+
+
+def answer_steps(run: Run, seqs: Collection[int]) -> int:
+    """Mark the run's unreplayed recorded steps whose seq is in ``seqs`` as answered.
+
+    For steps recorded after the point :func:`answered_before` marks up to
+    whose outcome the framework's store holds all the same (a task whose
+    writes it saved, then the execution died before its next pause): the
+    framework hands those outcomes back and does not ask the steps again.
+
+    Returns:
+        How many steps were marked answered.
+    """
+    cursor = run._state.cursor
+    if cursor is None or not seqs:
+        return 0
+    marked = 0
+    for step in cursor.remaining():
+        if step.seq in seqs:
             cursor.consume(step)
             marked += 1
     return marked
