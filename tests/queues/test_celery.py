@@ -262,6 +262,7 @@ def test_a_retry_after_longer_than_the_visibility_timeout_runs_each_side_effect_
     bench = celery_bench.bench
     refused: list[str] = []
     answer = bench.server.respond
+    assert answer is not None  # the bench answers each turn of a job
 
     def refuse(request: Received) -> Reply:
         job, turn = turn_of(request)
