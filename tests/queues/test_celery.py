@@ -248,3 +248,44 @@ def test_a_rate_limited_model_call_pauses_the_run_and_celery_retries_it_later(
             assert celery_bench.state(task_id).state == "SUCCESS"
     finally:
         bench.server.respond = answer
+
+
+@pytest.mark.parametrize(("refusals", "after"), [(1, 5), (3, 5)])
+def test_a_retry_after_longer_than_the_visibility_timeout_runs_each_side_effect_once(
+    celery_bench: CeleryBench, pg_url: str, queue_schema: str, refusals: int, after: int
+) -> None:
+    """celery#3270's shape: a retry whose countdown outlives the broker's visibility timeout
+    (``Retry-After: 5`` against 2 s) is held unacknowledged and handed out again. The model
+    refuses the job's second turn ``refusals`` times in a row; the run pauses, Celery retries
+    it, the run finishes: one ticket, one email, the refused turn asked ``refusals + 1``
+    times, every delivery acknowledged."""
+    bench = celery_bench.bench
+    refused: list[str] = []
+    answer = bench.server.respond
+    assert answer is not None  # the bench answers each turn of a job
+
+    def refuse(request: Received) -> Reply:
+        job, turn = turn_of(request)
+        if job.startswith(f"late{refusals}-") and turn == 1 and refused.count(job) < refusals:
+            refused.append(job)
+            error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}
+            return Reply(status=429, body={"error": error}, headers={"retry-after": str(after)})
+        return answer(request)
+
+    bench.server.respond = refuse
+    try:
+        for trial in range(TRIALS):
+            job = f"late{refusals}-{trial}"
+            task_id = celery_bench.send(job)
+            _finished(celery_bench, pg_url, queue_schema, [job])
+            print(bench.account(job))
+            assert refused.count(job) == refusals
+            assert bench.model_calls(job) == {0: 1, 1: refusals + 1, 2: 1}, bench.account(job)
+            assert len(bench.started(job, "open_ticket")) == 1
+            assert len(bench.started(job, "send_email")) == 1
+            outcomes = bench.outcomes(job)
+            assert outcomes["paused"] >= 1 and outcomes["done"] >= 1, outcomes
+            assert set(outcomes) <= {"paused", "busy", "done"}, outcomes
+            assert celery_bench.state(task_id).state == "SUCCESS"
+    finally:
+        bench.server.respond = answer
