@@ -182,26 +182,35 @@ def _rebuilt(cls: type[Exception], args: list[Any], error: dict[str, Any]) -> Ex
     message, so the replayed error reads as the live one did.
     """
     message = error.get("message")
+    fields = error.get("fields")
     try:
         made: Exception | None = cls(*args)
     except Exception:
         made = None
-    try:
-        if made is not None and str(made) == message:
-            return made
-    except Exception:
-        pass
-    fields = error.get("fields")
+    if made is not None:
+        try:
+            # attributes the constructor set from keyword arguments it was not given
+            # here (``another_arg=7`` defaulting to None) are set back as recorded
+            _set_fields(made, fields)
+            if str(made) == message:
+                return made
+        except Exception:
+            pass
     try:
         bare = cls.__new__(cls, *args)
         bare.args = tuple(args)
-        if isinstance(fields, dict):
-            for name, value in fields.items():
-                if isinstance(name, str) and not name.startswith("_"):
-                    setattr(bare, name, value)
+        _set_fields(bare, fields)
         return bare if str(bare) == message else None
     except Exception:  # a __str__ that needs what was left out, a slotted class: not rebuilt
         return None
+
+
+def _set_fields(exc: Exception, fields: Any) -> None:
+    """Set the recorded plain attributes on ``exc`` (private and dunder names skipped)."""
+    if isinstance(fields, dict):
+        for name, value in fields.items():
+            if isinstance(name, str) and not name.startswith("_"):
+                setattr(exc, name, value)
 
 
 def _with_notes(exc: BaseException, error: dict[str, Any]) -> BaseException:

@@ -158,3 +158,20 @@ def test_any_plain_attributes_come_back(fields: dict[str, Any], message: str) ->
     for name, value in fields.items():
         held = decode(pack_tree(DEFAULT.value(canonical(value, "value"))))
         assert getattr(replayed, name) == held
+
+
+class WithDefault(Exception):
+    """The common SDK shape: an attribute from a keyword argument with a default."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_attributes_from_defaulted_arguments_come_back(face: str) -> None:
+    """``cls(*args)`` rebuilds the error, but its defaulted attribute is the recorded one,
+    not the default (found by an outside test of cpython#98873's shape)."""
+    _live, replayed = _live_then_replay(lambda: WithDefault("boom", status_code=429), faces=face)
+    assert type(replayed) is WithDefault and str(replayed) == "boom"
+    assert replayed.status_code == 429
