@@ -76,7 +76,8 @@ Where the contract is ambiguous, the model chooses (and says so):
   C4 relax it: under a lenient rule for the call's kind, or continue_live, a model or
   read-only call (or a side effect, where no side effect waits) with no match goes live
   while records wait. Under continue_live only a *model* record at the caller's position
-  is superseded by the re-ask; an inserted model step goes live beside the records.
+  is superseded by the re-ask; an inserted model step goes live beside the records
+  (not past a tool record of its turn that waits, A12).
 * A3 continue_live does not cover value steps: a drifted value step follows the value
   rule (C3/C4 name model and read-only steps only); leftover value steps are superseded
   (C6 names them).
@@ -114,6 +115,12 @@ Where the contract is ambiguous, the model chooses (and says so):
   stays in the record, at its position: the call that matches it runs its body live in
   its place (as a read-only step in flight does, R2), with its idempotency key; it
   waits (R7) and counts as a recorded side effect (R10) until then.
+* A12 continue_live re-asks (or inserts) a model step live only while no tool step of
+  the caller's turn waits unasked, as ``ReplayPolicy`` documents (a loop that skips a
+  recorded tool step, a side effect it would not see, never continues): a model call
+  asked where a tool record of its turn still waits diverges (DivergenceError before
+  the call), finished read-only or in flight; a lenient model rule is not bound by it.
+  (Found at the thorough profile: [lookup b, chat p] cut before chat p, reordered.)
 * A7 C4 says DivergenceError; where the waiting side effect is a call of the *same tool*
   still in flight and the tool rule is lenient, the model expects
   SideEffectRetryBlockedError (as R2: its outcome must be settled first; both stop
@@ -309,6 +316,12 @@ class _Sim:
             raise _Stop("DivergenceError", caller, advice)  # R7
         if not self.policy.relaxed(call):
             raise _Stop("DivergenceError", caller, advice)  # R5
+        if (
+            call.kind == "model"
+            and self.policy.rule(call) != "lenient"
+            and any(r.call.kind in ("effect", "read") and r.turn == flow.turn for r in waiting)
+        ):
+            raise _Stop("DivergenceError", caller, advice)  # A12: no re-ask past a tool step
         if self.replay_only:
             raise _Stop("ReplayMissError", caller)
         if call.kind == "model" and drifted is not None and drifted.call.kind == "model":

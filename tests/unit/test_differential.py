@@ -320,6 +320,30 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "duckdb": True,
     },
 )
+@example(  # continue_live past a waiting tool step (thorough profile): the model re-asked
+    # chat p live beside the finished lookup's record of its turn; the library diverges
+    # before it, as ReplayPolicy documents (resume_model A12)
+    scenario={
+        "program": (R, P),
+        "changed": (P, R) if on("C6") else (R, P),
+        "how": "reorder",
+        "crash": ("m1", "model_before", "kill"),
+        "policy": "continue_live" if on("C6") else "strict",
+        "face": "sync",
+        "duckdb": False,
+    },
+)
+@example(  # the same with a side effect waiting: no live model call, no send re-run
+    scenario={
+        "program": (E, P),
+        "changed": (P, E) if on("C6") else (E, P),
+        "how": "reorder",
+        "crash": ("m1", "model_before", "kill"),
+        "policy": "continue_live" if on("C6") else "strict",
+        "face": "async",
+        "duckdb": False,
+    },
+)
 def test_the_library_follows_the_model(scenario: dict[str, Any]) -> None:
     """Random programs, crashes, code changes and policies: the library does what the model
     says (bodies, answers, errors, statuses), and the invariants hold."""
