@@ -20,16 +20,17 @@ collect-all or fail-fast), :func:`iter_checks` (an iterator).
 from __future__ import annotations
 
 import os
+import pickle
 import shlex
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
-from ._check_jobs import iter_checks
+from ._check_jobs import run_checks
 from ._entry import call_args as _call_args
 from ._entry import drive as _drive
 from ._entry import import_paths as _import_paths
@@ -335,6 +336,42 @@ def check_run(
             replayed_steps=run.replayed_steps,
         )
     return result("passed", replayed_steps=run.replayed_steps)
+
+
+def _check_in_worker(source: str, import_paths: Sequence[str]) -> CheckResult:
+    """:func:`check_run` in a worker process; the result must travel back pickled."""
+    res = check_run(source, import_paths=import_paths)
+    if res.error is not None:
+        try:
+            pickle.dumps(res.error)
+        except Exception:  # an exception that cannot travel: keep its text
+            res = attrs.evolve(res, error=RuntimeError(f"{type(res.error).__name__}: {res.error}"))
+    return res
+
+
+def iter_checks(
+    sources: Sequence[Source] | Iterator[Source],
+    *,
+    fail_fast: bool = False,
+    import_paths: Sequence[str] = (),
+    jobs: int = 1,
+) -> Iterator[CheckResult]:
+    """Yield a :class:`CheckResult` per source (``.rdj`` paths are used as given).
+
+    With ``fail_fast`` the iteration stops after the first failing result.
+    ``jobs`` > 1 checks ``.rdj`` paths in that many worker processes, in the
+    order of ``sources``; ``0`` measures the first runs here and starts workers
+    only where they pay (:mod:`._check_jobs`). ``(journal, run_id)`` sources are
+    checked here, in order.
+    """
+    return run_checks(
+        sources,
+        check=lambda source: check_run(source, import_paths=import_paths),
+        worker=_check_in_worker,
+        fail_fast=fail_fast,
+        import_paths=import_paths,
+        jobs=jobs,
+    )
 
 
 def check_runs(

@@ -28,17 +28,23 @@ import concurrent.futures
 import itertools
 import multiprocessing
 import os
-import pickle
 import statistics
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
-if TYPE_CHECKING:
-    from ._check import CheckResult, Source
+
+class Checked(Protocol):
+    """What a check hands back, as this module reads it (``CheckResult``)."""
+
+    @property
+    def passed(self) -> bool: ...
+
+
+R = TypeVar("R", bound=Checked)
 
 __all__ = [
     "FORK_START_S",
@@ -46,7 +52,7 @@ __all__ = [
     "SPAWN_START_S",
     "Probe",
     "choose_workers",
-    "iter_checks",
+    "run_checks",
     "usable_cores",
 ]
 
@@ -115,19 +121,6 @@ def choose_workers(remaining: int, probe: Probe, *, cores: int, start_s: float) 
     return best
 
 
-def _check_in_worker(source: str, import_paths: Sequence[str]) -> CheckResult:
-    """:func:`check_run` in a worker process; the result must travel back pickled."""
-    from ._check import check_run
-
-    res = check_run(source, import_paths=import_paths)
-    if res.error is not None:
-        try:
-            pickle.dumps(res.error)
-        except Exception:  # an exception that cannot travel: keep its text
-            res = attrs.evolve(res, error=RuntimeError(f"{type(res.error).__name__}: {res.error}"))
-    return res
-
-
 def _start_method() -> str:
     # fork starts a worker without importing everything again (what makes small runs
     # pay); a process with other threads alive (a progress display, a pool) spawns
@@ -135,14 +128,16 @@ def _start_method() -> str:
 
 
 def _in_pool(
-    paths: list[str], workers: int, import_paths: Sequence[str], fail_fast: bool
-) -> Iterator[CheckResult]:
+    paths: list[str],
+    workers: int,
+    import_paths: Sequence[str],
+    fail_fast: bool,
+    worker: Callable[[str, list[str]], R],
+) -> Iterator[R]:
     chunk = max(1, len(paths) // (workers * 8))
     context = multiprocessing.get_context(_start_method())
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        results = pool.map(
-            _check_in_worker, paths, itertools.repeat(list(import_paths)), chunksize=chunk
-        )
+        results = pool.map(worker, paths, itertools.repeat(list(import_paths)), chunksize=chunk)
         for res in results:
             yield res
             if fail_fast and not res.passed:
@@ -150,14 +145,20 @@ def _in_pool(
                 return
 
 
-def iter_checks(
-    sources: Sequence[Source] | Iterator[Source],
+def run_checks(
+    sources: Sequence[Any] | Iterator[Any],
     *,
+    check: Callable[[Any], R],
+    worker: Callable[[str, list[str]], R],
     fail_fast: bool = False,
     import_paths: Sequence[str] = (),
     jobs: int = 1,
-) -> Iterator[CheckResult]:
-    """Yield a :class:`CheckResult` per source (``.rdj`` paths are used as given).
+) -> Iterator[R]:
+    """Yield ``check(source)`` per source, here or from ``worker`` in worker processes.
+
+    ``check`` checks one source in this process; ``worker`` (a module-level
+    function, so a process pool can pickle it) checks an ``.rdj`` path in a
+    worker, given the import paths. Used by :func:`redrive._check.iter_checks`.
 
     With ``fail_fast`` the iteration stops after the first failing result.
     ``jobs`` > 1 checks ``.rdj`` paths in that many worker processes (each run
@@ -167,8 +168,6 @@ def iter_checks(
     ``(journal, run_id)`` sources (a journal object cannot move to another
     process) are checked here, in order.
     """
-    from ._check import check_run
-
     listed = list(sources)
     if jobs == 1 or len(listed) <= 1 or any(isinstance(s, tuple) for s in listed):
         jobs = 1
@@ -180,7 +179,7 @@ def iter_checks(
         samples: list[float] = []
         for source in listed[:PROBE_RUNS]:
             c0, w0 = time.process_time(), time.perf_counter()
-            res = check_run(source, import_paths=import_paths)
+            res = check(source)
             cpu.append(time.process_time() - c0)
             wall += time.perf_counter() - w0
             samples.append(_others_ready())
@@ -198,10 +197,10 @@ def iter_checks(
     rest = listed[done:]
     if workers <= 1 or len(rest) <= 1:
         for source in rest:
-            res = check_run(source, import_paths=import_paths)
+            res = check(source)
             yield res
             if fail_fast and not res.passed:
                 return
         return
-    paths = [os.fspath(s) for s in rest]  # type: ignore[arg-type]
-    yield from _in_pool(paths, workers, import_paths, fail_fast)
+    paths = [os.fspath(s) for s in rest]
+    yield from _in_pool(paths, workers, import_paths, fail_fast, worker)

@@ -79,7 +79,7 @@ def private_copy(journal: Journal, run_id: str) -> MemoryJournal:
 
     Named as its source, so the commands a report suggests (``redrive show``) work on it.
     """
-    from .storage._copy import load_checked
+    from .storage import load_checked
     from .storage.rdj import RdjJournal
 
     copy = MemoryJournal(journal.url)

@@ -4,7 +4,7 @@ Part of :mod:`redrive.pytest_plugin` (see its docstring). A replayed test
 pays for its recording once: the ``.rdj`` file is opened one time, every
 record, field and the chain checked by :class:`~redrive.storage.rdj.RdjJournal`,
 and its frames go into the test's memory journal as they are
-(:func:`~redrive.storage._copy.load_checked`), not checked again by a copy
+(:func:`~redrive.storage.load_checked`), not checked again by a copy
 and an append.
 
 The checked frames are kept for the session, keyed by the file's path and
@@ -73,7 +73,7 @@ def load_recording(config: pytest.Config, path: Path, journal: MemoryJournal) ->
         JournalCorruptError / JournalFormatError: as :class:`~redrive.storage.rdj.RdjJournal`.
         AppendConflictError: ``journal`` already holds a run with the recording's id.
     """
-    from redrive.storage._copy import load_checked
+    from redrive.storage import load_checked
     from redrive.storage.rdj import RdjJournal, import_run
 
     if _text(path):

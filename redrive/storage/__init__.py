@@ -26,7 +26,7 @@ from ._base import (
     cancel_text,
     held_by_other,
 )
-from ._copy import copy_run
+from ._copy import copy_run, load_checked
 from ._limits import MAX_VALUE
 from ._prune import PruneResult, prune_runs
 from ._url import JournalURL, parse_journal_url
@@ -49,6 +49,7 @@ __all__ = [
     "copy_run",
     "frame_problem",
     "held_by_other",
+    "load_checked",
     "open_journal",
     "parse_journal_url",
     "prune_runs",
