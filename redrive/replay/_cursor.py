@@ -57,8 +57,10 @@ class Cursor:
         self._recent: collections.deque[str] = collections.deque(maxlen=5)
         #: the step :meth:`claim_pending` just found at the caller's own position
         self._own: RecordedStep | None = None
-        #: the requests ``(kind, name, key)`` replayed so far (warn: asked again, not drift)
+        #: the requests ``(kind, name, key)`` replayed so far (warn: asked again, not drift);
+        #: kept only under a warn rule, so a strict replay holds no state per step
         self._replayed: set[tuple[str, str, str]] = set()
+        self._warns = "warn" in (policy.tool, policy.model, policy.value)
         #: a lenient rule matches by content, out of issue positions
         self._reorders = "lenient" in (policy.tool, policy.model, policy.value)
         if self._reorders:
@@ -274,7 +276,8 @@ class Cursor:
         """Mark ``step`` used; make sure its outcome is known if it looks in flight."""
         self._idx.consume(step)
         self._recent.append(step.describe())
-        self._replayed.add((step.kind, step.name, step.key))
+        if self._warns:
+            self._replayed.add((step.kind, step.name, step.key))
         return step
 
     def match(
