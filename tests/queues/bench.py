@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.queues.agent import model_calls, read_effects, respond
-from tests.sdkserver import ScriptServer, serve
+from tests.queues.agent import model_calls, read_effects, respond, turn_of
+from tests.sdkserver import Received, Reply, ScriptServer, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,6 +163,30 @@ class Bench:
             f"{len(sends)} under {len({e[4] for e in sends})} key(s), deliveries "
             f"{dict(self.outcomes(job))}"
         )
+
+    @contextmanager
+    def refusing(self, prefix: str, *, times: int = 1, retry_after: int = 1) -> Iterator[list[str]]:
+        """While inside, the model refuses the second turn of each job named ``prefix...``
+        with 429 and ``Retry-After: retry_after``, ``times`` times in a row; yields the list
+        of refused jobs (one entry per refusal)."""
+        refused: list[str] = []
+        answer = self.server.respond
+        assert answer is not None  # the bench answers each turn of a job
+
+        def refuse(request: Received) -> Reply:
+            job, turn = turn_of(request)
+            if job.startswith(prefix) and turn == 1 and refused.count(job) < times:
+                refused.append(job)
+                error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}
+                headers = {"retry-after": str(retry_after)}
+                return Reply(status=429, body={"error": error}, headers=headers)
+            return answer(request)
+
+        self.server.respond = refuse
+        try:
+            yield refused
+        finally:
+            self.server.respond = answer
 
     def assert_once(self, job: str, *, emails: int = 1) -> None:
         """The finished job's account: each model turn paid once, the ticket opened once,

@@ -19,10 +19,8 @@ import redis
 from celery import Celery
 
 from redrive.storage.postgres import PostgresJournal
-from tests.queues.agent import turn_of
 from tests.queues.bench import TRIALS, Bench, bench, wait_for
 from tests.queues.celery_app import make_app
-from tests.sdkserver import Received, Reply
 
 pytestmark = [pytest.mark.crash, pytest.mark.postgres]
 
@@ -218,19 +216,7 @@ def test_a_rate_limited_model_call_pauses_the_run_and_celery_retries_it_later(
     retry resumes the run: the ticket and the first model call replay, the refused turn is
     asked again, the job succeeds. One ticket, one email, the refused turn asked twice."""
     bench = celery_bench.bench
-    refused: list[str] = []
-    answer = bench.server.respond
-
-    def refuse_once(request: Received) -> Reply:
-        job, turn = turn_of(request)
-        if job.startswith("paused") and turn == 1 and job not in refused:
-            refused.append(job)
-            error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}
-            return Reply(status=429, body={"error": error}, headers={"retry-after": "1"})
-        return answer(request)
-
-    bench.server.respond = refuse_once
-    try:
+    with bench.refusing("paused") as refused:
         for trial in range(TRIALS):
             job = f"paused{trial}"
             task_id = celery_bench.send(job)
@@ -246,8 +232,6 @@ def test_a_rate_limited_model_call_pauses_the_run_and_celery_retries_it_later(
             assert outcomes["paused"] == 1 and outcomes["done"] >= 1, outcomes
             assert set(outcomes) <= {"paused", "busy", "done"}, outcomes
             assert celery_bench.state(task_id).state == "SUCCESS"
-    finally:
-        bench.server.respond = answer
 
 
 @pytest.mark.parametrize(("refusals", "after"), [(1, 5), (3, 5)])
@@ -260,20 +244,7 @@ def test_a_retry_after_longer_than_the_visibility_timeout_runs_each_side_effect_
     it, the run finishes: one ticket, one email, the refused turn asked ``refusals + 1``
     times, every delivery acknowledged."""
     bench = celery_bench.bench
-    refused: list[str] = []
-    answer = bench.server.respond
-    assert answer is not None  # the bench answers each turn of a job
-
-    def refuse(request: Received) -> Reply:
-        job, turn = turn_of(request)
-        if job.startswith(f"late{refusals}-") and turn == 1 and refused.count(job) < refusals:
-            refused.append(job)
-            error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}
-            return Reply(status=429, body={"error": error}, headers={"retry-after": str(after)})
-        return answer(request)
-
-    bench.server.respond = refuse
-    try:
+    with bench.refusing(f"late{refusals}-", times=refusals, retry_after=after) as refused:
         for trial in range(TRIALS):
             job = f"late{refusals}-{trial}"
             task_id = celery_bench.send(job)
@@ -287,5 +258,3 @@ def test_a_retry_after_longer_than_the_visibility_timeout_runs_each_side_effect_
             assert outcomes["paused"] >= 1 and outcomes["done"] >= 1, outcomes
             assert set(outcomes) <= {"paused", "busy", "done"}, outcomes
             assert celery_bench.state(task_id).state == "SUCCESS"
-    finally:
-        bench.server.respond = answer

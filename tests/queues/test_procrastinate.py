@@ -21,10 +21,8 @@ import pytest
 
 from redrive.queues.procrastinate import requeue_stalled
 from redrive.storage.postgres import PostgresJournal
-from tests.queues.agent import turn_of
 from tests.queues.bench import TRIALS, Bench, bench, wait_for
 from tests.queues.procrastinate_app import make_app
-from tests.sdkserver import Received, Reply
 
 pytestmark = [pytest.mark.crash, pytest.mark.postgres]
 
@@ -200,19 +198,7 @@ def test_a_rate_limited_model_call_pauses_the_run_and_the_job_is_retried_later(
     first model call replay, the refused turn is asked again) and the job succeeds. One
     ticket, one email, the refused turn asked twice."""
     bench = pq.bench
-    refused: list[str] = []
-    answer = bench.server.respond
-
-    def refuse_once(request: Received) -> Reply:
-        job, turn = turn_of(request)
-        if job.startswith("paused") and turn == 1 and job not in refused:
-            refused.append(job)
-            error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limit"}
-            return Reply(status=429, body={"error": error}, headers={"retry-after": "1"})
-        return answer(request)
-
-    bench.server.respond = refuse_once
-    try:
+    with bench.refusing("paused") as refused:
         for trial in range(TRIALS):
             job = f"paused{trial}"
             job_id = pq.send(job)
@@ -224,5 +210,3 @@ def test_a_rate_limited_model_call_pauses_the_run_and_the_job_is_retried_later(
             assert len(bench.started(job, "send_email")) == 1
             outcomes = bench.outcomes(job)
             assert outcomes["paused"] == 1 and outcomes["done"] == 1, outcomes
-    finally:
-        bench.server.respond = answer
