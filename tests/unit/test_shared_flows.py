@@ -205,3 +205,49 @@ def test_a_drifted_call_in_the_pool_still_diverges_and_draws_nothing(
         assert "s0-bigger" not in desk.drawn() and desk.drawn().count("s0") == 1
     finally:
         journal.close()
+
+
+def test_a_step_from_a_silent_copy_of_a_flow_is_issued_shared() -> None:
+    """A flow's owner issues its own steps; a thread carrying a copy of its context that
+    redrive did not see start (a pool, ``asyncio.to_thread``) issues shared steps; a child
+    redrive started (``start_child``: tasks, ``redrive.executor``) is nobody's copy."""
+    from redrive.replay._flows import FlowTracker
+
+    tracker = FlowTracker()
+
+    def in_copy(pool: concurrent.futures.ThreadPoolExecutor) -> bool:
+        return pool.submit(contextvars.copy_context().run, tracker.issue, "draw").result().shared
+
+    def complete_then_issue(pool: concurrent.futures.ThreadPoolExecutor) -> tuple[bool, bool]:
+        # a copy that completed a step owns the flow it stands at from then on
+        tracker.completed(7, model=False, turn=0)
+        return tracker.issue("draw").shared, in_copy(pool)
+
+    token = tracker.bind()
+    try:
+        assert not tracker.issue("draw").shared
+        with (
+            concurrent.futures.ThreadPoolExecutor(1) as pool,
+            concurrent.futures.ThreadPoolExecutor(1) as inner,
+        ):
+            assert in_copy(pool)
+            child = contextvars.copy_context()
+            tracker.start_child(child)
+            assert not pool.submit(child.run, tracker.issue, "draw").result().shared
+            own, copied = pool.submit(
+                contextvars.copy_context().run, complete_then_issue, inner
+            ).result()
+            assert (own, copied) == (False, True)
+    finally:
+        tracker.unbind(token)
+
+    async def on_loop() -> tuple[bool, bool]:
+        token = tracker.bind()  # the run entered in this task: the task owns the root flow
+        try:
+            mine = tracker.issue("draw").shared
+            theirs = (await asyncio.to_thread(tracker.issue, "draw")).shared
+            return mine, theirs
+        finally:
+            tracker.unbind(token)
+
+    assert asyncio.run(on_loop()) == (False, True)
