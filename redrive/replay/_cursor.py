@@ -234,11 +234,8 @@ class Cursor:
         a moment for it before it calls the drift a divergence. False when a
         step of this very call (same kind, name and position) is recorded
         there: that is drift of its arguments, nothing to wait for; unless the
-        caller's flow is shared (:attr:`~._flows.Issue.shared`: a thread pool's
-        call in a silent copy of the flow's context), whose position is only
-        the order its siblings arrived in: any step recorded at its point may
-        be a sibling's, so a call that never ran, arriving first, waits for the
-        recorded siblings (it goes live once they took their steps).
+        caller's flow is shared (:attr:`~._flows.Issue.shared`), whose position
+        is only its arrival order: any step recorded there may be a sibling's.
         """
         if issue is None or kind not in ISSUED_KINDS or self.superseded:
             return False
