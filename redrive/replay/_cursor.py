@@ -233,7 +233,9 @@ class Cursor:
         from the same point) that has not asked for it yet: the caller waits
         a moment for it before it calls the drift a divergence. False when a
         step of this very call (same kind, name and position) is recorded
-        there: that is drift of its arguments, nothing to wait for.
+        there: that is drift of its arguments, nothing to wait for; unless the
+        caller's flow is shared (:attr:`~._flows.Issue.shared`), whose position
+        is only its arrival order: any step recorded there may be a sibling's.
         """
         if issue is None or kind not in ISSUED_KINDS or self.superseded:
             return False
@@ -242,6 +244,8 @@ class Cursor:
             [s for s in self._idx.order if s.seq in self._idx.steps and s.kind in kinds], issue
         )
         here = issue.position
+        if issue.shared:
+            return bool(steps)
         return bool(steps) and not any(
             s.kind == kind and s.name == name and _position(s) == here for s in steps
         )

@@ -24,9 +24,17 @@ Where a spawn is seen:
   ``submit`` order (:func:`start_child_flow`).
 
 A spawn redrive cannot see (a bare thread given ``contextvars.copy_context()``,
-``asyncio.to_thread``, a task created on a loop no run was entered on) keeps
-its starter's flow: such siblings are told apart by the order they issue in,
-as before (the *arrival* rule), which a resumed run's threads may not repeat.
+``asyncio.to_thread``, a thread pool that copies the context per call, as
+LangChain's ``ContextThreadPoolExecutor`` does for a sync ``ToolNode``, a
+task created on a loop no run was entered on) keeps its starter's flow: such
+siblings are told apart by the order they issue in, as before (the *arrival*
+rule), which a resumed run's threads may not repeat. A flow knows the thread
+or task it was made in (its *owner*); a step issued from another one is
+issued from a *shared* flow (:attr:`Issue.shared`): its position's ``occ``
+names no caller, so replay matches it among the steps recorded at its point
+by content, and a step recorded there with other arguments may be a
+sibling's, not yet asked for: it is waited for before the call is called a
+divergence (:meth:`~._cursor.Cursor.sibling_pending`).
 
 Runs recorded before spawn paths (no ``flows`` run flag) keep the arrival
 rule for every step, so their journals replay as they were recorded.
@@ -90,6 +98,11 @@ class Flow:
         adrift: the flow descends from a call that lost the run's context (a thread
             redrive did not see start): its turn counts what that thread happened to
             run before, so it is not causal.
+        owner: the ``(thread id, task id)`` (:func:`._faces.flow`) that made the flow
+            by binding the run or completing a step: another thread or task that
+            carries it holds a silent copy of its context (see :attr:`Issue.shared`).
+            None: a flow whose owner is not known (a child started for a thread or
+            task not running yet, a flow the run never saw).
     """
 
     run: object
@@ -98,6 +111,7 @@ class Flow:
     after: tuple[int, ...] = ()
     spawn: tuple[int, ...] = ()
     adrift: bool = False
+    owner: tuple[int, int] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -115,6 +129,10 @@ class Issue:
             before issuing it.
         spawn: the issuing flow's spawn path (see :class:`Flow`).
         adrift: the issuing flow's turn is not causal (see :class:`Flow`); not journaled.
+        shared: issued by a thread or task other than the flow's owner (a silent copy
+            of its context: a thread pool's call, ``asyncio.to_thread``), so its
+            siblings share the flow's point and ``occ`` counts them in the order
+            they arrived, which a resume need not repeat; not journaled.
     """
 
     turn: int
@@ -123,6 +141,7 @@ class Issue:
     after: tuple[int, ...]
     spawn: tuple[int, ...] = ()
     adrift: bool = False
+    shared: bool = False
 
     @property
     def position(self) -> tuple[int, tuple[int, ...], int]:
@@ -247,7 +266,7 @@ class FlowTracker:
         Returns:
             The token for :meth:`unbind`.
         """
-        self._root, self._root_moved = Flow(self), False
+        self._root, self._root_moved = Flow(self, owner=_caller()), False
         return _flow_var.set(self._root)
 
     @staticmethod
@@ -270,13 +289,14 @@ class FlowTracker:
         """
         here = self.here()
         spawn = here.spawn if self._rule == "spawn" else ()
+        shared = here.owner is not None and here.owner != _caller()
         with self._lock:
             self._drain_gone()
             counts = self._issued.setdefault(here.parent, {})
             occ = counts.get((spawn, name), 0)
             counts[(spawn, name)] = occ + 1
             self._asking.add((here.parent, spawn, name, occ))
-        return Issue(here.turn, here.parent, occ, here.after, spawn, here.adrift)
+        return Issue(here.turn, here.parent, occ, here.after, spawn, here.adrift, shared)
 
     def completed(self, seq: int | None, *, model: bool, turn: int) -> None:
         """Move the calling flow past a step it completed (``seq``: its opening frame).
@@ -303,10 +323,11 @@ class FlowTracker:
         if model:
             parent = here.parent if seq is None else seq
             spawn = here.spawn if seq is None else ()
-            flow = Flow(self, max(here.turn, turn + 1), parent, (), spawn, here.adrift)
+            owner = _caller() if seq is not None else here.owner
+            flow = Flow(self, max(here.turn, turn + 1), parent, (), spawn, here.adrift, owner)
         elif seq is not None:
             after = (*here.after, seq)[-AFTER_LIMIT:]
-            flow = Flow(self, here.turn, seq, after, (), here.adrift)
+            flow = Flow(self, here.turn, seq, after, (), here.adrift, _caller())
         else:
             return
         _flow_var.set(self._track(flow))
