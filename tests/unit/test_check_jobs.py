@@ -121,10 +121,10 @@ def test_choose_workers_picks_workers_only_when_the_model_says_they_clearly_win(
     assert 1 <= workers <= max(1, min(cores, remaining))
     if workers > 1:
         assert share >= BUSY_SHARE and workers <= max(1, round(cores - others))
-        took = pool_seconds(remaining, workers, cpu_per_run, start_s)
-        assert took <= here * (1 - MARGIN)
-        others_took = [pool_seconds(remaining, w, cpu_per_run, start_s) for w in range(2, workers)]
-        assert all(took <= t for t in others_took)
+        estimate = pool_seconds(remaining, workers, cpu_per_run, start_s)
+        assert estimate <= here * (1 - MARGIN)
+        fewer = [pool_seconds(remaining, w, cpu_per_run, start_s) for w in range(2, workers)]
+        assert all(estimate <= other for other in fewer)
 
 
 def _many(tmp_path: Path, n: int) -> Path:
