@@ -82,3 +82,20 @@ def test_a_transport_imported_after_the_guard_is_left_alone(transport_name: str)
     module = importlib.import_module(transport_name)
     assert _send(module, False) == "sent"
     assert type(module.__loader__).__name__ != "_PatchingLoader"
+
+
+def test_nested_guards_patch_and_restore_a_transport_imported_under_both(
+    transport_name: str,
+) -> None:
+    """A fixture's guard around a test's: the inner one ends first, the outer still refuses."""
+    outer: list[str] = []
+    inner: list[str] = []
+    with _network_guard("fixture", outer, True):
+        with _network_guard("test", inner, True):
+            module = importlib.import_module(transport_name)
+            with pytest.raises(NetworkBlocked, match="test sent"):
+                _send(module, False)
+        with pytest.raises(NetworkBlocked, match="fixture sent"):
+            _send(module, False)
+    assert _send(module, False) == "sent"
+    assert (len(outer), len(inner)) == (1, 1)
