@@ -16,10 +16,14 @@ measured choice (:func:`choose_workers`), made after the first
   process) or :data:`SPAWN_START_S` (a new interpreter that imports redrive
   and the entrypoints again, when threads are alive here).
 
-Workers are used only when the time they save on the remaining runs,
-``runs x cost x (1 - 1/workers)``, exceeds what starting them costs,
-``workers x start``; otherwise the rest is checked here too. The choice is
-an estimate: it never makes a result differ, only the time.
+Workers are used only when the cost model says they finish the remaining
+runs in clearly less time than this process would (:func:`pool_seconds`
+against ``runs x cost``, by at least :data:`MARGIN`): starting them costs
+``workers x start``, and a forked worker checks a run about
+:data:`WORKER_SLOWDOWN` times slower than this warm process (its first runs
+touch copied memory, and the cores are shared). Otherwise the rest is
+checked here too. The choice is an estimate: it never makes a result
+differ, only the time.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ __all__ = [
     "SPAWN_START_S",
     "Probe",
     "choose_workers",
+    "pool_seconds",
     "run_checks",
     "usable_cores",
 ]
@@ -64,6 +69,12 @@ FORK_START_S = 0.05
 SPAWN_START_S = 1.0
 #: Below this CPU share of one core while probing, the machine is busy: no worker.
 BUSY_SHARE = 0.8
+#: A run's cost in a forked worker over its cost in this warm process (measured
+#: 1.3x to 2x on a 2-core machine: copy-on-write faults, cold caches, shared cores).
+WORKER_SLOWDOWN = 1.5
+#: The share of the in-process time workers must save to be chosen (the
+#: estimate's noise: a choice inside it could lose to one process).
+MARGIN = 0.2
 
 
 @attrs.frozen
@@ -97,6 +108,22 @@ def _others_ready() -> float:
         return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
 
 
+def pool_seconds(remaining: int, workers: int, cpu_per_run: float, start_s: float) -> float:
+    """Estimated wall seconds for ``workers`` forked workers to check ``remaining`` runs.
+
+    Args:
+        remaining: runs to check.
+        workers: worker processes (each on an idle core).
+        cpu_per_run: CPU seconds a run took in this process.
+        start_s: seconds to start one worker.
+
+    Returns:
+        ``workers x start_s`` plus the runs shared out, each
+        :data:`WORKER_SLOWDOWN` times its cost here.
+    """
+    return workers * start_s + remaining * cpu_per_run * WORKER_SLOWDOWN / workers
+
+
 def choose_workers(remaining: int, probe: Probe, *, cores: int, start_s: float) -> int:
     """Worker processes for ``remaining`` runs at ``jobs=0``; 1 means check them here.
 
@@ -107,17 +134,20 @@ def choose_workers(remaining: int, probe: Probe, *, cores: int, start_s: float) 
         start_s: estimated seconds to start one worker.
 
     Returns:
-        The largest count of workers, at most one per idle core, whose saving on
-        the remaining runs exceeds their start-up; 1 when none does.
+        The count of workers, at most one per idle core, whose estimated time
+        (:func:`pool_seconds`) is least and at most ``1 - MARGIN`` of
+        ``remaining x probe.cpu_per_run`` (this process checking them); 1
+        when no count is.
     """
     if remaining < 2 or probe.share < BUSY_SHARE:
         return 1
     idle = min(cores, max(1, round(cores - probe.others)))
-    total = remaining * probe.cpu_per_run
-    best = 1
+    here = remaining * probe.cpu_per_run
+    best, best_s = 1, here * (1 - MARGIN)
     for workers in range(2, min(idle, remaining) + 1):
-        if total * (1 - 1 / workers) > workers * start_s:
-            best = workers
+        took = pool_seconds(remaining, workers, probe.cpu_per_run, start_s)
+        if took < best_s:
+            best, best_s = workers, took
     return best
 
 

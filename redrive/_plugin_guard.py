@@ -1,14 +1,21 @@
 """The pytest plugin's network guard: httpx requests outside recorded steps raise NetworkBlocked.
 
 Part of :mod:`redrive.pytest_plugin` (see its docstring); imports nothing of
-redrive's engine until a guarded test runs.
+redrive's engine until a guarded test runs. Nor does it import httpx: a
+transport module already imported is patched when the guard starts, and one
+imported while the guard is on is patched as its import ends (an import hook),
+so a suite that never uses httpx does not pay for importing it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import sys
-from collections.abc import Iterator
+import types
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -68,13 +75,7 @@ def _network_guard(nodeid: str, blocked: list[str], on: bool) -> Iterator[None]:
 
         return handle
 
-    for name in _HTTPX_MODULES:
-        module = sys.modules.get(name)
-        if module is None:
-            try:
-                module = __import__(name)
-            except ImportError:
-                continue
+    def patch(module: types.ModuleType) -> None:
         for cls_name, attr, is_async in (
             ("HTTPTransport", "handle_request", False),
             ("AsyncHTTPTransport", "handle_async_request", True),
@@ -85,11 +86,71 @@ def _network_guard(nodeid: str, blocked: list[str], on: bool) -> Iterator[None]:
             original = cls.__dict__.get(attr)
             saved.append((cls, attr, original))
             setattr(cls, attr, guard(cls, attr, getattr(cls, attr), is_async))
+
+    for name in _HTTPX_MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            patch(module)
+    hook = _PatchOnImport([n for n in _HTTPX_MODULES if n not in sys.modules], patch)
+    sys.meta_path.insert(0, hook)
     try:
         yield
     finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(hook)
         for cls, attr, original in reversed(saved):
             if original is None:
                 delattr(cls, attr)
             else:
                 setattr(cls, attr, original)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """A ``sys.meta_path`` finder: the named modules, when imported, are handed to ``patch``.
+
+    It finds nothing itself: it asks the finders after it for the module's
+    spec and wraps the loader, so ``patch(module)`` runs right after the
+    module's code (a module that fails to import is never patched).
+    """
+
+    def __init__(self, names: Sequence[str], patch: Callable[[types.ModuleType], None]) -> None:
+        self.names = set(names)
+        self.patch = patch
+        self.finding = False
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        """The spec the other finders give for a watched module, its loader wrapped; else None."""
+        if fullname not in self.names or self.finding:
+            return None
+        self.finding = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.finding = False
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _PatchingLoader(spec.loader, self.patch)
+        return spec
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """A module's own loader, then ``patch(module)`` (see :class:`_PatchOnImport`)."""
+
+    def __init__(self, inner: importlib.abc.Loader, patch: Callable[[types.ModuleType], None]):
+        self.inner = inner
+        self.patch = patch
+
+    def __getattr__(self, name: str) -> Any:
+        # get_source (tracebacks), get_resource_reader, is_package...: the module's own loader's
+        return getattr(self.inner, name)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        """As the module's own loader."""
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Run the module's code with its own loader, then patch it."""
+        self.inner.exec_module(module)
+        self.patch(module)

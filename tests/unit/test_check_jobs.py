@@ -7,6 +7,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import redrive
 from redrive.cli import main as cli_main
@@ -82,6 +84,47 @@ def test_choose_workers_only_when_they_pay() -> None:
     assert choose_workers(10, idle, cores=4, start_s=0.05) == 1
     assert choose_workers(10, attrs.evolve(idle, cpu_per_run=1.0), cores=4, start_s=1.0) == 4
     assert choose_workers(1, attrs.evolve(idle, cpu_per_run=1.0), cores=4, start_s=0.0) == 1
+
+
+def test_choose_workers_checks_cheap_runs_here_on_two_cores() -> None:
+    """The bench's case: 196 runs left at 1.5 ms each on 2 idle cores stay in this process.
+
+    Two forked workers would save at most half of 0.29 s, less than their
+    start-up and their slower runs cost (``--jobs 0`` measured 0.96x one process).
+    """
+    from redrive._check_jobs import FORK_START_S, Probe, choose_workers
+
+    probe = Probe(cpu_per_run=0.0015, share=1.0, others=0.0)
+    assert choose_workers(196, probe, cores=2, start_s=FORK_START_S) == 1
+    # runs ten times dearer: two workers clearly pay
+    slow = attrs.evolve(probe, cpu_per_run=0.015)
+    assert choose_workers(196, slow, cores=2, start_s=FORK_START_S) == 2
+
+
+@given(
+    remaining=st.integers(0, 100_000),
+    cpu_per_run=st.floats(1e-6, 10.0),
+    others=st.floats(0.0, 64.0),
+    share=st.floats(0.0, 4.0),
+    cores=st.integers(1, 64),
+    start_s=st.sampled_from([0.0, 0.05, 1.0]),
+)
+def test_choose_workers_picks_workers_only_when_the_model_says_they_clearly_win(
+    remaining: int, cpu_per_run: float, others: float, share: float, cores: int, start_s: float
+) -> None:
+    """Workers only on idle cores, and only when estimated under ``1 - MARGIN`` of one process."""
+    from redrive._check_jobs import BUSY_SHARE, MARGIN, Probe, choose_workers, pool_seconds
+
+    probe = Probe(cpu_per_run=cpu_per_run, share=share, others=others)
+    workers = choose_workers(remaining, probe, cores=cores, start_s=start_s)
+    here = remaining * cpu_per_run
+    assert 1 <= workers <= max(1, min(cores, remaining))
+    if workers > 1:
+        assert share >= BUSY_SHARE and workers <= max(1, round(cores - others))
+        estimate = pool_seconds(remaining, workers, cpu_per_run, start_s)
+        assert estimate <= here * (1 - MARGIN)
+        fewer = [pool_seconds(remaining, w, cpu_per_run, start_s) for w in range(2, workers)]
+        assert all(estimate <= other for other in fewer)
 
 
 def _many(tmp_path: Path, n: int) -> Path:
