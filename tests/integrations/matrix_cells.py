@@ -66,7 +66,8 @@ class Scenario:
         framework: the framework's name as the table shows it.
         family: the import family (tests/integrations/conftest.py ``need``).
         feature: the documented state feature the scenario exercises.
-        face: ``"sync"`` or ``"async"``.
+        face: ``"sync"`` or ``"async"``; a scenario that opens its runs itself (several
+            deliveries of one run id) says so: ``"async, 2 deliveries"``.
         script: the model turns the scripted server answers, in order.
         boundaries: the boundaries that apply to this scenario.
         quick: the boundaries run by default (the rest with ``REDRIVE_MATRIX=full``).
@@ -280,7 +281,7 @@ SCENARIOS: list[Scenario] = [
         _LC,
         "langchain",
         "interrupts (`interrupt()`, `Command(resume=...)`, `SqliteSaver`)",
-        "own",
+        "sync, 2 deliveries",
         _interrupt,
         quick=("in_tool", "model_2"),
     ),
@@ -339,7 +340,7 @@ SCENARIOS: list[Scenario] = [
         _AGENTS,
         "agents",
         "tool approvals (`needs_approval`, `RunState`, `await_approval`)",
-        "own",
+        "async, 2 deliveries",
         _two(chat),
         quick=("in_tool",),
     ),
@@ -376,14 +377,15 @@ SCENARIOS: list[Scenario] = [
             _AGENTS,
             "agents",
             f"tool approvals from a stored `RunState` (`needs_approval`, `{call}(agent, state)`)",
-            "own",
-            _two(chat),
+            f"{face}, 2 deliveries",
+            _two(chat, stream),
             boundaries=("model_1", "approved", "in_tool", "model_2", "before_finish"),
             quick=quick,
         )
-        for name, call, quick in (
-            ("agents-approval-state", "Runner.run", ("approved", "in_tool")),
-            ("agents-approval-state-sync", "Runner.run_sync", ("model_2",)),
+        for name, call, face, stream, quick in (
+            ("agents-approval-state", "Runner.run", "async", False, ("approved", "in_tool")),
+            ("agents-approval-state-sync", "Runner.run_sync", "sync", False, ("model_2",)),
+            ("agents-approval-state-stream", "Runner.run_streamed", "async", True, ("model_1",)),
         )
     ),
     Scenario(
@@ -391,7 +393,7 @@ SCENARIOS: list[Scenario] = [
         _LC,
         "langchain",
         "interrupts (`interrupt()`, `Command(resume=...)`, `AsyncSqliteSaver`, `ainvoke`)",
-        "own",
+        "async, 2 deliveries",
         _interrupt,
         quick=("in_tool",),
     ),
@@ -450,7 +452,7 @@ def render() -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for scenario in SCENARIOS:
-        face = "sync, 2 deliveries" if scenario.face == "own" else scenario.face
+        face = scenario.face
         for boundary in scenario.boundaries:
             mark = " **CI**" if boundary in scenario.quick else ""
             verdict = scenario.open.get(boundary, VERDICTS[boundary])
