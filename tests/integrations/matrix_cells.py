@@ -1,8 +1,9 @@
 """The conformance matrix: framework state features x crash boundaries, and its table.
 
 :data:`SCENARIOS` lists, per framework, the state features it documents that
-the matrix drives (one scenario each, tests/integrations/matrix_drivers.py,
-the later ones in matrix_more.py with their scripts in matrix_scripts.py);
+the matrix drives (one scenario each, tests/integrations/matrix_drivers.py and
+matrix_bare.py, the later ones in matrix_more.py and matrix_state.py; their
+model turns in matrix_scripts.py);
 another file may append scenarios (e.g. a transient-error column) before the
 tests collect. Each (scenario, boundary) cell kills a real child process at
 the boundary, resumes the run with the same run id and checks, from the
@@ -73,7 +74,7 @@ class Scenario:
     """One framework feature driven through a crash and a resume.
 
     Attributes:
-        name: the driver's name in tests/integrations/matrix_drivers.py.
+        name: the scenario's name in a driver table (matrix_child.py merges them).
         framework: the framework's name as the table shows it.
         family: the import family (tests/integrations/conftest.py ``need``).
         feature: the documented state feature the scenario exercises.

@@ -133,7 +133,13 @@ def _fault(status: int) -> dict[str, Any]:
 
 
 #: what a chain's warm parent imports besides its family's framework
-WARM = ["redrive", "duckdb", "tests.integrations.matrix_drivers", "tests.integrations.matrix_more"]
+WARM = [
+    "redrive",
+    "duckdb",
+    "tests.integrations.matrix_drivers",
+    "tests.integrations.matrix_bare",
+    "tests.integrations.matrix_more",
+]
 
 
 def _warm_modules(family: str) -> list[str]:
