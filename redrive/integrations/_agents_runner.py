@@ -16,10 +16,10 @@ holding the runner that was there as the default; it checks the ``session``
 argument and hands the call on unchanged. Outside a redrive run, and for a
 :class:`RecordedSession` or no session, it only hands the call on.
 
-The same holder sees a run paused for tool approvals and its continuation
-from a ``RunState`` (:mod:`._agents_state`): under a redrive run it journals
-the pause, and a continuation of a stored state resumes the run's journal
-after that pause.
+The same holder sees a run paused for tool approvals (``run``, ``run_sync``
+and ``run_streamed``) and its continuation from a ``RunState``
+(:mod:`._agents_state`): under a redrive run it journals the pause, and a
+continuation of a stored state resumes the run's journal after that pause.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from agents import RunState
 
 from ..errors import NextStep, NextStepAction, ReplayError
 from ..replay import current_run
-from ._agents_state import after_result, before_state
+from ._agents_state import after_result, after_streamed, before_state
 from .agents_session import RecordedSession
 
 __all__ = ["SessionGuard", "UnrecordedSessionError", "install"]
@@ -110,8 +110,11 @@ class SessionGuard:
 
     def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
         """``AgentRunner.run_streamed``, after the checks (raises UnrecordedSessionError...)."""
-        self._check(input, kwargs.get("session"))
-        return self.inner.run_streamed(starting_agent, input, **kwargs)
+        run = self._check(input, kwargs.get("session"))
+        result = self.inner.run_streamed(starting_agent, input, **kwargs)
+        if run is not None:
+            after_streamed(run, result)
+        return result
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -20,6 +20,11 @@ How, inside :class:`~redrive.integrations._agents_runner.SessionGuard`:
    an ``agents_interruption`` note (the calls waiting, and their digest), and
    the run's block, ended without ``run.finish``, leaves it ``suspended``
    rather than ``succeeded`` with no output (:func:`redrive.replay.suspend_at_exit`).
+   A ``Runner.run_streamed`` result stops in a task of its own, after the call
+   returned: its pause is journaled when that task ends, or at the latest when
+   the block ends (:func:`after_streamed`); a block that ends while the streamed
+   run still runs (its events not consumed to the end), or after it was
+   cancelled or failed, leaves the run ``suspended`` too: it did not finish.
 2. A ``Runner`` call given a ``RunState`` journals an ``agents_continue`` note
    and marks the recorded steps that belong to the state's side answered
    (:func:`redrive.replay.answered_before`): those recorded before the first
@@ -37,13 +42,21 @@ recorded step before is replayed, so nothing is marked.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 from .._canonical import call_key
-from ..errors import NextStep, NextStepAction, ReplayError
+from ..errors import NextStep, NextStepAction, ReplayError, RunEndedError
 from ..replay import Run, answered_before, suspend_at_exit
 
-__all__ = ["ForeignRunStateError", "after_result", "before_state", "waiting_calls"]
+__all__ = [
+    "ForeignRunStateError",
+    "after_result",
+    "after_streamed",
+    "before_state",
+    "waiting_calls",
+]
 
 #: note: an Agents SDK run returned paused for tool approvals
 INTERRUPTION_NOTE = "agents_interruption"
@@ -85,23 +98,81 @@ def _digest(calls: list[dict[str, str]]) -> str:
     return call_key(INTERRUPTION_NOTE, calls)
 
 
+def _journal_pause(run: Run, calls: list[dict[str, str]]) -> str:
+    """Journal the ``agents_interruption`` note of ``calls``; return why the run waits."""
+    run.note(INTERRUPTION_NOTE, {"digest": _digest(calls), "calls": calls})
+    names = ", ".join(f"{c['tool']} ({c['call_id']})" for c in calls)
+    return (
+        f"run {run.run_id!r}: the Agents SDK run stopped for approval of {names}; store "
+        "result.to_state().to_string() (or re-drive and ask redrive.await_approval), approve, "
+        "and continue with Runner.run(agent, state) under the same run_id"
+    )
+
+
 def after_result(run: Run, result: Any) -> None:
     """Journal the pause of a ``Runner`` result that has interruptions (step 1 of the module).
 
     A result without interruptions takes back an earlier pause of this execution.
     """
     calls = waiting_calls(getattr(result, "interruptions", None))
-    if not calls:
-        suspend_at_exit(run, None)
-        return
-    run.note(INTERRUPTION_NOTE, {"digest": _digest(calls), "calls": calls})
-    names = ", ".join(f"{c['tool']} ({c['call_id']})" for c in calls)
-    suspend_at_exit(
-        run,
-        f"run {run.run_id!r}: the Agents SDK run stopped for approval of {names}; store "
-        "result.to_state().to_string() (or re-drive and ask redrive.await_approval), approve, "
-        "and continue with Runner.run(agent, state) under the same run_id",
-    )
+    suspend_at_exit(run, _journal_pause(run, calls) if calls else None)
+
+
+class _StreamedPause:
+    """What a ``Runner.run_streamed`` result under ``run`` means for the end of the run's block.
+
+    Its pause is journaled once, by whichever comes first: the end of the
+    result's loop task (:meth:`on_done`) or the block's clean end (:meth:`why`).
+    """
+
+    def __init__(self, run: Run, result: Any) -> None:
+        self.run = run
+        self.result = result
+        self.lock = threading.Lock()
+        self.paused: str | None = None  # why the run waits, once the pause is journaled
+
+    def _journal(self) -> str | None:
+        with self.lock:
+            if self.paused is None:
+                calls = waiting_calls(getattr(self.result, "interruptions", None))
+                if calls:
+                    self.paused = _journal_pause(self.run, calls)
+            return self.paused
+
+    def on_done(self, _task: Any) -> None:
+        """The loop task ended: journal its pause now (the block may end much later)."""
+        # the block may have ended first: its end already journaled what the run became
+        with contextlib.suppress(RunEndedError):
+            self._journal()
+
+    def why(self) -> str | None:
+        """At the block's clean end without ``finish``: why the run waits, or None (finished)."""
+        paused = self._journal()
+        if paused is not None:
+            return paused
+        task = getattr(self.result, "run_loop_task", None)
+        if task is None or (task.done() and not task.cancelled() and task.exception() is None):
+            return None
+        return (
+            f"run {self.run.run_id!r}: the block ended while an Agents SDK streamed run was "
+            "still running (its events not consumed to the end), or after it was cancelled or "
+            "failed; what it did after that was not journaled. Deliver the job again under the "
+            "same run_id: the run is re-driven and its finished steps replay"
+        )
+
+
+def after_streamed(run: Run, result: Any) -> None:
+    """Journal the pause of a ``run_streamed`` result when its loop stops (step 1 of the module).
+
+    Args:
+        run: the active run.
+        result: the ``RunResultStreaming`` the SDK's runner returned.
+    """
+    streamed = _StreamedPause(run, result)
+    task = getattr(result, "run_loop_task", None)
+    if task is not None:
+        task.add_done_callback(streamed.on_done)
+    suspend_at_exit(run, streamed.why)
 
 
 def _notes(run: Run, digest: str) -> tuple[int | None, int | None]:

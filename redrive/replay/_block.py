@@ -308,8 +308,8 @@ class RunBlock:
                 if exc is None:
                     self._matcher.check_fully_replayed(None)
                 return
-            if exc is None and self._state.waits_at_exit and not self._state.output_set:
-                exc = Suspended(self._state.waits_at_exit)  # paused for a person, not done
+            if exc is None and not self._state.output_set and (why := self._waits()):
+                exc = Suspended(why)  # paused for a person, not done
             if exc is None:
                 self._flows.settle(everyone=True)
                 self._matcher.check_fully_replayed(None)
@@ -334,6 +334,11 @@ class RunBlock:
         finally:
             self.close_writes()  # after the last write: a thread that outlives the block raises
             self.release()
+
+    def _waits(self) -> str | None:
+        """Why a clean end without ``finish`` leaves the run ``suspended`` (``suspend_at_exit``)."""
+        waits = self._state.waits_at_exit
+        return waits() if callable(waits) else waits
 
     def _pause(self, pause: Pause) -> None:
         """Stop the run ``paused``: a ``paused`` note with why, and the reason in its record."""

@@ -113,7 +113,7 @@ def suspend(message: str) -> Suspended:
     return Suspended(message)
 
 
-def suspend_at_exit(run: Run, why: str | None) -> None:
+def suspend_at_exit(run: Run, why: str | Callable[[], str | None] | None) -> None:
     """Make a clean end of ``run``'s block without ``run.finish`` leave it ``suspended``.
 
     A framework that returns to the loop paused for a person (an Agents SDK
@@ -123,9 +123,17 @@ def suspend_at_exit(run: Run, why: str | None) -> None:
     With ``why`` set, such an end records ``suspended``; ``run.finish(...)``
     still ends it ``succeeded``. ``None`` takes it back (the framework went on).
 
+    A framework that pauses in the background (a streamed run whose loop is a
+    task of its own) may not know yet when the block ends: pass a callable,
+    called once at the block's clean end without ``finish`` (on the thread
+    that ends the block, which may not be the event loop's), before the run's
+    last write. It returns why the run waits, or None (it finished); it may
+    journal a note of the pause (:meth:`~redrive.Run.note`) and must not raise.
+
     Args:
         run: the active run.
-        why: why the run waits and what continues it, or None.
+        why: why the run waits and what continues it; a callable that says it at
+            the end; or None.
     """
     run._state.waits_at_exit = why
 

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -70,8 +70,9 @@ class RunState:
     #: why this execution stopped the run ``paused`` (see :mod:`._pause`), else None
     paused: Pause | None = None
     #: why the run waits, when a block that ends cleanly without ``finish`` is to be
-    #: ``suspended`` rather than ``succeeded`` (a framework paused for a person), else None
-    waits_at_exit: str | None = None
+    #: ``suspended`` rather than ``succeeded`` (a framework paused for a person), or a
+    #: callable that says it (or None) at that end, else None
+    waits_at_exit: str | Callable[[], str | None] | None = None
     block_ended: tuple[str, int] | None = None
     replayed_steps: int = 0
     live_steps: int = 0

@@ -1,7 +1,7 @@
 """Conformance-matrix cells in a child process that is killed at a chosen boundary.
 
 Usage: ``python -m tests.integrations.matrix_child JOBS.json``. JOBS is a list
-of jobs run in order; each runs one scenario (tests/integrations/matrix_drivers.py)
+of jobs run in order; each runs one scenario (tests/integrations/matrix_drivers.py and the others)
 inside ``redrive.run`` with its cell's run id, journal, side-effect log and
 scripted server, and prints one JSON line ``{"cell", "output"}`` or
 ``{"cell", "error"}``. A job with ``"kill"`` set SIGKILLs this process at that
@@ -101,13 +101,14 @@ def _die_after_transient(job: dict[str, Any], exc: BaseException) -> None:
 
 def main(path: str) -> None:
     """Run every job of the JOBS file in order."""
+    from tests.integrations.matrix_bare import BARE_DRIVERS
     from tests.integrations.matrix_drivers import DRIVERS
     from tests.integrations.matrix_more import MORE_DRIVERS
     from tests.integrations.matrix_state import STATE_DRIVERS
 
     for job in json.loads(Path(path).read_text()):
         os.environ[KILL_AT] = job.get("kill") or ""
-        drive, face = {**DRIVERS, **MORE_DRIVERS, **STATE_DRIVERS}[job["scenario"]]
+        drive, face = {**DRIVERS, **BARE_DRIVERS, **MORE_DRIVERS, **STATE_DRIVERS}[job["scenario"]]
         try:
             line: dict[str, Any] = {"cell": job["cell"], "output": _run_job(job, drive, face)}
         except BaseException as exc:

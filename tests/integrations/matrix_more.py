@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import redrive
+from tests.integrations import matrix_bare as bare
 from tests.integrations import matrix_drivers as first
 from tests.integrations.matrix_child import PROMPT, Effects, die_at
 
@@ -27,7 +28,7 @@ def anthropic_thinking(job: dict[str, Any], run: redrive.Run) -> Any:
 
     root = job["base_url"].removesuffix("/v1")
     client: Any = redrive.wrap(Anthropic(base_url=root, api_key="sk-ant-t", max_retries=0))
-    send_email = first._email_tool(job)
+    send_email = bare._email_tool(job)
     messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
     seen: list[dict[str, Any]] = []
     while True:
@@ -36,10 +37,10 @@ def anthropic_thinking(job: dict[str, Any], run: redrive.Run) -> Any:
             max_tokens=2048,
             thinking={"type": "enabled", "budget_tokens": 1024},
             messages=messages,
-            tools=first._anthropic_tools(),
+            tools=bare._anthropic_tools(),
         )
         seen += [b.model_dump() for b in made.content if b.type == "thinking"]
-        done = first._anthropic_turn(made, messages, send_email)
+        done = bare._anthropic_turn(made, messages, send_email)
         if done is not None:
             return {**done, "thinking": seen}
 
@@ -205,7 +206,7 @@ async def litellm_transient(job: dict[str, Any], run: redrive.Run) -> Any:
     import litellm
 
     litellm.acompletion = functools.partial(litellm.acompletion, max_retries=0)
-    return await first.litellm_loop(job, run)
+    return await bare.litellm_loop(job, run)
 
 
 #: scenario name -> (driver, face); the first drivers serve the transient-error column
@@ -219,6 +220,6 @@ MORE_DRIVERS: dict[str, tuple[Any, str]] = {
     "pydantic-transient": (first.pydantic_loop, "async"),
     "langgraph-transient": (first.langgraph_sync, "sync"),
     "litellm-transient": (litellm_transient, "async"),
-    "openai-transient": (first.openai_chat_sync, "sync"),
-    "anthropic-transient": (first.anthropic_stream, "async"),
+    "openai-transient": (bare.openai_chat_sync, "sync"),
+    "anthropic-transient": (bare.anthropic_stream, "async"),
 }

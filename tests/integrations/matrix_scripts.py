@@ -1,4 +1,4 @@
-"""Scripted model turns of the conformance matrix's later scenarios (matrix_cells.py).
+"""Scripted model turns of the conformance matrix's scenarios (matrix_cells.py).
 
 Some turns check what the client sends back, as the real provider does: the
 signed thinking block must come back unchanged, the stored history must be
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from tests.integrations.fakeapi import FINAL, anthropic, chat
+from tests.integrations.fakeapi import FINAL, TOOL_ARGS, anthropic, chat
 from tests.sdkserver import Reply
 
 #: a thinking block the provider signed; the secret-looking text inside must come back as is
@@ -76,3 +76,57 @@ def history() -> list[Reply]:
         return None if b"Hi, order 7?" in body else "the stored history is not in the request"
 
     return [_wanting(chat(False), carries), chat(True)]
+
+
+# --- the first scenarios' turns --------------------------------------------------------------
+
+
+def two(build: Callable[[bool, bool], Reply], stream: bool = False) -> Callable[[], list[Reply]]:
+    return lambda: [build(False, stream), build(True, stream)]
+
+
+def chat_call(name: str, args: dict[str, object], call_id: str = "call_1") -> Reply:
+    """A Chat Completions turn calling tool ``name`` with ``args``."""
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+    reply = chat(False)
+    reply.body["choices"][0]["message"]["tool_calls"] = [call]
+    return reply
+
+
+def chat_text(text: str) -> Reply:
+    reply = chat(True)
+    reply.body["choices"][0]["message"]["content"] = text
+    return reply
+
+
+def handoff() -> list[Reply]:
+    return [chat_call("transfer_to_billing", {}, "call_0"), chat(False), chat(True)]
+
+
+def structured_agents() -> list[Reply]:
+    return [chat(False), chat_text(json.dumps({"sent": True, "summary": FINAL}))]
+
+
+def structured_pydantic() -> list[Reply]:
+    return [chat(False), chat_call("final_result", {"sent": True, "summary": FINAL}, "call_2")]
+
+
+def retry() -> list[Reply]:
+    bad = {**TOOL_ARGS, "body": "sorry"}  # the tool asks for a retry: no capital letter
+    return [chat_call("send_email", bad, "call_0"), chat(False), chat(True)]
+
+
+def interrupt() -> list[Reply]:
+    calls = [
+        chat_call("send_email", TOOL_ARGS, "call_1"),
+        chat_call("ask_human", {"question": "Also refund?"}, "call_2"),
+    ]
+    both = calls[0]
+    both.body["choices"][0]["message"]["tool_calls"] += calls[1].body["choices"][0]["message"][
+        "tool_calls"
+    ]
+    return [both, chat(True)]

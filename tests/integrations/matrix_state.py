@@ -1,10 +1,11 @@
 """Conformance-matrix scenarios whose framework keeps a durable store the user handles.
 
-* ``agents-approval-state`` / ``agents-approval-state-sync``: the Agents SDK's
+* ``agents-approval-state`` / ``-sync`` / ``-stream``: the Agents SDK's
   human-in-the-loop as its documentation shows it: a ``needs_approval`` tool
   stops the run, the application stores ``result.to_state().to_string()``, a
   person approves on the stored state, and a later delivery continues it with
-  ``Runner.run(agent, state)`` (or ``run_sync``) under the same run id.
+  ``Runner.run(agent, state)`` (or ``run_sync``, or ``run_streamed`` with its
+  events consumed to the end) under the same run id.
 * ``langgraph-interrupt-async``: the LangGraph interrupt job on
   ``AsyncSqliteSaver`` and ``ainvoke``.
 """
@@ -62,7 +63,13 @@ def _deliver(job: dict[str, Any], journal: Any, live: bool) -> Any:
 
     async def deliver() -> Any:
         async with redrive.run(journal, job["run_id"], live=live) as run:
-            return _settle(job, run, await agents.Runner.run(agent, given))
+            if job["scenario"].endswith("-stream"):
+                result = agents.Runner.run_streamed(agent, given)
+                async for _ in result.stream_events():
+                    pass
+            else:
+                result = await agents.Runner.run(agent, given)
+            return _settle(job, run, result)
 
     return asyncio.run(deliver())
 
@@ -132,5 +139,6 @@ def langgraph_interrupt_async(job: dict[str, Any], journal: Any) -> Any:
 STATE_DRIVERS: dict[str, tuple[Any, str]] = {
     "agents-approval-state": (agents_approval_state, "own"),
     "agents-approval-state-sync": (agents_approval_state, "own"),
+    "agents-approval-state-stream": (agents_approval_state, "own"),
     "langgraph-interrupt-async": (langgraph_interrupt_async, "own"),
 }

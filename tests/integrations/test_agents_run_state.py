@@ -100,7 +100,13 @@ def _deliver(
 
     async def deliver() -> tuple[str, Any]:
         async with redrive.run(journal, run_id, **options) as run:
-            out = settle(run, await agents.Runner.run(agent, given))
+            if face == "streamed":
+                result = agents.Runner.run_streamed(agent, given)
+                async for _ in result.stream_events():
+                    pass
+            else:
+                result = await agents.Runner.run(agent, given)
+            out = settle(run, result)
         return run.status, out
 
     return asyncio.run(deliver())
@@ -114,13 +120,15 @@ def _approve(url: str, effects: Path, store: Path) -> None:
     store.write_text(state.to_string())
 
 
-@pytest.mark.parametrize("face", ["sync", "async"])
+@pytest.mark.parametrize("face", ["sync", "async", "streamed"])
 def test_a_stored_state_continues_the_run_once(face: str, tmp_path: Path) -> None:
+    """Paused, approved on the stored state, continued once; each face (``run_streamed`` too)."""
     need("agents")
     journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
     effects, store = tmp_path / "effects.log", tmp_path / "state.json"
+    stream = face == "streamed"
     with serve() as server:
-        server.add(chat(False), chat(True))
+        server.add(chat(False, stream), chat(True, stream))
         url = server.url + "/v1"
         # the first delivery stops for approval: suspended, not succeeded with no output
         assert _deliver(face, journal, "hitl:1", url, effects, store) == ("suspended", None)
@@ -138,6 +146,7 @@ def test_a_stored_state_continues_the_run_once(face: str, tmp_path: Path) -> Non
 
 
 def test_finish_while_paused_ends_the_run_succeeded(tmp_path: Path) -> None:
+    """``run.finish`` in a block whose Agents SDK run paused ends the run ``succeeded``."""
     need("agents")
     import agents
 
@@ -154,6 +163,7 @@ def test_finish_while_paused_ends_the_run_succeeded(tmp_path: Path) -> None:
 
 
 def test_a_state_this_run_never_paused_at_is_refused(tmp_path: Path) -> None:
+    """A stored state of another pause is refused before anything is sent or run."""
     need("agents")
     import agents
 
@@ -185,3 +195,42 @@ def test_a_state_this_run_never_paused_at_is_refused(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "run 'hitl:3'" in message and "send_email (call_1)" in message
     assert "new run id" in message
+
+
+def test_a_streamed_run_left_early_leaves_the_run_to_continue(tmp_path: Path) -> None:
+    """A block left before its streamed run ended is ``suspended``, and the next delivery finishes.
+
+    The consumer stops at the first event and leaves the block while the
+    SDK's loop still runs in its task: the run did not finish (before, it
+    ended ``succeeded`` with no output and could never be continued). The
+    next delivery re-drives it to its pause, a person approves on the stored
+    state, and the delivery after continues it: the tool runs once.
+    """
+    need("agents")
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    effects, store = tmp_path / "effects.log", tmp_path / "state.json"
+    with serve() as server:
+        # by what was asked, not in order: the first attempt's request may or may not go out
+        server.respond = lambda asked: chat(b'"role":"tool"' in asked.body.replace(b" ", b""), True)
+        url = server.url + "/v1"
+        agents, agent = _agent(url, effects)
+
+        async def leave_early() -> str:
+            async with redrive.run(journal, "hitl:early") as run:
+                result = agents.Runner.run_streamed(agent, PROMPT)
+                async for _ in result.stream_events():
+                    break
+            result.cancel()  # the SDK's loop would go on; its next step is refused anyway
+            return run.status
+
+        assert asyncio.run(leave_early()) == "suspended"
+        assert not store.exists() and not effects.exists()
+        paused = _deliver("streamed", journal, "hitl:early", url, effects, store)
+        assert paused == ("suspended", None) and store.exists()
+        _approve(url, effects, store)
+        done = _deliver("streamed", journal, "hitl:early", url, effects, store)
+        assert done == ("succeeded", FINAL)
+        assert len(effects.read_text().splitlines()) == 1
+        paid = sum(1 for f in journal.frames("hitl:early") if f.kind == "model_response")
+        assert len(server.requests) <= paid + 1  # at most the call cut by leaving is asked again
+    journal.close()

@@ -10,9 +10,10 @@ LiteLLM costs seconds of CPU per process): each child knows of its cells only wh
 on disk, is SIGKILLed for real, and writes its pid where the killing server reads it.
 Each cell then gets a verdict from what is outside the processes: the side
 effects in its log, the requests its scripted server received, the run's
-status and output in its journal. The default run covers the cells marked
-quick; ``REDRIVE_MATRIX=full`` runs them all. docs/conformance.md is the
-table the cells declare, and a test keeps it equal to :func:`render`.
+status and output in its journal. Every cell runs by default (CI's run);
+``REDRIVE_MATRIX=quick`` runs the cells marked quick, which cover every row
+and each framework's every boundary. docs/conformance.md is the table the
+cells declare, and a test keeps it equal to :func:`render`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tests.integrations.matrix_cells import (
     Scenario,
     cells,
     render,
+    uncovered,
 )
 from tests.sdkserver import Received, Reply
 
@@ -47,8 +49,8 @@ pytestmark = pytest.mark.crash
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-FULL = os.environ.get("REDRIVE_MATRIX") == "full"
-CELLS = cells(FULL)
+#: which cells run: ``full`` (every one, the default) or ``quick`` (docs/testing.md)
+CELLS = cells(os.environ.get("REDRIVE_MATRIX", "full"))
 
 
 @attrs.define
@@ -131,7 +133,13 @@ def _fault(status: int) -> dict[str, Any]:
 
 
 #: what a chain's warm parent imports besides its family's framework
-WARM = ["redrive", "duckdb", "tests.integrations.matrix_drivers", "tests.integrations.matrix_more"]
+WARM = [
+    "redrive",
+    "duckdb",
+    "tests.integrations.matrix_drivers",
+    "tests.integrations.matrix_bare",
+    "tests.integrations.matrix_more",
+]
 
 
 def _warm_modules(family: str) -> list[str]:
@@ -293,4 +301,27 @@ def test_the_documented_table_is_the_generated_one() -> None:
 
 
 def test_no_cell_declares_a_duplicate_or_a_stuck_run() -> None:
+    """Every verdict in the table says the resume held (none names a duplicate or a stuck run)."""
     assert not any(word in render().lower() for word in ("duplicate ", "stuck"))
+
+
+def test_the_quick_cells_cover_every_row_and_each_frameworks_boundaries() -> None:
+    """``REDRIVE_MATRIX=quick`` kills each row once at least, each framework at each boundary."""
+    assert uncovered(cells("quick")) == []
+    assert len(cells("quick")) < len(cells("full"))
+
+
+def test_a_gap_in_the_chosen_cells_is_named() -> None:
+    """Leaving out a row's only cell, or a framework's only cell at a boundary, is reported."""
+    quick = cells("quick")
+    lone = next(c for c in quick if sum(1 for d in quick if d[0] is c[0]) == 1)
+    gaps = uncovered([c for c in quick if c != lone])
+    assert f"row {lone[0].framework} | {lone[0].feature} | {lone[0].face}" in gaps
+    error_1 = [c for c in quick if c[1] == "error_1" and c[0].framework == "litellm"]
+    assert uncovered([c for c in quick if c not in error_1]) == ["boundary error_1 of litellm"]
+
+
+def test_an_unknown_matrix_size_is_refused() -> None:
+    """A misspelt ``REDRIVE_MATRIX`` fails loudly instead of running some other set."""
+    with pytest.raises(ValueError, match="REDRIVE_MATRIX='ful'"):
+        cells("ful")

@@ -29,7 +29,7 @@ import pytest
 import redrive
 from tests.integrations.conftest import need
 from tests.integrations.fakeapi import FINAL, TOOL_ARGS, HoldingServer, chat, serve
-from tests.integrations.matrix_cells import _interrupt
+from tests.integrations.matrix_scripts import interrupt as _interrupt
 from tests.sdkserver import Reply
 
 PROMPT = "Ada's order arrived damaged; email her an apology."

@@ -32,7 +32,7 @@ import pytest
 import redrive
 from tests.integrations.fakeapi import FINAL, HoldingServer, chat
 from tests.integrations.lg_graphs import recorded_llm, tool_node_graph
-from tests.integrations.matrix_cells import _interrupt
+from tests.integrations.matrix_scripts import interrupt as _interrupt
 from tests.integrations.test_langgraph_resume import (
     _MADE,
     PROMPT,

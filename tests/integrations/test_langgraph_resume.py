@@ -40,7 +40,7 @@ import redrive
 from tests.integrations.conftest import need
 from tests.integrations.fakeapi import FINAL, HoldingServer, chat, serve
 from tests.integrations.lg_graphs import recorded_llm, tool_node_graph
-from tests.integrations.matrix_cells import _interrupt
+from tests.integrations.matrix_scripts import interrupt as _interrupt
 from tests.sdkserver import Reply
 
 pytestmark = pytest.mark.usefixtures("langgraph_installed")
