@@ -212,6 +212,9 @@ class FlowTracker:
         #: run's memory does not grow by one entry per step
         self._flows_at: dict[int, int] = {}
         self._flows_gone: collections.deque[int] = collections.deque()
+        #: the references reporting counted flows' collection, by id (equal flows may coexist)
+        self._flow_refs: dict[int, _FlowRef] = {}
+        self._collected = _collector(self._flow_refs, self._flows_gone)
         #: recorded steps handed to a flow that has not completed them yet
         self._arriving: set[int] = set()
         #: positions ``(parent, spawn, name, occ)`` issued and not yet answered
@@ -467,8 +470,29 @@ class FlowTracker:
         if flow.parent >= 0:
             with self._lock:
                 self._flows_at[flow.parent] = self._flows_at.get(flow.parent, 0) + 1
-            weakref.finalize(flow, self._flows_gone.append, flow.parent)
+            ref = _FlowRef(flow, self._collected)
+            ref.parent = flow.parent
+            self._flow_refs[id(ref)] = ref
         return flow
+
+
+class _FlowRef(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference to a counted :class:`Flow` with its parent (cheaper than a finalize)."""
+
+    __slots__ = ("parent",)
+    parent: int
+
+
+def _collector(
+    refs: dict[int, _FlowRef], gone: collections.deque[int]
+) -> Callable[[_FlowRef], None]:
+    """:class:`_FlowRef`'s callback: the flow's parent is gone (no cycle through the tracker)."""
+
+    def collected(ref: _FlowRef) -> None:
+        gone.append(ref.parent)  # drained under the tracker's lock by its next issue
+        refs.pop(id(ref), None)
+
+    return collected
 
 
 def start_child_flow(context: contextvars.Context, tracker: FlowTracker | None = None) -> None:

@@ -122,6 +122,17 @@ def _record(row: Sequence[Any]) -> RunRecord:
 
 
 def _frame(row: Sequence[Any]) -> Frame:
-    values = dict(zip(FRAME_ATTRS, row, strict=True))
-    values["payload"] = bytes(values["payload"])
-    return Frame(**values)
+    # one per frame read: unpacked in FRAME_ATTRS' order (a row of another length is a
+    # ValueError, as zip(strict=True) gave), without building a dict of keywords
+    run_id, seq, kind, name, key, payload, chain, at, epoch = row
+    return Frame(
+        run_id=run_id,
+        seq=seq,
+        kind=kind,
+        name=name,
+        key=key,
+        payload=bytes(payload),
+        chain=chain,
+        at=at,
+        epoch=epoch,
+    )

@@ -415,3 +415,30 @@ def test_a_call_moved_before_a_batch_of_identical_requests_diverges() -> None:
         assert resumed == [*recorded, "bye#3"]
 
     asyncio.run(main())
+
+
+def test_a_parent_is_held_while_any_flow_stands_at_it_equal_flows_included() -> None:
+    """Two flows that completed the same step are equal values, yet each is counted: the
+    parent's counts stay while either stands there and go once both are collected."""
+    import contextvars
+    import gc
+
+    tracker = FlowTracker()
+    token = tracker.bind()
+    try:
+        flows = [contextvars.copy_context() for _ in range(2)]
+        for i in range(2):
+            flows[i].run(tracker.completed, 7, model=False, turn=0)
+        assert flows[0].run(tracker.here) == flows[1].run(tracker.here)
+        flows[0].run(tracker.issue, "t")
+        assert tracker.may_still_issue(7, (), "t", 1)  # a flow stands at 7: it may ask again
+        del flows[0]
+        gc.collect()
+        tracker.issue("t")  # drains what was collected
+        assert tracker.may_still_issue(7, (), "t", 1)  # the other flow still stands there
+        del flows[0]
+        gc.collect()
+        tracker.issue("t")
+        assert not tracker.may_still_issue(7, (), "t", 1)  # no flow stands at 7 any more
+    finally:
+        tracker.unbind(token)
