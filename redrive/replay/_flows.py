@@ -42,16 +42,15 @@ rule for every step, so their journals replay as they were recorded.
 
 from __future__ import annotations
 
-import collections
 import contextvars
 import threading
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
 
 from ._faces import flow as _caller
+from ._flow_counts import ParentCounts
 
 __all__ = [
     "FLOWS_FLAG",
@@ -206,15 +205,10 @@ class FlowTracker:
         self._issued: dict[int, dict[tuple[tuple[int, ...], str], int]] = {}
         #: flows started so far at each parent, by the starter's spawn path
         self._spawned: dict[int, dict[tuple[int, ...], int]] = {}
-        #: live :class:`Flow` objects positioned at each parent seq (>= 0), and parents
-        #: whose Flow objects were collected since (drained by :meth:`issue`): a parent
-        #: no flow stands at can issue nothing more, so its counts are dropped and a long
-        #: run's memory does not grow by one entry per step
-        self._flows_at: dict[int, int] = {}
-        self._flows_gone: collections.deque[int] = collections.deque()
-        #: the references reporting counted flows' collection, by id (equal flows may coexist)
-        self._flow_refs: dict[int, _FlowRef] = {}
-        self._collected = _collector(self._flow_refs, self._flows_gone)
+        #: live :class:`Flow` objects standing at each parent seq (>= 0), drained by
+        #: :meth:`issue`: a parent no flow stands at can issue nothing more, so its counts
+        #: are dropped and a long run's memory does not grow by one entry per step
+        self._flows_at = ParentCounts()
         #: recorded steps handed to a flow that has not completed them yet
         self._arriving: set[int] = set()
         #: positions ``(parent, spawn, name, occ)`` issued and not yet answered
@@ -450,16 +444,9 @@ class FlowTracker:
 
     def _drain_gone(self) -> None:
         """Drop the counts of parents no flow stands at any more (under the lock)."""
-        gone = self._flows_gone
-        while gone:
-            parent = gone.popleft()
-            left = self._flows_at.get(parent, 0) - 1
-            if left > 0:
-                self._flows_at[parent] = left
-            else:
-                self._flows_at.pop(parent, None)
-                self._issued.pop(parent, None)
-                self._spawned.pop(parent, None)
+        for parent in self._flows_at.drain():
+            self._issued.pop(parent, None)
+            self._spawned.pop(parent, None)
 
     def _track(self, flow: Flow) -> Flow:
         """Count ``flow`` as standing at its parent until it is collected; return it.
@@ -469,30 +456,8 @@ class FlowTracker:
         """
         if flow.parent >= 0:
             with self._lock:
-                self._flows_at[flow.parent] = self._flows_at.get(flow.parent, 0) + 1
-            ref = _FlowRef(flow, self._collected)
-            ref.parent = flow.parent
-            self._flow_refs[id(ref)] = ref
+                self._flows_at.count(flow, flow.parent)
         return flow
-
-
-class _FlowRef(weakref.ref):  # type: ignore[type-arg]
-    """A weak reference to a counted :class:`Flow` with its parent (cheaper than a finalize)."""
-
-    __slots__ = ("parent",)
-    parent: int
-
-
-def _collector(
-    refs: dict[int, _FlowRef], gone: collections.deque[int]
-) -> Callable[[_FlowRef], None]:
-    """:class:`_FlowRef`'s callback: the flow's parent is gone (no cycle through the tracker)."""
-
-    def collected(ref: _FlowRef) -> None:
-        gone.append(ref.parent)  # drained under the tracker's lock by its next issue
-        refs.pop(id(ref), None)
-
-    return collected
 
 
 def start_child_flow(context: contextvars.Context, tracker: FlowTracker | None = None) -> None:
