@@ -443,24 +443,25 @@ class Scrubber:
         new = self._chunks(items, path)
         return node if new is items else (*node[:start], *new)
 
-    def payload(self, kind: str, payload: Any) -> Any:
+    def payload(self, kind: str, payload: Any, *, scrubbed: str = "") -> Any:
         """Return a frame's payload scrubbed (``payload`` itself when nothing changes).
 
-        Args:
-            kind: the frame's kind (a :class:`~redrive.frames.Kind` value).
-            payload: the payload as queued (a canonical tree, maybe with stored values).
+        Args: ``kind``, the frame's kind (a :class:`~redrive.frames.Kind` value);
+        ``payload`` as queued (a canonical tree, maybe with stored values); ``scrubbed``,
+        a root field (``"args"``) that :meth:`value` of this kind's scrubber returned
+        (lists maybe prefix references): kept as is, the bytes a second walk makes.
         """
         if self._kinds and (sub := self.for_step(STEP_KINDS.get(kind, ""))) is not self:
-            return sub.payload(kind, payload)
+            return sub.payload(kind, payload, scrubbed=scrubbed)
         if not isinstance(payload, dict):
             return self.value(payload)
-        roots = _ROOTS.get(kind, ())
-        if kind == Kind.MODEL_RESPONSE.value:
-            roots = ("response", "view")
+        roots = ("response", "view") if kind == "model_response" else _ROOTS.get(kind, ())
         out: dict[str, Any] = {}
         changed = False
         for key, item in payload.items():
-            if not self._paths or key in roots:  # no patterns: paths are never read
+            if key == scrubbed and key in roots:
+                new = item
+            elif not self._paths or key in roots:  # no patterns: paths are never read
                 new = self.value(item)
             else:
                 new = self.value(item, _child("$", key))

@@ -175,7 +175,8 @@ class ModelSteps:
                     request["issue"] = step._issue.payload()  # who asked: see Cursor.match
                 self._state.places.placed(seq, step._issue)  # a re-ask holds the superseded place
                 payload = self._state.requests.stored(name, request)
-                self._writer.queue(Kind.MODEL_REQUEST, name, payload, step.key)
+                # the request is prepare()'s (canonical, scrubbed): not walked again
+                self._writer.queue(Kind.MODEL_REQUEST, name, payload, step.key, scrubbed="args")
             else:
                 seq = step._step.seq
             outcome: dict[str, Any] = {"step": seq, "response": response, "view": view}

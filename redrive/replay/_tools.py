@@ -238,7 +238,7 @@ class ToolSteps:
         )
 
     def _begin_once(self, spec: ToolSpec, arguments: dict[str, Any], issue: Issue) -> ToolPlan:
-        stored = self._writer.prepare(arguments, "args")
+        stored = prepared = self._writer.prepare(arguments, "args")
         key = call_key(spec.name, match_view(stored, kind="tool"), tree=True)  # stored: canonical
         with self._state.lock:
             turn = issue.turn
@@ -306,6 +306,7 @@ class ToolSteps:
                         "issue": issue.payload(),  # who asked: see Cursor.match
                     },
                     key,
+                    scrubbed="args" if stored is prepared else "",  # not walked twice
                 )
                 self._appender.flush()
             self._state.live_steps += 1

@@ -100,8 +100,19 @@ class JournalWriter:
             make, self.first_note = self.first_note, None
             self.queue(Kind.NOTE, *make())
 
-    def queue(self, kind: Kind, name: str, payload: Any, key: str = "") -> Frame:
+    def queue(
+        self, kind: Kind, name: str, payload: Any, key: str = "", *, scrubbed: str = ""
+    ) -> Frame:
         """Scrub ``payload``, chain a new frame after the last one and queue it; return it.
+
+        Args:
+            kind: the frame's kind.
+            name: the step's name.
+            payload: the frame's payload (a map of plain data, stored values...).
+            key: the step's match key (32 hex digits), or ``""``.
+            scrubbed: the payload field (``"args"``) holding what :meth:`prepare`
+                returned for this step (canonical and scrubbed already; a model
+                request's lists may be prefix references): it is not scrubbed again.
 
         Raises:
             TypeError: ``payload`` cannot be encoded canonically.
@@ -110,7 +121,9 @@ class JournalWriter:
         if self.refuse is not None:
             self.refuse(f"{kind.value} {name!r}")
         self.mark_first()
-        payload = self.scrubber.payload(kind.value, canonical(payload, "payload"))
+        payload = self.scrubber.payload(
+            kind.value, canonical(payload, "payload"), scrubbed=scrubbed
+        )
         frame = make_frame(
             run_id=self.run_id,
             seq=self.next_seq,

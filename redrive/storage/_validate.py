@@ -21,7 +21,7 @@ import re
 import weakref
 from typing import Any, Final
 
-from .._runid import check_run_id
+from .._runid import MAX_RUN_ID_BYTES, check_run_id
 from ..errors import JournalCorruptError
 from ..frames import Frame, Kind, decode, payload_problem
 from ._records import RunRecord, RunStatus
@@ -113,6 +113,58 @@ def frame_problem(frame: Frame) -> str | None:
     """
     if _PASSED.get(id(frame)) is frame:
         return None
+    found = None if _frame_fields_fine(frame) else _frame_field_problem(frame)
+    if found is not None:
+        return found
+    try:
+        data = decode(frame.payload)
+    except Exception as exc:  # any decoding failure of a hostile payload is a problem
+        return f"payload: not canonical msgpack ({type(exc).__name__}: {exc})"
+    found = payload_problem(frame.kind, data)
+    if found is None:
+        _PASSED[id(frame)] = frame
+    return found
+
+
+def _id_fine(value: Any) -> bool:
+    """A sufficient test for :func:`_run_id` passing: ASCII without NUL, 1 to 1,024 bytes."""
+    return (
+        type(value) is str
+        and 0 < len(value) <= MAX_RUN_ID_BYTES
+        and value.isascii()
+        and "\x00" not in value
+    )
+
+
+def _frame_fields_fine(frame: Frame) -> bool:
+    """A sufficient test (one expression, the common case) for :func:`_frame_field_problem`.
+
+    True only when every check there passes: exact ``str``/``int``/``float``/``bytes``
+    types, ASCII text, counts in range, finite time. False proves nothing (the full
+    checks decide and name the field); ``tests/unit/test_validator_fast.py`` holds it.
+    """
+    seq, epoch, at, key, name = frame.seq, frame.epoch, frame.at, frame.key, frame.name
+    return (
+        _id_fine(frame.run_id)
+        and type(seq) is int
+        and 0 <= seq <= BIGINT_MAX
+        and type(frame.kind) is str
+        and frame.kind in _KINDS
+        and _ascii(name)
+        and type(key) is str
+        and (key == "" or _HEX32.fullmatch(key) is not None)
+        and type(frame.payload) is bytes
+        and type(frame.chain) is str
+        and _HEX32.fullmatch(frame.chain) is not None
+        and type(at) is float
+        and math.isfinite(at)
+        and type(epoch) is int
+        and 0 <= epoch <= BIGINT_MAX
+    )
+
+
+def _frame_field_problem(frame: Frame) -> str | None:
+    """The first of a frame's own fields that no journal could store, as ``"field: why"``."""
     checks = (
         ("run_id", _run_id(frame.run_id)),
         ("seq", _count(frame.seq)),
@@ -127,14 +179,7 @@ def frame_problem(frame: Frame) -> str | None:
     for name, problem in checks:
         if problem is not None:
             return f"{name}: {problem}"
-    try:
-        data = decode(frame.payload)
-    except Exception as exc:  # any decoding failure of a hostile payload is a problem
-        return f"payload: not canonical msgpack ({type(exc).__name__}: {exc})"
-    found = payload_problem(frame.kind, data)
-    if found is None:
-        _PASSED[id(frame)] = frame
-    return found
+    return None
 
 
 #: Run rows that passed :func:`run_problem`, by identity, while they live: a row is
@@ -158,6 +203,55 @@ def run_problem(record: RunRecord) -> str | None:
     """
     if _ROWS_PASSED.get(id(record)) is record:
         return None
+    found = None if _row_fields_fine(record) else _row_field_problem(record)
+    if found is None:
+        _ROWS_PASSED[id(record)] = record
+    return found
+
+
+def _row_fields_fine(record: RunRecord) -> bool:
+    """A sufficient test (one expression, the common case) for :func:`_row_field_problem`.
+
+    As :func:`_frame_fields_fine`: True only when every check passes (no output,
+    no error, ASCII text); False proves nothing.
+    """
+    owner, expires = record.lease_owner, record.lease_expires
+    created, updated, seq, epoch = (
+        record.created_at,
+        record.updated_at,
+        record.next_seq,
+        record.lease_epoch,
+    )
+    return (
+        _id_fine(record.run_id)
+        and type(record.status) is str
+        and record.status in _STATUSES
+        and type(seq) is int
+        and 0 <= seq <= BIGINT_MAX
+        and type(record.last_chain) is str
+        and _HEX32.fullmatch(record.last_chain) is not None
+        and _ascii(record.input_fp)
+        and (record.entrypoint is None or _ascii(record.entrypoint))
+        and type(created) is float
+        and math.isfinite(created)
+        and type(updated) is float
+        and math.isfinite(updated)
+        and record.output is None
+        and record.error is None
+        and (owner is None or _ascii(owner))
+        and type(epoch) is int
+        and 0 <= epoch <= BIGINT_MAX
+        and (expires is None or (type(expires) is float and math.isfinite(expires)))
+    )
+
+
+def _ascii(value: Any) -> bool:
+    """A sufficient test for :func:`_text` passing: an exact ``str`` of ASCII without NUL."""
+    return type(value) is str and value.isascii() and "\x00" not in value
+
+
+def _row_field_problem(record: RunRecord) -> str | None:
+    """The first of a run row's fields that no journal could store, as ``"field: why"``."""
     status = record.status
     checks = (
         ("run_id", _run_id(record.run_id)),
@@ -177,7 +271,6 @@ def run_problem(record: RunRecord) -> str | None:
     for name, problem in checks:
         if problem is not None:
             return f"{name}: {problem}"
-    _ROWS_PASSED[id(record)] = record
     return None
 
 

@@ -1,0 +1,108 @@
+"""The validator's one-expression test of a frame's and a run row's own fields (issue 26 item 6)
+is sufficient: whenever it passes, every field check of the full validator passes too.
+
+Random fields, hostile ones included (bools for counts, NaN and infinite times,
+lone surrogates, NUL, non-ASCII and over-long ids, upper-case hex, ``str``
+subclasses, values of the wrong type): the fast test may send a well-formed field
+to the full checks, never let through one they refuse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from redrive.frames import Frame
+from redrive.storage import RunRecord
+from redrive.storage._validate import (
+    _frame_field_problem,
+    _frame_fields_fine,
+    _row_field_problem,
+    _row_fields_fine,
+)
+from tests.conftest import examples
+
+
+class _Str(str):
+    """A str subclass (types are checked exactly by the fast test)."""
+
+
+_HEX = "0123456789abcdef" * 2
+_TEXTS = st.one_of(
+    st.sampled_from(["run-1", "", "a\x00b", "\ud800", "é", "x" * 1024, "x" * 1025, _HEX]),
+    st.sampled_from([_HEX.upper(), _HEX + "\n", _HEX[:31], _Str("run-1"), _Str(_HEX)]),
+    st.text(max_size=8),
+)
+_NUMBERS = st.one_of(
+    st.sampled_from([0, 1, 2**63 - 1, 2**63, -1, True, False, 0.0, -0.0, 1.5]),
+    st.sampled_from([float("nan"), float("inf"), float("-inf"), 10**400]),
+    st.integers(),
+    st.floats(),
+)
+_ANY = st.one_of(_TEXTS, _NUMBERS, st.none(), st.binary(max_size=4), st.just(bytearray(b"x")))
+
+
+_FRAME = {
+    "run_id": st.sampled_from(["run-1", "r" * 1024]),
+    "seq": st.integers(0, 2**63 - 1),
+    "kind": st.sampled_from(["tool_start", "model_response", "note"]),
+    "name": st.sampled_from(["t", "model:m", ""]),
+    "key": st.sampled_from(["", _HEX]),
+    "payload": st.just(b"\x80"),
+    "chain": st.just(_HEX),
+    "at": st.floats(0, 2e9),
+    "epoch": st.integers(0, 2**63 - 1),
+}
+_ROW = {
+    "run_id": _FRAME["run_id"],
+    "status": st.sampled_from(["running", "succeeded"]),
+    "next_seq": _FRAME["seq"],
+    "last_chain": st.just(_HEX),
+    "input_fp": st.sampled_from([_HEX, ""]),
+    "entrypoint": st.sampled_from([None, "m:f"]),
+    "created_at": _FRAME["at"],
+    "updated_at": _FRAME["at"],
+    "output": st.sampled_from([None, b"\x80", b"\xc1"]),
+    "error": st.sampled_from([None, "boom", "a\x00b"]),
+    "lease_owner": st.sampled_from([None, "w1"]),
+    "lease_epoch": _FRAME["seq"],
+    "lease_expires": st.sampled_from([None, 5.0]),
+}
+
+
+@st.composite
+def _fields(draw: st.DrawFn, valid: dict[str, st.SearchStrategy[Any]]) -> dict[str, Any]:
+    """Well-formed fields, then one or two of them (maybe none) replaced by any value."""
+    fields = {name: draw(strategy) for name, strategy in valid.items()}
+    for name in draw(st.lists(st.sampled_from(sorted(valid)), max_size=2)):
+        fields[name] = draw(_ANY)
+    return fields
+
+
+@settings(max_examples=examples(default=600, ci=600, thorough=20_000), deadline=None)
+@given(fields=_fields(_FRAME))
+def test_a_frame_the_fast_test_passes_passes_every_field_check(fields: dict[str, Any]) -> None:
+    """_frame_fields_fine(frame) implies _frame_field_problem(frame) is None."""
+    frame = Frame(**fields)
+    if _frame_fields_fine(frame):
+        assert _frame_field_problem(frame) is None
+
+
+@settings(max_examples=examples(default=600, ci=600, thorough=20_000), deadline=None)
+@given(fields=_fields(_ROW))
+def test_a_run_row_the_fast_test_passes_passes_every_field_check(fields: dict[str, Any]) -> None:
+    """_row_fields_fine(row) implies _row_field_problem(row) is None."""
+    row = RunRecord(**fields)
+    if _row_fields_fine(row):
+        assert _row_field_problem(row) is None
+
+
+def test_the_fast_tests_pass_the_common_frame_and_row() -> None:
+    """The writer's common frame and row take the fast path (else it would save nothing)."""
+    frame = Frame(
+        run_id="r", seq=1, kind="note", name="n", key="", payload=b"\x80", chain=_HEX, at=1.5
+    )
+    assert _frame_fields_fine(frame)
+    assert _row_fields_fine(RunRecord(run_id="r", last_chain=_HEX, input_fp=_HEX))
