@@ -29,9 +29,11 @@ run is in the header; figures from a loaded run are noisier and fsync-bound rows
 look better there than on a quiet disk.
 
 How to read the cycles: a process that resumes an interrupted run held in the
-journal's log and stops before writing closes without opening DuckDB or rewriting
-the log; a process that replays a finished run reads it from DuckDB's tables, so
-its cycle includes DuckDB's own open (`duckdb.connect`, shown beside it).
+journal's log and stops before writing, or replays a run that ended recently
+(the log keeps the newest ended runs, within bounds, before they move into
+DuckDB's tables), reads it from the log and closes without opening DuckDB or
+rewriting the log; `duckdb.connect`, shown beside the cycles, is what a cycle
+reading from the tables would add.
 """
 
 

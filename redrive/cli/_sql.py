@@ -194,7 +194,8 @@ def _attach(
     names = ", ".join(f"f.{name}" for name in _FRAME_NAMES.split(", "))
     con.execute(
         f"CREATE VIEW frames AS SELECT {names}, d.data FROM ("
-        f"SELECT {_FRAME_NAMES} FROM journal.redrive_frames "
+        f"SELECT {_FRAME_NAMES} FROM journal.redrive_frames AS t WHERE NOT EXISTS ("
+        "SELECT 1 FROM pending_frames AS p WHERE p.run_id = t.run_id AND p.seq = t.seq) "
         f"UNION ALL SELECT {_FRAME_NAMES} FROM pending_frames) AS f "
         "LEFT JOIN frame_data AS d ON d.run_id = f.run_id AND d.seq = f.seq"
     )

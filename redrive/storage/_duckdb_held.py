@@ -7,6 +7,7 @@ and change it. Part of :mod:`.duckdb` (see its docstring).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -32,8 +33,14 @@ from ._logrecord import (
 )
 from .memory import MemoryState
 
-#: Run statuses whose records a checkpoint moves into the tables (the run has ended).
+#: Run statuses of a run that has ended.
 _ENDED: Final = frozenset(s.value for s in RunStatus if s.terminal)
+#: Ended runs a checkpoint keeps in the log at most (the newest; older ones move).
+KEEP_ENDED_RUNS: Final = 32
+#: Seconds after its last write past which an ended run moves into the tables.
+KEEP_ENDED_AGE: Final = 3600.0
+#: Log size (bytes) past which a checkpoint moves every ended run into the tables.
+KEEP_LOG_BYTES: Final = 8 * 1024 * 1024
 
 
 @attrs.frozen
@@ -45,6 +52,17 @@ class _Move:
     counts: dict[str, int]
     frames: list[Frame]
     decisions: dict[tuple[str, str], Decision]
+
+    @classmethod
+    def of(cls, held: MemoryState, keep: set[str]) -> _Move | None:
+        """The held records of every run not in ``keep`` (None when there are none)."""
+        move = cls(
+            rows={rid: r for rid, r in held.runs.items() if rid not in keep},
+            counts={rid: len(fs) for rid, fs in held.frames.items() if rid not in keep},
+            frames=[f for rid, fs in held.frames.items() if rid not in keep for f in fs],
+            decisions={k: d for k, d in held.decisions.items() if k[0] not in keep},
+        )
+        return move if move.rows or move.frames or move.decisions else None
 
 
 def _row_at(row: RunRecord, last: Frame) -> RunRecord:
@@ -194,13 +212,38 @@ def _wholly_held(overlay: MemoryState, run_id: str) -> bool:
     return bool(held) and held[0].seq == 0  # type: ignore[index]
 
 
-def _kept_runs(held: MemoryState, checkpoint_frames: int) -> set[str]:
-    """The unfinished runs whose records a threshold or closing checkpoint keeps in the log."""
-    live = [
-        (len(held.frames.get(r.run_id, ())), r.run_id)
-        for r in held.runs.values()
-        if r.status not in _ENDED
-    ]
+def _kept_runs(
+    held: MemoryState, checkpoint_frames: int, *, ended: bool = True, now: float | None = None
+) -> set[str]:
+    """The runs whose records a threshold or closing checkpoint keeps in the log.
+
+    Unfinished runs come first, smallest first, while their frames stay within
+    half of ``checkpoint_frames`` (past the first too big, every bigger one
+    moves). Then, with ``ended``, the ended runs, newest first (by
+    ``updated_at``), while the frames kept stay within that same half, at most
+    :data:`KEEP_ENDED_RUNS` of them, each ended less than
+    :data:`KEEP_ENDED_AGE` seconds before ``now`` (default: the wall clock);
+    the first that does not fit and every older one move. So a process that
+    replays a run that ended recently reads it from the log without opening
+    DuckDB, and the log never holds more than half a threshold of frames.
+
+    Args:
+        held: the overlay.
+        checkpoint_frames: the journal's threshold (frames).
+        ended: False moves every ended run (the log is over :data:`KEEP_LOG_BYTES`).
+        now: seconds since the Unix epoch.
+
+    Returns:
+        The run ids to keep.
+    """
+    live = []
+    done = []
+    for row in held.runs.values():
+        count = len(held.frames.get(row.run_id, ()))
+        if row.status not in _ENDED:
+            live.append((count, row.run_id))
+        else:
+            done.append((-row.updated_at, row.run_id, count))
     budget = checkpoint_frames // 2
     keep: set[str] = set()
     for count, run_id in sorted(live):
@@ -208,7 +251,20 @@ def _kept_runs(held: MemoryState, checkpoint_frames: int) -> set[str]:
             break
         budget -= count
         keep.add(run_id)
+    if not ended:
+        return keep
+    oldest = (time.time() if now is None else now) - KEEP_ENDED_AGE
+    for newest, run_id, count in sorted(done)[:KEEP_ENDED_RUNS]:
+        if count > budget or -newest < oldest:
+            break
+        budget -= count
+        keep.add(run_id)
     return keep
+
+
+def _holds_live(held: MemoryState) -> bool:
+    """True when the overlay holds the row of a run that has not ended."""
+    return any(row.status not in _ENDED for row in held.runs.values())
 
 
 def _kept_records(held: MemoryState, keep: set[str]) -> list[list[Any]]:
@@ -260,16 +316,15 @@ def _drop_moved(held: MemoryState, move: _Move) -> None:
             del held.decisions[key]
 
 
-def nothing_moves(held: MemoryState, checkpoint_frames: int, damage: Damage) -> bool:
-    """True when a closing checkpoint would move nothing into the tables.
+def nothing_moves(held: MemoryState, keep: set[str]) -> bool:
+    """True when a closing checkpoint keeping ``keep`` would move nothing into the tables.
 
     That is when every record held belongs to a run the checkpoint keeps in
-    the log (unfinished and within half the threshold, see :func:`_kept_runs`,
-    or damaged): the log already holds exactly what it must.
+    the log (see :func:`_kept_runs`, or damaged): the log already holds
+    exactly what it must.
     """
     if held.empty:
         return True
-    keep = _kept_runs(held, checkpoint_frames) | set(damage.runs)
     return (
         keep.issuperset(held.runs)
         and keep.issuperset(held.frames)

@@ -15,11 +15,13 @@ from ..frames import Frame
 from . import _framelog
 from ._base import Decision, RunRecord
 from ._duckdb_held import (
+    KEEP_LOG_BYTES,
     Damage,
     _apply_run,
     _close_failed,
     _drop_moved,
     _held_records,
+    _holds_live,
     _kept_records,
     _kept_runs,
     _Move,
@@ -65,10 +67,9 @@ class DuckDBJournal(LocalJournal):
             These two come from opening the DuckDB file: when the log holds
             records, that happens later (see the module docstring) and the
             first operation that needs the tables raises them instead.
-        JournalCorruptError: the log next to the file is damaged mid-file, or
-            holds a record that is not a well-formed journal record; the error
-            names the file, the byte offset, the record index and (when known)
-            the run and seq of the last good record.
+        JournalCorruptError: the log next to the file is damaged mid-file, or holds a
+            record that is not a well-formed journal record; the error names the file,
+            the byte offset, the record index and (when known) the last good run and seq.
     """
 
     def __init__(
@@ -102,10 +103,10 @@ class DuckDBJournal(LocalJournal):
                 self._take_file()
             if self._lock_fd is not None and _log_holds_records(path + ".rdlog"):
                 # Our flock excludes every other redrive process and object, so the
-                # tables can be opened while the log is read: a write or an operation
-                # that needs them waits (see _store); a read of a run wholly held in the
-                # log does not.
-                self._opening = _Opening(path, OPEN_DELAY)
+                # tables can be opened later: a write or an operation that needs them
+                # opens them (see _store); a read of a run wholly held in the log does
+                # not. The background open starts below when the log holds a live run.
+                self._opening = _Opening(path)
                 # a journal dropped without close() must not open (or keep) the file later
                 weakref.finalize(self, _abandon, self._opening)
             else:
@@ -123,6 +124,8 @@ class DuckDBJournal(LocalJournal):
                 # the tables at the next checkpoint (threshold or close), not here, so
                 # opening after a crash costs reading the log, not a bulk insert
                 self._damage = _replay_log(self._overlay, self._log, path)
+                if self._opening is not None and _holds_live(self._overlay):
+                    self._opening.start(OPEN_DELAY)
         except BaseException:
             if self._log is not None:
                 self._log.close()
@@ -236,18 +239,13 @@ class DuckDBJournal(LocalJournal):
         leaves everything in the log; the next try comes after another
         ``checkpoint_frames`` frames, or on close (which reports it).
         """
-        keep = _kept_runs(self._overlay, self.checkpoint_frames) | set(self._damage.runs)
-        held = self._overlay
-        move = _Move(
-            rows={rid: r for rid, r in held.runs.items() if rid not in keep},
-            counts={rid: len(fs) for rid, fs in held.frames.items() if rid not in keep},
-            frames=[f for rid, fs in held.frames.items() if rid not in keep for f in fs],
-            decisions={k: d for k, d in held.decisions.items() if k[0] not in keep},
-        )
-        if not (move.rows or move.frames or move.decisions):
+        move = _Move.of(self._overlay, self._keep())
+        if move is None:
             return
+        # not a daemon: the interpreter joins it at exit, before finalizing (a daemon
+        # thread still inside DuckDB then is killed there, which aborts the process)
         self._mover = threading.Thread(
-            target=self._move, args=(move,), name="redrive-duckdb-checkpoint", daemon=True
+            target=self._move, args=(move,), name="redrive-duckdb-checkpoint"
         )
         self._mover.start()
 
@@ -273,6 +271,12 @@ class DuckDBJournal(LocalJournal):
                 self._mover = None
                 self._moved.notify_all()
 
+    def _keep(self) -> set[str]:
+        """The runs a threshold or closing checkpoint keeps in the log (see :func:`_kept_runs`)."""
+        small = self._log is not None and self._log.size() <= KEEP_LOG_BYTES
+        kept = _kept_runs(self._overlay, self.checkpoint_frames, ended=small)
+        return (kept if self._log is not None else set()) | set(self._damage.runs)
+
     def _settle(self) -> None:
         """Wait (releasing ``_lock``) until no background checkpoint is in flight."""
         with self._lock:
@@ -283,18 +287,20 @@ class DuckDBJournal(LocalJournal):
         """Move every record held in the log into DuckDB's tables, then empty the log.
 
         The automatic checkpoints (every ``checkpoint_frames`` frames, and on
-        close) keep the records of unfinished runs in the log instead, so
-        resuming one reads the log, not the tables.
+        close) keep the records of unfinished runs and of recently ended ones
+        in the log instead (see :func:`._duckdb_held._kept_runs`), so resuming
+        or replaying one reads the log, not the tables.
         """
         self._checkpoint(keep_live=False)
 
     def _checkpoint(self, *, keep_live: bool) -> None:
-        """Move held records into the tables; with ``keep_live``, keep unfinished runs' records.
+        """Move held records into the tables; with ``keep_live``, keep the runs :meth:`_keep` names.
 
-        A run is kept (its row, frames and decisions stay in the log) when its
-        status is not terminal, as long as the kept frames stay under half of
-        ``checkpoint_frames`` (smallest runs first), so one huge unfinished run
-        cannot make every write a checkpoint: it moves, and resumes from the
+        A kept run's row, frames and decisions stay in the log: unfinished
+        runs, then recently ended ones, within half of ``checkpoint_frames``
+        (:func:`._duckdb_held._kept_runs`), and none of the ended ones once the
+        log is over :data:`._duckdb_held.KEEP_LOG_BYTES`; so one huge run
+        cannot make every write a checkpoint: it moves, and is read from the
         tables. The tables are written first (idempotently), then the log is
         rewritten atomically with only the kept records (see
         :meth:`FrameLog.rewrite`): a crash at any point leaves every
@@ -305,11 +311,8 @@ class DuckDBJournal(LocalJournal):
             held = self._overlay
             if held.empty:
                 return
-            keep = (
-                _kept_runs(self._overlay, self.checkpoint_frames)
-                if keep_live and self._log is not None
-                else set()
-            ) | set(self._damage.runs)  # a damaged run stays in the log, as it was found
+            # a damaged run stays in the log, as it was found
+            keep = self._keep() if keep_live else set(self._damage.runs)
             runs = [r for r in held.runs.values() if r.run_id not in keep]
             frames = [f for rid, run in held.frames.items() if rid not in keep for f in run]
             decisions = [d for d in held.decisions.values() if d.run_id not in keep]
@@ -355,7 +358,8 @@ class DuckDBJournal(LocalJournal):
 
         A reader that queries the DuckDB file itself (``redrive sql``) adds these
         to what the tables hold: a row here replaces the table's row of its run,
-        and these frames follow the table's frames of their run.
+        and a frame here the table's frame of its run and seq (after a crash
+        between a checkpoint's insert and its log rewrite both hold it).
 
         Returns:
             ``(run rows, frames)``, each frame list in seq order per run.
@@ -372,12 +376,8 @@ class DuckDBJournal(LocalJournal):
         return found if found is not None else self._store.get_run(run_id)
 
     def _commit(self, row: RunRecord, frames: Sequence[Frame], *, sync: bool) -> None:
-        self._write(
-            frames_record(row, frames) if frames else run_record(row),
-            sync=sync,
-            row=row,
-            frames=frames,
-        )
+        record = frames_record(row, frames) if frames else run_record(row)
+        self._write(record, sync=sync, row=row, frames=frames)
 
     def _held_decision(self, run_id: str, name: str) -> Decision | None:
         found = self._overlay.decision(run_id, name)
@@ -459,8 +459,9 @@ class DuckDBJournal(LocalJournal):
     def close(self) -> None:
         """Checkpoint what the log holds, then close the log and the database (idempotent).
 
-        When nothing must move (:func:`._duckdb_held.nothing_moves`), it neither
-        rewrites the log nor opens the tables: about a millisecond (issue 26).
+        When nothing must move (the log holds only runs it keeps:
+        :func:`._duckdb_held.nothing_moves`), it neither rewrites the log nor
+        opens the tables: about a millisecond (issue 26).
 
         The file is released for another journal object in this process even
         when the checkpoint fails (what the log holds stays in the log).
@@ -477,7 +478,7 @@ class DuckDBJournal(LocalJournal):
                 if (
                     not self.read_only
                     and self._mover is None
-                    and nothing_moves(self._overlay, self.checkpoint_frames, self._damage)
+                    and nothing_moves(self._overlay, self._keep())
                 ):
                     # an open that started is waited for and its error raised; one that
                     # did not start is cancelled below (nothing was written without it)

@@ -7,6 +7,7 @@ in the background, and why one object per file).
 from __future__ import annotations
 
 import _thread
+import atexit
 import contextlib
 import fcntl
 import os
@@ -30,7 +31,7 @@ class _Holder(Protocol):
 
 
 #: Seconds after opening at which the DuckDB file is opened in the background
-#: (when the log holds records; an operation needing the tables opens it sooner).
+#: (when the log holds an unfinished run; an operation needing the tables opens it sooner).
 OPEN_DELAY: Final = 0.05
 
 
@@ -42,18 +43,26 @@ _OPEN_LOCK = threading.Lock()
 class _Opening:
     """A :class:`_Store` opened (``duckdb.connect`` + meta check) off the resume path.
 
-    The open starts on a background thread :data:`OPEN_DELAY` seconds after
-    the journal opened, or at once on the thread of the first operation that
-    needs the tables, whichever comes first (exactly one of them runs it).
-    Why the delay: DuckDB's connect holds the GIL for parts of its 20-40 ms,
-    so a thread started at once stalls the calling thread just when it reads
-    the log and replays the run to resume (measured: resume @10 steps 2.9x the
-    memory journal with an immediate thread, 1.7x with the open deferred); once
-    the resumed run makes its first live call (seconds of waiting on a model),
-    the open costs nothing.
+    The open runs on the thread of the first operation that needs the tables,
+    or, once :meth:`start` was called, on a background thread ``delay``
+    seconds later, whichever comes first (exactly one of them runs it). The
+    journal starts the background open only when its log holds an unfinished
+    run (a process resuming it writes soon, and its first write needs the
+    tables); a process that only replays runs held in the log never opens
+    DuckDB. Why the delay: DuckDB's connect holds the GIL for parts of its
+    20-40 ms, so a thread started at once stalls the calling thread just when
+    it reads the log and replays the run to resume (measured: resume @10 steps
+    2.9x the memory journal with an immediate thread, 1.7x with the open
+    deferred); once the resumed run makes its first live call (seconds of
+    waiting on a model), the open costs nothing.
+
+    At interpreter exit (:func:`_quiesce`), a background open that has not
+    started is cancelled and one in flight is waited for: a daemon thread
+    still inside DuckDB when the interpreter finalizes is killed there, which
+    aborts the process.
     """
 
-    def __init__(self, path: str, delay: float) -> None:
+    def __init__(self, path: str) -> None:
         self._path = path
         self._store: _Store | None = None
         self._error: BaseException | None = None
@@ -61,11 +70,22 @@ class _Opening:
         self._claimed = False
         self._done = threading.Event()
         self._cancelled = threading.Event()
+
+    def start(self, delay: float) -> None:
+        """Open on a background thread ``delay`` seconds from now unless claimed first.
+
+        Nothing starts once the interpreter is exiting (the open then runs on
+        the thread that needs the tables, if any).
+        """
+        with _PENDING_LOCK:
+            if _EXITING:
+                return
+            _PENDING.add(self)
         # A low-level thread: threading.Thread.start() waits until the new thread
         # has been scheduled and has run its bootstrap, which on a loaded machine
         # cost milliseconds on the resume path (3 ms of a 6 ms resume, profiled);
-        # this one is started without waiting. It is a daemon (not joined at exit)
-        # and catches everything it raises (see _open).
+        # this one is started without waiting. It is a daemon (not joined at exit:
+        # _quiesce waits for it instead) and catches everything it raises (see _open).
         _thread.start_new_thread(self._background, (delay,))
 
     def _claim(self) -> bool:
@@ -103,6 +123,14 @@ class _Opening:
         self._done.wait()
         return self._store
 
+    def settle(self) -> None:
+        """Cancel the open if it did not start (waking its timer), else wait for it to end."""
+        if self._claim():
+            self._cancelled.set()
+            self._done.set()
+        else:
+            self._done.wait()
+
     def wait(self) -> tuple[_Store | None, BaseException | None]:
         """Open now or wait for the background open; return ``(store, None)``/``(None, error)``."""
         if self._claim():
@@ -111,6 +139,29 @@ class _Opening:
         else:
             self._done.wait()
         return self._store, self._error
+
+
+#: Background opens started (weakly held), settled at interpreter exit.
+_PENDING: weakref.WeakSet[_Opening] = weakref.WeakSet()
+_PENDING_LOCK = threading.Lock()
+_EXITING = False
+
+
+def _quiesce() -> None:
+    """At interpreter exit: cancel the background opens not started, wait for those in flight.
+
+    Registered with :mod:`atexit` (which runs before the interpreter
+    finalizes and stops daemon threads); no background open starts after it.
+    """
+    global _EXITING
+    with _PENDING_LOCK:
+        _EXITING = True
+        pending = list(_PENDING)
+    for opening in pending:
+        opening.settle()
+
+
+atexit.register(_quiesce)
 
 
 def _abandon(opening: _Opening) -> None:

@@ -2,22 +2,26 @@
 
 Writes take the fast durable path: each append is one record in an
 append-only log next to the database (``<file>.rdlog``) and one fsync. The
-log holds the live set and the tables hold history: at checkpoints (every
-:data:`CHECKPOINT_FRAMES` frames, and on close) the records of runs that have
-ended are moved into DuckDB's tables in bulk, and the log is rewritten
-atomically with only the records of unfinished runs (unless those grow past
-half the threshold: then they move too). A close with nothing to move (the
-log holds only unfinished runs it keeps) leaves the log as it is and does not
-open the tables: a process that resumed a run and stopped before writing
-closes in about a millisecond. The tables serve queries
+log holds the live set and the recent past, the tables hold history: at
+checkpoints (every :data:`CHECKPOINT_FRAMES` frames, and on close) the log is
+rewritten atomically with the records of the runs it keeps, and every other
+run moves into DuckDB's tables in bulk. It keeps the unfinished runs, then
+the newest ended runs (at most 32, ended within the hour), as long as the
+frames kept stay within half the threshold; once the log is over 8 MiB at a
+checkpoint, every ended run moves. A close with nothing to move (the log holds
+only runs it keeps) leaves the log as it is and does not open the tables: a
+process that resumed a run and stopped before writing, or replayed a run that
+ended recently, closes in about a millisecond. The tables serve queries
 (``redrive sql``), the run index and reads, while the per-step commit cost
 stays close to the fsync floor. Reads merge the tables with the records held
 in the log, so they always see every acknowledged write.
 
 Opening is cheap when the log holds records: the log is read on the calling
-thread and the DuckDB file is opened later (on a background thread
-:data:`OPEN_DELAY` seconds after opening, or by the first operation that
-needs the tables). Reading a run held in the log and re-driving its recorded
+thread and the DuckDB file is opened later: by the first operation that
+needs the tables, or, when the log holds an unfinished run (whose resumer
+writes soon), on a background thread :data:`OPEN_DELAY` seconds after
+opening; a background open is cancelled, or waited for, at interpreter exit.
+Reading a run held in the log and re-driving its recorded
 steps does not need the tables; the first write waits for the open, so nothing
 is acknowledged (no claim, so no side effect) before the file is known to be a
 journal this redrive may write. An error opening the file

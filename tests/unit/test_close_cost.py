@@ -2,8 +2,9 @@
 
 A worker that resumes a run held in the log and stops before writing (a
 serverless function, a cron job, a CLI) used to pay DuckDB's open and a log
-rewrite on ``close()``. What close moves is unchanged (ended runs, and
-unfinished runs over half the threshold, go into the tables); when that is
+rewrite on ``close()``; one that replays a finished run paid DuckDB's open
+too. Close keeps unfinished runs, then recently ended ones, in the log
+within half the threshold, and moves the rest into the tables; when that is
 nothing, close cancels a DuckDB open that has not started and leaves the log
 as it is.
 """
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from redrive.frames import GENESIS, Frame, Kind, make_frame
-from redrive.storage import RunRecord, RunUpdate, _duckdb_journal
+from redrive.storage import RunRecord, RunUpdate, _duckdb_held, _duckdb_journal
 from redrive.storage.duckdb import DuckDBJournal
 
 
@@ -87,6 +88,46 @@ def test_closing_after_a_read_of_an_unfinished_run_opens_nothing(
     again.close()
 
 
+def test_replaying_a_finished_run_held_in_the_log_opens_nothing(tmp_path: Path) -> None:
+    """Replay-and-stop: a log holding only ended runs starts no DuckDB open at all."""
+    path = str(tmp_path / "runs.duckdb")
+    writer = DuckDBJournal(path)
+    chains = _write_run(writer, "done", 4, ended=True)
+    writer.close()
+    before = _log_identity(path)
+    journal = DuckDBJournal(path)
+    opening = journal._opening
+    assert opening is not None and not opening.started  # no background open is pending
+    assert [f.chain for f in journal.frames("done")] == chains
+    assert journal.get_run("done").status == "succeeded"  # type: ignore[union-attr]
+    journal.close()
+    assert opening._store is None and opening._error is None  # DuckDB was never opened
+    assert _log_identity(path) == before  # same file, same bytes: no rewrite
+
+
+def _kept(journal: DuckDBJournal, written: dict[str, tuple[list[str], int, bool]]) -> set[str]:
+    """The runs the documented rule keeps in the log at close (a model of _kept_runs)."""
+    budget, kept = journal.checkpoint_frames // 2, set()
+    for run_id, (_, steps, _) in sorted(
+        ((k, v) for k, v in written.items() if not v[2]), key=lambda kv: (kv[1][1], kv[0])
+    ):
+        if steps > budget:
+            break  # smallest first: past the first too big, every bigger one moves
+        budget -= steps
+        kept.add(run_id)
+    ended = sorted(
+        (-journal.get_run(k).updated_at, k, v[1])  # type: ignore[union-attr]
+        for k, v in written.items()
+        if v[2]
+    )
+    for _, run_id, steps in ended[: _duckdb_held.KEEP_ENDED_RUNS]:
+        if steps > budget:
+            break  # newest first: the first that does not fit and every older one move
+        budget -= steps
+        kept.add(run_id)
+    return kept
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     runs=st.lists(
@@ -101,11 +142,10 @@ def test_close_moves_exactly_what_must_move(
     threshold: int,
     read_only_session: bool,
 ) -> None:
-    """Close rewrites the log iff an ended run, or a run over half the threshold, is held.
+    """Close rewrites the log iff it holds a run the rule does not keep (see ``_kept``).
 
     Whatever it does, every acknowledged frame reads back after a reopen, and
-    the runs it keeps in the log are exactly the unfinished ones within the
-    budget (as before this change).
+    the runs it keeps in the log are exactly the ones the rule keeps.
     """
     path = str(tmp_path_factory.mktemp("close") / "runs.duckdb")
     # a huge threshold while writing: no threshold checkpoint moves anything first
@@ -122,20 +162,13 @@ def test_close_moves_exactly_what_must_move(
     else:
         journal = writer
         journal.checkpoint_frames = threshold
-    budget, must_move = threshold // 2, False
-    for _, (_, steps, ended) in sorted(written.items(), key=lambda kv: (kv[1][1], kv[0])):
-        if ended:
-            must_move = True
-        elif steps > budget:
-            must_move = True
-            budget = -1  # smallest first: past the first too big, every bigger one moves
-        else:
-            budget -= steps
+    kept = _kept(journal, written)
     before = _log_identity(path)
     journal.close()
-    assert (_log_identity(path) != before) == must_move
+    assert (_log_identity(path) != before) == (kept != set(written))
     reopened = DuckDBJournal(path, checkpoint_frames=threshold)
     try:
+        assert set(reopened._overlay.runs) == kept
         for run_id, (chains, _, _) in written.items():
             assert [f.chain for f in reopened.frames(run_id)] == chains
     finally:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from redrive.errors import JournalCorruptError, JournalFormatError, JournalLockedError
 from redrive.frames import GENESIS, Frame, Kind, make_frame
-from redrive.storage import RunRecord, RunUpdate
+from redrive.storage import RunRecord, RunUpdate, _duckdb_held
 from redrive.storage._framelog import START
 from redrive.storage.duckdb import DuckDBJournal
 
@@ -150,18 +150,25 @@ def _unfinished(path: str, run_id: str = "live", steps: int = 3) -> list[str]:
     return chains
 
 
-def test_closing_keeps_unfinished_runs_in_the_log(tmp_path: Path) -> None:
-    """close() moves ended runs into the tables and keeps unfinished ones in the log."""
+def test_closing_keeps_unfinished_runs_in_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() keeps unfinished and recently ended runs in the log; older ended ones move."""
     path = str(tmp_path / "runs.duckdb")
     chains = _unfinished(path)
     assert os.path.getsize(path + ".rdlog") > START
     journal = DuckDBJournal(path)
     journal.append("live", [], expected_seq=3, update=RunUpdate(status="succeeded"))
     journal.close()
-    assert os.path.getsize(path + ".rdlog") == START
+    assert os.path.getsize(path + ".rdlog") > START  # ended just now: kept
+    monkeypatch.setattr(_duckdb_held, "KEEP_ENDED_AGE", -1.0)  # every ended run is old now
     again = DuckDBJournal(path)
     assert [f.chain for f in again.frames("live")] == chains
     again.close()
+    assert os.path.getsize(path + ".rdlog") == START  # moved into the tables
+    last = DuckDBJournal(path)
+    assert [f.chain for f in last.frames("live")] == chains
+    last.close()
 
 
 def test_resuming_a_run_held_in_the_log_does_not_wait_for_the_tables(tmp_path: Path) -> None:
