@@ -384,6 +384,33 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "duckdb": True,
     },
 )
+@example(  # C7 (d) (thorough profile): a send and its retrying twin swapped in a finished
+    # run: the plain send now replays the recorded retry signal, which its loop does not
+    # catch: the loop raises (the model took it as an answer); check fails the run, and
+    # what-changed said nothing changed (it counted the raise as the code failing)
+    scenario={
+        "program": (E, dataclasses.replace(E, retry_signal=on("C7"))),
+        "changed": (dataclasses.replace(E, retry_signal=on("C7")), E),
+        "how": "reorder",
+        "crash": None,
+        "policy": "strict",
+        "face": "sync",
+        "duckdb": False,
+    },
+)
+@example(  # live_tools (c): a send moved before a batch, resolved not done and re-run: the
+    # batch's model member diverges while its lookup sibling, started with it, replays and
+    # re-runs its body (live_tools by design); the model stops at the first member (A4)
+    scenario={
+        "program": (m.Call("read", "lookup", "a"), m.Batch((P, m.Call("read", "lookup", "a"))), E),
+        "changed": (E, m.Batch((P, m.Call("read", "lookup", "a"))), m.Call("read", "lookup", "a")),
+        "how": "reorder",
+        "crash": ("m1", "tool_claimed", "kill"),
+        "policy": "live_tools",
+        "face": "sync",
+        "duckdb": False,
+    },
+)
 def test_the_library_follows_the_model(scenario: dict[str, Any]) -> None:
     """Random programs, crashes, code changes and policies: the library does what the model
     says (bodies, answers, errors, statuses), and the invariants hold."""
