@@ -40,16 +40,39 @@ from tests.model import resume_model as m
 #:       with retry signals (A10).
 #:   Off again after a thorough-profile run (randomized) found, with C6 and C7 drawing:
 #:   C6: (a) lenient, [chat p, lookup a, chat p] cut with the lookup in flight, changed to
-#:       [chat p, chat p]: the engine diverges at the end (it supersedes only finished
-#:       read-only leftovers), the model supersedes it (R8); (b) lenient_model,
-#:       [now, send a, lookup a] cut in flight at the lookup, send dropped: what-changed says
-#:       "nothing changed" (its dry replay stops where the run goes live) where the model's
-#:       strict dry replay diverges (C10); (c) live_tools, a send moved before a batch: the
-#:       engine diverges at seq 5 and advises a fork, the model at m1 and advises a person.
-#:   C7: [send a, send a(retry)] reordered: the replayed retry signal leaves the loop (the
-#:       driver catches it only where declared), the model takes it as an answer, and
-#:       what-changed reports nothing (its dry replay counts the raise as the code failing).
-#:   None of these runs a side effect twice; each is a wrong report or a spurious divergence.
+#:       [chat p, chat p]: the engine diverged at the end (it superseded only finished
+#:       read-only leftovers), the model supersedes it (R8). Engine fixed (_drift._superseding:
+#:       a read-only step in flight is harmless to leave unasked; its outcome was never seen).
+#:       (b) lenient_model, [now, send a, lookup a] cut in flight at the lookup, send dropped:
+#:       what-changed said "nothing changed" (its dry replay stops where the run goes live)
+#:       where the model's strict dry replay diverges (C10). Engine fixed: a dry replay that
+#:       stops where an unfinished run goes live while recorded steps wait reports
+#:       ``undetermined`` (could not tell; CLI exit 1), never "nothing changed"; C10 accepts
+#:       it for an unfinished run only. The same mechanism was the default profile's C10
+#:       failure (seed 117559340341482539206366892311309413258: a model step inserted before
+#:       a recorded `now`, the resume goes live past the value). (c) live_tools, a send
+#:       moved before a batch: not reproduced as described (fork vs person advice); what was
+#:       found there (also with C6 off): the batch's model member diverges while its lookup
+#:       sibling, started with it, replays and re-runs its body (live_tools by design): the
+#:       harness allows those siblings' re-runs (A4).
+#:       Still open (C6 stays off): (e) lenient, [Batch(chat p, chat p), ok] with chat p
+#:       inserted before the batch (thorough, seed 11): the engine's lenient fallback hands
+#:       the inserted call batch member 0's record (a record its flow starts, excluded by R4
+#:       and C1-order), the members shift and the last one goes live; the model gives the
+#:       inserted call a live answer. (f) lenient, [chat p, chat p, lookup a, chat p]
+#:       finished, the second chat p dropped, replayed: the engine hands the last chat p the
+#:       record after the lookup (its position), the model the dropped chat p's (R3: a model
+#:       record answers only once its recorded ancestors replayed). Both are choices between
+#:       records of identical requests under lenient; neither runs a side effect twice.
+#:   C7: (d) [send a, send a(retry)] reordered: the replayed retry signal leaves the loop (the
+#:       driver catches it only where declared), the model took it as an answer, and
+#:       what-changed reported nothing (its dry replay counted the raise as the code failing).
+#:       Model fixed (R9: a replayed retry signal its caller does not catch ends the attempt,
+#:       error RetrySignal, the run failed, as the library does); what-changed fixed: the code
+#:       raising where a finished run succeeded breaks the replay (as `check` fails it).
+#:   Not gated by C6/C7 and open: warn, [chat q, search a, search a, Batch(search a,
+#:   search a)] finished, one search dropped, replayed (thorough, seed 22): the two identical
+#:   batch members get each other's records (loose comparison of changed code).
 _ON = "C1,C2,C3,C4,C5,C8,C10,C1-order,warn-drift"
 IMPLEMENTED: frozenset[str] = frozenset(
     rule for rule in os.environ.get("REDRIVE_CONTRACT_RULES", _ON).split(",") if rule

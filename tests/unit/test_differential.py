@@ -389,8 +389,8 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
     # catch: the loop raises (the model took it as an answer); check fails the run, and
     # what-changed said nothing changed (it counted the raise as the code failing)
     scenario={
-        "program": (E, dataclasses.replace(E, retry_signal=on("C7"))),
-        "changed": (dataclasses.replace(E, retry_signal=on("C7")), E),
+        "program": (E, dataclasses.replace(E, retry_signal=True)),
+        "changed": (dataclasses.replace(E, retry_signal=True), E),
         "how": "reorder",
         "crash": None,
         "policy": "strict",
