@@ -70,7 +70,16 @@ from tests.model import resume_model as m
 #:       Model fixed (R9: a replayed retry signal its caller does not catch ends the attempt,
 #:       error RetrySignal, the run failed, as the library does); what-changed fixed: the code
 #:       raising where a finished run succeeded breaks the replay (as `check` fails it).
-#:   Not gated by C6/C7 and open: warn, [chat q, search a, search a, Batch(search a,
+#:       Still open (C7 stays off; thorough, seed 33): warn, [chat p, lookup a, send a(retry),
+#:       ...] with the lookup dropped: the model replays the retry record and its twin while
+#:       the library diverges at the next model step (bodies and answers differ).
+#:   Not gated by C6/C7 and open (found with C7 on, thorough seed 44; NOT safe): strict,
+#:   [chat p, Batch(send a, send a), chat p, chat p] cut before the second chat p, the first
+#:   chat p dropped: both batch members go live (the frontier rule, _frontier.past_flow_record,
+#:   does not count the root's waiting chat p at the point their starter started them, A1),
+#:   so each send runs again under a new idempotency key while its record waits (I15).
+#:   On main what-changed called it "nothing changed"; now it says it cannot tell.
+#:   Also open, not gated: warn, [chat q, search a, search a, Batch(search a,
 #:   search a)] finished, one search dropped, replayed (thorough, seed 22): the two identical
 #:   batch members get each other's records (loose comparison of changed code).
 _ON = "C1,C2,C3,C4,C5,C8,C10,C1-order,warn-drift"
@@ -237,7 +246,12 @@ class Check:
 
     def invariants(self, where: str) -> None:
         """Independent of the model: at most once per idempotency key (I1)."""
-        retrying = {c.name for _, _, c in m.callers(self.s["program"]) if c.retry_signal}
+        retrying = {
+            c.name
+            for items in (self.s["program"], self.s["changed"])  # a change may add a retry
+            for _, _, c in m.callers(items)
+            if c.retry_signal
+        }
         if self.policy.live_tools:
             return
         counts = collections.Counter(
