@@ -73,12 +73,12 @@ from tests.model import resume_model as m
 #:       Still open (C7 stays off; thorough, seed 33): warn, [chat p, lookup a, send a(retry),
 #:       ...] with the lookup dropped: the model replays the retry record and its twin while
 #:       the library diverges at the next model step (bodies and answers differ).
-#:   Not gated by C6/C7 and open (found with C7 on, thorough seed 44; NOT safe): strict,
-#:   [chat p, Batch(send a, send a), chat p, chat p] cut before the second chat p, the first
-#:   chat p dropped: both batch members go live (the frontier rule, _frontier.past_flow_record,
-#:   does not count the root's waiting chat p at the point their starter started them, A1),
-#:   so each send runs again under a new idempotency key while its record waits (I15).
-#:   On main what-changed called it "nothing changed"; now it says it cannot tell.
+#:   Not gated by C6/C7 (found with C7 on, thorough seed 44; a side effect run again):
+#:   strict, [chat p, Batch(send a, send a), chat p, chat p] cut before the second chat p,
+#:   the first chat p dropped: both batch members went live (the frontier rule did not count
+#:   the root's waiting chat p, recorded where their starter stood, A1), so each send ran
+#:   again under a new idempotency key while its record waited (I15). Fixed:
+#:   _frontier._starter_waits; kept as an @example.
 #:   Also open, not gated: warn, [chat q, search a, search a, Batch(search a,
 #:   search a)] finished, one search dropped, replayed (thorough, seed 22): the two identical
 #:   batch members get each other's records (loose comparison of changed code).

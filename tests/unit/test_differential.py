@@ -411,6 +411,19 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "duckdb": False,
     },
 )
+@example(  # frontier (thorough profile, seed 44): the first model step dropped before a batch
+    # of sends: the members went live past the root's waiting model step (their starter's
+    # record at the point it started them) and each send ran again under a new key (I15)
+    scenario={
+        "program": (P, m.Batch((E, E)), P, P),
+        "changed": (m.Batch((E, E)), P, P),
+        "how": "drop",
+        "crash": ("m1", "model_before", "kill"),
+        "policy": "strict",
+        "face": "sync",
+        "duckdb": True,
+    },
+)
 def test_the_library_follows_the_model(scenario: dict[str, Any]) -> None:
     """Random programs, crashes, code changes and policies: the library does what the model
     says (bodies, answers, errors, statuses), and the invariants hold."""
