@@ -79,6 +79,10 @@ from tests.model import resume_model as m
 #:   the root's waiting chat p, recorded where their starter stood, A1), so each send ran
 #:   again under a new idempotency key while its record waited (I15). Fixed:
 #:   _frontier._starter_waits; kept as an @example.
+#:   Also open, not gated, flaky (thorough seed 66 under load; Hypothesis could not
+#:   reproduce it): strict, [chat q, Batch(search a x3), Batch(send a x2), lookup b,
+#:   search b] cut in flight at search b, lookup renamed search: the second search b
+#:   re-ran its in-flight record where the model diverges (read-only only; timing).
 #:   Also open, not gated: warn, [chat q, search a, search a, Batch(search a,
 #:   search a)] finished, one search dropped, replayed (thorough, seed 22): the two identical
 #:   batch members get each other's records (loose comparison of changed code).
