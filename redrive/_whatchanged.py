@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from ._dryreport import past_live, raised_where
 from ._entry import call_args as _call_args
 from ._entry import drive as _drive
 from ._entry import import_paths as _import_paths
@@ -163,6 +164,10 @@ class WhatChanged:
         replayed: with ``replay=True``: how many steps replayed before the first
             drift (or all of them); None without it.
         first_drift: the first divergence's report (replay=True), or "".
+        undetermined: why the replay could not tell whether a strict resume
+            replays (it stopped where a resume goes live while recorded steps
+            were still unreplayed: what the code asks after a live step is
+            unknown), or "" when it could.
     """
 
     run_id: str
@@ -172,6 +177,7 @@ class WhatChanged:
     steps: tuple[StepAtRisk, ...]
     replayed: int | None = None
     first_drift: str = ""
+    undetermined: str = ""
 
     @property
     def changed(self) -> bool:
@@ -193,7 +199,9 @@ class WhatChanged:
             f"run {self.run_id}: recorded app version {self.recorded.app_version or '-'} "
             f"({self.recorded.app_version_source}), now {self.current_app_version or '-'}"
         ]
-        if not self.changed:
+        if not self.changed and self.undetermined:
+            lines.append(f"could not tell whether a strict resume replays: {self.undetermined}")
+        elif not self.changed:
             lines.append("nothing changed that the fingerprint or a replay can see")
         for c in self.changes:
             label = "changed" if c.counted else "not compared"
@@ -232,6 +240,7 @@ class WhatChanged:
             "steps": [s.to_dict() for s in self.steps],
             "replayed": self.replayed,
             "first_drift": self.first_drift,
+            "undetermined": self.undetermined,
         }
 
 
@@ -362,11 +371,11 @@ def what_changed(
         )
         changes.extend(tool_changes)
         replayed: int | None = None
-        drift = ""
+        drift = undetermined = ""
         drift_step: StepAtRisk | None = None
         left: set[int] | None = None  # recorded steps the dry replay did not answer
         if replay and func is not None:
-            replayed, drift, drift_step, left = _dry_replay(journal, run_id, func)
+            replayed, drift, drift_step, left, undetermined = _dry_replay(journal, run_id, func)
         elif func is not None and entry:
             changes.extend(_prompt_changes(journal, run_id, entry))
         steps: list[StepAtRisk] = []
@@ -390,6 +399,7 @@ def what_changed(
         steps=tuple(steps),
         replayed=replayed,
         first_drift=drift,
+        undetermined=undetermined if not steps else "",
     )
 
 
@@ -400,18 +410,23 @@ def _prompt_changes(journal: Journal, run_id: str, entry: str) -> list[Change]:
 
 def _dry_replay(
     journal: Journal, run_id: str, func: Any
-) -> tuple[int, str, StepAtRisk | None, set[int] | None]:
+) -> tuple[int, str, StepAtRisk | None, set[int] | None, str]:
     """Re-drive the run replay-only over a copy, as a resume would match its steps.
 
     Returns:
         ``(steps replayed, drift report, drifting step, seqs of the recorded
-        steps it did not answer)``; the last is None when that cannot be told.
+        steps it did not answer, why it could not tell)``; the fourth is None
+        when that cannot be told; the last is "" unless the replay stopped
+        where an unfinished run goes live with recorded steps still unreplayed
+        (a step in flight re-run, a flow past its own record): a strict resume
+        goes on live there and may still diverge on them.
     """
     copy = _copy(journal, run_id)
     first = next(iter(copy.frames(run_id)))
     start = first.data() if first.kind == Kind.RUN_START.value else {}
     run = Run(copy, run_id, live=False, replay="strict", entrypoint=start.get("entrypoint"))
     found: tuple[str, StepAtRisk | None] = ("", None)
+    undetermined = ""
     try:
         args, kwargs = _call_args(func, start.get("input"))
         _drive(run, func, args, kwargs)
@@ -436,9 +451,15 @@ def _dry_replay(
                 why="the current code makes this call, which the finished run's record lacks",
             )
             found = (str(exc), step)
+        else:
+            undetermined = past_live(exc, unreplayed_steps(run) or [])
     except Exception as exc:  # the code itself fails on the recorded input
-        found = (f"{type(exc).__name__}: {exc}", None)
-    return run.replayed_steps, found[0], found[1], _unanswered(run)
+        raised = raised_where(copy, run, run_id, exc)
+        step = None
+        if raised is not None:
+            step = StepAtRisk(seq=raised[0], kind="code", name=type(exc).__name__, why=raised[1])
+        found = (f"{type(exc).__name__}: {exc}", step)
+    return run.replayed_steps, found[0], found[1], _unanswered(run), undetermined
 
 
 def _unanswered(run: Run) -> set[int] | None:

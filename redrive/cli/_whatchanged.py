@@ -22,7 +22,7 @@ def _what_changed(args: argparse.Namespace, out: Out) -> int:
         out.emit(found.to_dict())
     else:
         out.line(found.summary())
-    return EXIT_FAILED if found.changed else EXIT_OK
+    return EXIT_FAILED if found.changed or found.undetermined else EXIT_OK
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -36,7 +36,8 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "current code, and name the recorded steps that would not replay under strict "
         "replay; unless --no-replay, also re-drive it replay-only over an in-memory copy to "
         "find the first drifting step (a changed prompt). Exit 0 when nothing changed, 1 "
-        "when something did, 3 when there is no such run.",
+        "when something did or the replay could not tell (it stopped where the run goes "
+        "live with recorded steps left), 3 when there is no such run.",
     )
     p.add_argument("run", help="run id in --journal, or an .rdj file")
     add_import_path(p)

@@ -26,19 +26,21 @@ __all__ = ["advice_for", "continue_live", "leftovers", "supersede_leftovers"]
 def _superseding(step: RecordedStep) -> bool:
     """True for a recorded step a new path may leave unasked: no side effect goes unseen.
 
-    Model and value steps, and finished read-only tool steps (CONTRACT C6).
+    Model and value steps, and read-only tool steps (CONTRACT C6), finished or in
+    flight: a read-only body changes nothing outside, and the loop never saw the
+    outcome of one cut in flight, so leaving it unasked hides nothing.
     """
     if step.kind in ("model", "value"):
         return True
-    return step.kind == "tool" and bool(step.data.get("read_only")) and step.end is not None
+    return step.kind == "tool" and bool(step.data.get("read_only"))
 
 
 def leftovers(state: RunState, remaining: list[RecordedStep]) -> list[RecordedStep]:
     """The recorded steps the finished loop left unasked that count against it (C6).
 
     A lenient rule lets recorded steps of its kind go unasked (removed calls),
-    except a side effect: a side-effecting (or unfinished) tool step the new
-    path does not account for always counts.
+    except a side effect: a side-effecting tool step (finished or in flight)
+    the new path does not account for always counts.
     """
     policy = state.config.policy
     return [s for s in remaining if policy.rule(s.kind) != "lenient" or not _superseding(s)]
@@ -76,7 +78,7 @@ def advice_for(
     ``on_drift="continue_live"`` only where taking it keeps the invariants
     and gets further: model drift, a read-only (or restart-safe) tool call
     the record lacks, or a shorter path that leaves only model, value and
-    finished read-only steps unasked; never for a replay-only or finished run.
+    read-only steps unasked; never for a replay-only or finished run.
 
     Args:
         state: the run's state.
@@ -104,8 +106,8 @@ def supersede_leftovers(state: RunState, writer: JournalWriter, left: list[Recor
     """Drop recorded steps the new path never asked for, when harmless (CONTRACT C6).
 
     Under ``on_drift="continue_live"`` the loop may take a shorter path:
-    recorded model and value steps, and finished read-only tool steps, it did
-    not ask for are superseded (a ``reasked`` note each, reason
+    recorded model and value steps, and read-only tool steps (finished or in
+    flight), it did not ask for are superseded (a ``reasked`` note each, reason
     ``"not asked after the code changed"``).
     Any other leftover (a side effect the new path does not account for)
     is not: the caller raises ``DivergenceError``.

@@ -67,9 +67,27 @@ def past_flow_record(
     # so does a step no flow of this execution can ask for any more (its point was left
     # behind: the code moved the call, e.g. across a model step, CONTRACT C1)
     return not any(
-        point(s) == issue.point or started_by(s, issue) or _orphaned(idx, s, claimable)
+        point(s) == issue.point
+        or started_by(s, issue)
+        or _starter_waits(s, issue)
+        or _orphaned(idx, s, claimable)
         for s in steps
     )
+
+
+def _starter_waits(step: RecordedStep, issue: Issue) -> bool:
+    """True when ``step`` was recorded where a flow that started the caller's stood then.
+
+    Same parent, a shorter spawn path leading to the caller's: a batch member counts as
+    started where its starter stood, and may not go live past a step its starter still
+    waits to replay there (the starter's call dropped or moved; model rule A1).
+    """
+    found = point(step)
+    if found is None:
+        return False
+    parent, spawn = found
+    mine = issue.spawn
+    return parent == issue.parent and len(spawn) < len(mine) and mine[: len(spawn)] == spawn
 
 
 def _orphaned(idx: RecordedIndex, step: RecordedStep, claimable: Claimable | None) -> bool:

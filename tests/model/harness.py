@@ -40,16 +40,52 @@ from tests.model import resume_model as m
 #:       with retry signals (A10).
 #:   Off again after a thorough-profile run (randomized) found, with C6 and C7 drawing:
 #:   C6: (a) lenient, [chat p, lookup a, chat p] cut with the lookup in flight, changed to
-#:       [chat p, chat p]: the engine diverges at the end (it supersedes only finished
-#:       read-only leftovers), the model supersedes it (R8); (b) lenient_model,
-#:       [now, send a, lookup a] cut in flight at the lookup, send dropped: what-changed says
-#:       "nothing changed" (its dry replay stops where the run goes live) where the model's
-#:       strict dry replay diverges (C10); (c) live_tools, a send moved before a batch: the
-#:       engine diverges at seq 5 and advises a fork, the model at m1 and advises a person.
-#:   C7: [send a, send a(retry)] reordered: the replayed retry signal leaves the loop (the
-#:       driver catches it only where declared), the model takes it as an answer, and
-#:       what-changed reports nothing (its dry replay counts the raise as the code failing).
-#:   None of these runs a side effect twice; each is a wrong report or a spurious divergence.
+#:       [chat p, chat p]: the engine diverged at the end (it superseded only finished
+#:       read-only leftovers), the model supersedes it (R8). Engine fixed (_drift._superseding:
+#:       a read-only step in flight is harmless to leave unasked; its outcome was never seen).
+#:       (b) lenient_model, [now, send a, lookup a] cut in flight at the lookup, send dropped:
+#:       what-changed said "nothing changed" (its dry replay stops where the run goes live)
+#:       where the model's strict dry replay diverges (C10). Engine fixed: a dry replay that
+#:       stops where an unfinished run goes live while recorded steps wait reports
+#:       ``undetermined`` (could not tell; CLI exit 1), never "nothing changed"; C10 accepts
+#:       it for an unfinished run only. The same mechanism was the default profile's C10
+#:       failure (seed 117559340341482539206366892311309413258: a model step inserted before
+#:       a recorded `now`, the resume goes live past the value). (c) live_tools, a send
+#:       moved before a batch: not reproduced as described (fork vs person advice); what was
+#:       found there (also with C6 off): the batch's model member diverges while its lookup
+#:       sibling, started with it, replays and re-runs its body (live_tools by design): the
+#:       harness allows those siblings' re-runs (A4).
+#:       Still open (C6 stays off): (e) lenient, [Batch(chat p, chat p), ok] with chat p
+#:       inserted before the batch (thorough, seed 11): the engine's lenient fallback hands
+#:       the inserted call batch member 0's record (a record its flow starts, excluded by R4
+#:       and C1-order), the members shift and the last one goes live; the model gives the
+#:       inserted call a live answer. (f) lenient, [chat p, chat p, lookup a, chat p]
+#:       finished, the second chat p dropped, replayed: the engine hands the last chat p the
+#:       record after the lookup (its position), the model the dropped chat p's (R3: a model
+#:       record answers only once its recorded ancestors replayed). Both are choices between
+#:       records of identical requests under lenient; neither runs a side effect twice.
+#:   C7: (d) [send a, send a(retry)] reordered: the replayed retry signal leaves the loop (the
+#:       driver catches it only where declared), the model took it as an answer, and
+#:       what-changed reported nothing (its dry replay counted the raise as the code failing).
+#:       Model fixed (R9: a replayed retry signal its caller does not catch ends the attempt,
+#:       error RetrySignal, the run failed, as the library does); what-changed fixed: the code
+#:       raising where a finished run succeeded breaks the replay (as `check` fails it).
+#:       Still open (C7 stays off; thorough, seed 33): warn, [chat p, lookup a, send a(retry),
+#:       ...] with the lookup dropped: the model replays the retry record and its twin while
+#:       the library diverges at the next model step (bodies and answers differ).
+#:   Not gated by C6/C7 (found with C7 on, thorough seed 44; a side effect run again):
+#:   strict, [chat p, Batch(send a, send a), chat p, chat p] cut before the second chat p,
+#:   the first chat p dropped: both batch members went live (the frontier rule did not count
+#:   the root's waiting chat p, recorded where their starter stood, A1), so each send ran
+#:   again under a new idempotency key while its record waited (I15). Fixed:
+#:   _frontier._starter_waits; kept as an @example.
+#:   Also open, not gated, flaky (thorough seed 66 under load; Hypothesis could not
+#:   reproduce it): strict, [chat q, Batch(search a x3), Batch(send a x2), lookup b,
+#:   search b] cut in flight at search b, lookup renamed search: the second search b
+#:   re-ran its in-flight record where the model diverges (read-only only; timing).
+#:   Also open, not gated: warn, [chat q, search a, search a, Batch(search a,
+#:   search a)] finished, one search dropped, replayed (thorough, seed 22): the two identical
+#:   batch members get each other's records (loose comparison of changed code).
 _ON = "C1,C2,C3,C4,C5,C8,C10,C1-order,warn-drift"
 IMPLEMENTED: frozenset[str] = frozenset(
     rule for rule in os.environ.get("REDRIVE_CONTRACT_RULES", _ON).split(",") if rule
@@ -144,19 +180,28 @@ class Check:
         want = m.attempt(items, self.mj, policy, mcrash)
         got = driver.attempt(self.journal, self.run_id, self.program(items), options, rcrash)
         where = f"attempt {want.journal.attempts} of {self.s}: model {want}, real {got}"
-        self.compare(want, got, where)
+        self.compare(want, got, where, items=items)
         self.mj = want.journal
         return want
 
     def compare(
-        self, want: m.Attempt, got: driver.Observed, where: str, *, loose: bool = False
+        self,
+        want: m.Attempt,
+        got: driver.Observed,
+        where: str,
+        *,
+        loose: bool = False,
+        items: tuple[m.Item, ...] | None = None,
     ) -> None:
         """The real attempt did what the model says. ``loose`` (changed code replayed over a
         finished run): only that it stops or not, runs no body, and hands out nothing but
-        the callers' own records (the class and point of the stop are not compared)."""
+        the callers' own records (the class and point of the stop are not compared).
+        ``items``: the program attempted (default: the changed one)."""
         real_error = None if got.error is None else type(got.error).__name__
         if real_error in ("Killed", "Interrupted"):
             real_error = "crash"
+        if isinstance(got.error, driver.RetrySignal):
+            real_error = "RetrySignal"
         model_error = None if want.error == "suspended" else want.error
         if loose:
             assert (real_error is None) == (model_error is None), f"error {real_error}; {where}"
@@ -164,8 +209,20 @@ class Check:
             assert real_error == model_error, f"error {real_error} != {model_error}; {where}"
         assert got.status == want.status, f"status {got.status} != {want.status}; {where}"
         bodies = collections.Counter((n, a) for n, a, _k in got.bodies)
+        expected = collections.Counter(want.bodies + want.rerun)
+        if self.policy.live_tools and want.at.startswith("b"):
+            # A4: the members of the batch the model stops in run concurrently; a sibling
+            # replayed before the stop re-ran its body, as live_tools does by design
+            batch = want.at.split(".")[0] + "."
+            siblings = collections.Counter(
+                (c.name, c.arg)
+                for caller, _f, c in m.callers(self.items if items is None else items)
+                if caller.startswith(batch) and c.kind in ("effect", "read")
+            )
+            assert not (bodies - expected) - siblings, f"bodies; {where}"
+            bodies = bodies & expected  # the model's own re-runs all happened
         if not (loose and self.policy.live_tools):
-            assert bodies == collections.Counter(want.bodies + want.rerun), f"bodies; {where}"
+            assert bodies == expected, f"bodies; {where}"
         extra = set(got.got) - set(want.answers)
         assert loose or not extra, f"callers {extra} answered where the model stops; {where}"
         for caller, answer in want.answers.items():
@@ -193,7 +250,12 @@ class Check:
 
     def invariants(self, where: str) -> None:
         """Independent of the model: at most once per idempotency key (I1)."""
-        retrying = {c.name for _, _, c in m.callers(self.s["program"]) if c.retry_signal}
+        retrying = {
+            c.name
+            for items in (self.s["program"], self.s["changed"])  # a change may add a retry
+            for _, _, c in m.callers(items)
+            if c.retry_signal
+        }
         if self.policy.live_tools:
             return
         counts = collections.Counter(
@@ -213,6 +275,13 @@ class Check:
         finished = self.mj.status == "succeeded"
         breaks = dry.error is not None if finished else dry.error == "DivergenceError"
         found = redrive.what_changed(self.journal, self.run_id)
+        if found.undetermined:
+            # the dry replay stopped where the unfinished run goes live with records left
+            # (the model's own dry replay may go on past a re-run read-only step): it says
+            # it cannot tell, never "nothing changed"; a finished run is always decided
+            assert not finished and not found.strict_replay_breaks, found.summary()
+            assert "nothing changed" not in found.summary(), found.summary()
+            return
         assert found.strict_replay_breaks == breaks, (
             f"what-changed: {found.summary()}\nmodel: {dry.error} at {dry.at}; {self.s}"
         )
@@ -292,6 +361,8 @@ class Check:
         for _ in range(5):
             if self.mj.status == "succeeded":
                 return self.replayed()
+            if self.mj.status == "failed":  # the loop raised (R9): the run ended
+                return None
             if self.mj.status == "suspended":
                 self.journal.decide(self.run_id, "ok", True, by="t")
                 self.mj.decided.add("ok")

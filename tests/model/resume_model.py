@@ -47,6 +47,9 @@ Rules implemented (CONTRACT = /work/wt/CONTRACT.md, "Cn"; DESIGN invariant numbe
 * R9 (C7) A body that raises a framework retry signal records an error marked
   ``retry_requested``; the next call of that tool with the same arguments is the same
   logical operation: its body runs again (one logical operation, two executions).
+  Replayed, the signal is raised again (I9): a loop that does not catch it where the
+  record's caller did (code changed) ends with it (error ``RetrySignal``, the run
+  ``failed``).
 * R10 (C5, I17) Advice: a FORK only before a step with no finished or in-flight
   side-effecting step at or after it; otherwise PERSON first, then RESUME
   ``{"code": "recorded"}``. A blocked step: RESOLVE first.
@@ -224,6 +227,9 @@ class _Sim:
 
     def call(self, flow: Flow, caller: str, call: Call) -> None:
         self.step(flow, caller, call)
+        if not call.retry_signal and self.out.answers.get(caller) == ("retry",):
+            del self.out.answers[caller]  # R9: replayed, raised out of the loop
+            raise _Stop("RetrySignal", caller)
         if call.retry_signal and self.out.answers.get(caller) == ("retry",):
             # the loop calls again after the retry signal (R9), only when it got one
             crash, self.crash = self.crash, None
@@ -457,6 +463,8 @@ def attempt(
         out.error, out.at, out.advice = stop.error, stop.at, stop.advice
         if stop.error == "suspended":
             j.status = "suspended"
+        elif stop.error == "RetrySignal" and j.status != "succeeded":
+            j.status = "failed"  # the loop raised: the run ends failed (R9)
         elif j.status != "succeeded":
             # R11: an error the run was told is retryable that ends it pauses it (resumable,
             # kind retries_exhausted); a kill, a divergence or a blocked step leave it running

@@ -344,6 +344,86 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "duckdb": False,
     },
 )
+@example(  # C6 (a) (thorough profile): lenient, a model step dropped after a read-only
+    # step cut in flight: the engine kept the in-flight lookup as a leftover (it superseded
+    # only finished read-only ones) and diverged at the end; a read-only body changes
+    # nothing and its outcome was never seen: superseded (R8)
+    scenario={
+        "program": (P, m.Call("read", "lookup", "a"), P),
+        "changed": (P, P),
+        "how": "drop",
+        "crash": ("m1", "tool_claimed", "kill"),
+        "policy": "lenient",
+        "face": "sync",
+        "duckdb": False,
+    },
+)
+@example(  # C6 (b) (thorough profile): a send dropped before a read-only step cut in
+    # flight: what-changed said "nothing changed" (its dry replay stopped where the resume
+    # re-runs the lookup live) while the send's record waits; now it says it cannot tell
+    scenario={
+        "program": (m.Call("value", "now"), E, m.Call("read", "lookup", "a")),
+        "changed": (m.Call("value", "now"), m.Call("read", "lookup", "a")),
+        "how": "drop",
+        "crash": ("m2", "tool_claimed", "kill"),
+        "policy": "lenient_model",
+        "face": "async",
+        "duckdb": False,
+    },
+)
+@example(  # C10 (default profile, seed 117559340341482539206366892311309413258): a model
+    # step inserted before a recorded `now` of a paused run: the dry replay stopped where
+    # the resume goes live, the value's record unreplayed, and said "nothing changed"
+    scenario={
+        "program": (P, m.Call("value", "now"), P, P, P),
+        "changed": (P, P, m.Call("value", "now"), P, P, P),
+        "how": "insert",
+        "crash": ("m2", "model_before", "retryable"),
+        "policy": "strict",
+        "face": "sync",
+        "duckdb": True,
+    },
+)
+@example(  # C7 (d) (thorough profile): a send and its retrying twin swapped in a finished
+    # run: the plain send now replays the recorded retry signal, which its loop does not
+    # catch: the loop raises (the model took it as an answer); check fails the run, and
+    # what-changed said nothing changed (it counted the raise as the code failing)
+    scenario={
+        "program": (E, dataclasses.replace(E, retry_signal=True)),
+        "changed": (dataclasses.replace(E, retry_signal=True), E),
+        "how": "reorder",
+        "crash": None,
+        "policy": "strict",
+        "face": "sync",
+        "duckdb": False,
+    },
+)
+@example(  # live_tools (c): a send moved before a batch, resolved not done and re-run: the
+    # batch's model member diverges while its lookup sibling, started with it, replays and
+    # re-runs its body (live_tools by design); the model stops at the first member (A4)
+    scenario={
+        "program": (m.Call("read", "lookup", "a"), m.Batch((P, m.Call("read", "lookup", "a"))), E),
+        "changed": (E, m.Batch((P, m.Call("read", "lookup", "a"))), m.Call("read", "lookup", "a")),
+        "how": "reorder",
+        "crash": ("m1", "tool_claimed", "kill"),
+        "policy": "live_tools",
+        "face": "sync",
+        "duckdb": False,
+    },
+)
+@example(  # frontier (thorough profile, seed 44): the first model step dropped before a batch
+    # of sends: the members went live past the root's waiting model step (their starter's
+    # record at the point it started them) and each send ran again under a new key (I15)
+    scenario={
+        "program": (P, m.Batch((E, E)), P, P),
+        "changed": (m.Batch((E, E)), P, P),
+        "how": "drop",
+        "crash": ("m1", "model_before", "kill"),
+        "policy": "strict",
+        "face": "sync",
+        "duckdb": True,
+    },
+)
 def test_the_library_follows_the_model(scenario: dict[str, Any]) -> None:
     """Random programs, crashes, code changes and policies: the library does what the model
     says (bodies, answers, errors, statuses), and the invariants hold."""
