@@ -99,3 +99,31 @@ def test_nested_guards_patch_and_restore_a_transport_imported_under_both(
             _send(module, False)
     assert _send(module, False) == "sent"
     assert (len(outer), len(inner)) == (1, 1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=NetworkBlocked,
+    reason="open: the guard refuses at httpx's HTTPTransport, above httpcore's pool where "
+    "respx's default mocker answers; a mocked request never reaches the network",
+)
+def test_a_request_answered_by_a_mock_of_httpcores_pool_is_not_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """respx (default ``using="httpcore"``) mocks ``httpcore.ConnectionPool.handle_request``.
+
+    Such a request is answered in the process, as the guard's own message
+    advises ("or mock it"); respx#131 and pytest_httpx#165 are the peers'
+    reports of where a mock must sit. An unmocked request stays refused.
+    """
+    import httpcore
+    import httpx
+
+    def mocked(self: Any, request: Any) -> Any:
+        return httpcore.Response(200, content=b"mocked")
+
+    with _network_guard("test_x", [], True), httpx.Client() as client:
+        with pytest.raises(NetworkBlocked):  # not mocked: refused
+            client.get("http://127.0.0.1:9/")
+        monkeypatch.setattr(httpcore.ConnectionPool, "handle_request", mocked)
+        assert client.get("http://api.example.test/x").text == "mocked"
