@@ -5,11 +5,18 @@ redrive's engine until a guarded test runs. Nor does it import httpx: a
 transport module already imported is patched when the guard starts, and one
 imported while the guard is on is patched as its import ends (an import hook),
 so a suite that never uses httpx does not pay for importing it.
+
+It guards where a request leaves the process: the connection pools of
+httpcore (httpx's) and httpcore2 (httpx2's), not httpx's ``HTTPTransport``
+above them. A mock that answers at or above the pool (respx's default mocker
+patches the pool, pytest-httpx the transport, ``MockTransport`` replaces it)
+answers first and is not refused; what such a mock passes through still is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -21,7 +28,8 @@ from typing import Any
 import pytest
 
 _BLOCKED = pytest.StashKey[list[str]]()
-_HTTPX_MODULES = ("httpx", "httpx2")
+#: the modules whose connection pools the guard patches (see the module docstring)
+_HTTPX_MODULES = ("httpcore", "httpcore2")
 
 
 class NetworkBlocked(BaseException):
@@ -52,15 +60,22 @@ def _network_guard(nodeid: str, blocked: list[str], on: bool) -> Iterator[None]:
 
     def guard(cls: type, attr: str, original: Any, is_async: bool) -> Any:
         def refuse(request: Any) -> NetworkBlocked:
-            what = f"{request.method} {request.url}"
+            method, url = request.method, request.url  # bytes and a URL in httpcore's
+            method = method.decode("ascii") if isinstance(method, bytes) else method
+            if hasattr(type(url), "__bytes__"):
+                url = bytes(url).decode("ascii", "replace")
+            what = f"{method} {url}"
             blocked.append(what)
             return NetworkBlocked(
                 f"redrive: {nodeid} sent {what} outside recorded steps with the network "
                 "guard on (--redrive-block-network, block_network=True or record mode none)"
             )
 
+        # named as the method it stands in for: a mock patching the pool over the guard
+        # (respx) refuses to patch a method whose name is not the one it targets
         if is_async:
 
+            @functools.wraps(original)
             async def ahandle(self: Any, request: Any) -> Any:
                 if not sends_live():
                     raise refuse(request)
@@ -68,6 +83,7 @@ def _network_guard(nodeid: str, blocked: list[str], on: bool) -> Iterator[None]:
 
             return ahandle
 
+        @functools.wraps(original)
         def handle(self: Any, request: Any) -> Any:
             if not sends_live():
                 raise refuse(request)
@@ -77,8 +93,8 @@ def _network_guard(nodeid: str, blocked: list[str], on: bool) -> Iterator[None]:
 
     def patch(module: types.ModuleType) -> None:
         for cls_name, attr, is_async in (
-            ("HTTPTransport", "handle_request", False),
-            ("AsyncHTTPTransport", "handle_async_request", True),
+            ("ConnectionPool", "handle_request", False),
+            ("AsyncConnectionPool", "handle_async_request", True),
         ):
             cls = getattr(module, cls_name, None)
             if cls is None:

@@ -44,6 +44,8 @@ So CI never reaches the network, whatever a marker says.
 in mode ``none``) fails every HTTP request the test makes through httpx other
 than the live calls of a recording wrapped client: the request raises
 :class:`NetworkBlocked` and the test fails, even when its code catches that.
+It guards httpx's connection pool (httpcore's), under the transport: a request
+a mock answers (respx, pytest-httpx, ``MockTransport``) is not refused.
 
 ``--redrive-live-tools=NAME,...`` (``all``: every tool) or the marker's
 ``live_tools=[...]`` run the named tools' bodies on replay, model steps still

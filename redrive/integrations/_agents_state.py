@@ -24,7 +24,8 @@ How, inside :class:`~redrive.integrations._agents_runner.SessionGuard`:
    returned: its pause is journaled when that task ends, or at the latest when
    the block ends (:func:`after_streamed`); a block that ends while the streamed
    run still runs (its events not consumed to the end), or after it was
-   cancelled or failed, leaves the run ``suspended`` too: it did not finish.
+   cancelled (either mode: ``after_turn`` ends the loop cleanly, with no final
+   output) or failed, leaves the run ``suspended`` too: it did not finish.
 2. A ``Runner`` call given a ``RunState`` journals an ``agents_continue`` note
    and marks the recorded steps that belong to the state's side answered
    (:func:`redrive.replay.answered_before`): those recorded before the first
@@ -145,13 +146,21 @@ class _StreamedPause:
         with contextlib.suppress(RunEndedError):
             self._journal()
 
+    def _cut_short(self) -> bool:
+        """The streamed run was cancelled (any mode) before it had a final output."""
+        cancelled = getattr(self.result, "_cancel_mode", "none") != "none"
+        return cancelled and getattr(self.result, "final_output", None) is None
+
     def why(self) -> str | None:
         """At the block's clean end without ``finish``: why the run waits, or None (finished)."""
         paused = self._journal()
         if paused is not None:
             return paused
         task = getattr(self.result, "run_loop_task", None)
-        if task is None or (task.done() and not task.cancelled() and task.exception() is None):
+        ended = task is None or (task.done() and not task.cancelled() and task.exception() is None)
+        # a loop that ended cleanly finished the run, unless it was cancelled first:
+        # ``cancel(mode="after_turn")`` ends the task cleanly after the turn, no output
+        if ended and not self._cut_short():
             return None
         return (
             f"run {self.run.run_id!r}: the block ended while an Agents SDK streamed run was "

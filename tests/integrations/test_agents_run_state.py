@@ -38,8 +38,8 @@ def _collect_the_sdks_loops() -> Iterator[None]:
         gc.collect()
 
 
-def _agent(base_url: str, effects: Path) -> tuple[Any, Any]:
-    """An agent whose ``send_email`` needs approval; each email is a line in ``effects``."""
+def _agent(base_url: str, effects: Path, approval: bool = True) -> tuple[Any, Any]:
+    """An agent whose ``send_email`` needs approval (if ``approval``); each email is a line."""
     import agents
     import httpx
     from openai import AsyncOpenAI, DefaultAsyncHttpxClient
@@ -48,7 +48,7 @@ def _agent(base_url: str, effects: Path) -> tuple[Any, Any]:
 
     log = Effects(str(effects))
 
-    @function_tool(restart_safe=False, recover=log.recover, needs_approval=True)
+    @function_tool(restart_safe=False, recover=log.recover, needs_approval=approval)
     def send_email(to: str, body: str, idempotency_key: str) -> str:
         """Send an email to a customer."""
         return log.send(to, idempotency_key)
@@ -233,4 +233,40 @@ def test_a_streamed_run_left_early_leaves_the_run_to_continue(tmp_path: Path) ->
         assert len(effects.read_text().splitlines()) == 1
         paid = sum(1 for f in journal.frames("hitl:early") if f.kind == "model_response")
         assert len(server.requests) <= paid + 1  # at most the call cut by leaving is asked again
+    journal.close()
+
+
+@pytest.mark.parametrize("mode", ["after_turn", "immediate"])
+def test_a_streamed_run_cancelled_leaves_the_run_to_continue(mode: str, tmp_path: Path) -> None:
+    """A streamed run cancelled in either mode is ``suspended``; the next delivery finishes it.
+
+    openai-agents-python#574 / docs PR #2710: ``result.cancel(mode="after_turn")``
+    lets the current turn finish (its tool runs) and stops before the next one:
+    the SDK's loop task ends cleanly, with no final output. Before, that clean
+    end was read as a finished run: the block ended it ``succeeded`` with no
+    output, and the next delivery under the run id raised ``ReplayMissError``.
+    """
+    need("agents")
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    effects = tmp_path / "effects.log"
+    with serve() as server:
+        server.respond = lambda asked: chat(b'"role":"tool"' in asked.body.replace(b" ", b""), True)
+        url = server.url + "/v1"
+
+        async def deliver(cancel: bool) -> tuple[str, Any]:
+            agents, agent = _agent(url, effects, approval=False)
+            async with redrive.run(journal, "hitl:cancel") as run:
+                result = agents.Runner.run_streamed(agent, PROMPT)
+                async for _ in result.stream_events():
+                    if cancel:
+                        result.cancel(mode=mode)  # and consume on, as the SDK asks
+                        cancel = False
+                if result.final_output is not None:
+                    run.finish(result.final_output)
+            return run.status, run.output
+
+        assert asyncio.run(deliver(True)) == ("suspended", None)
+        assert asyncio.run(deliver(False)) == ("succeeded", FINAL)
+        sent = effects.read_text().splitlines()
+        assert len(sent) == 1  # the tool of the cancelled turn is not run again
     journal.close()

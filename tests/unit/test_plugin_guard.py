@@ -24,11 +24,11 @@ from redrive._plugin_guard import NetworkBlocked, _network_guard
 TRANSPORT = """
 IMPORTED = True
 
-class HTTPTransport:
+class ConnectionPool:
     def handle_request(self, request):
         return "sent"
 
-class AsyncHTTPTransport:
+class AsyncConnectionPool:
     async def handle_async_request(self, request):
         return "sent"
 """
@@ -49,8 +49,8 @@ def transport_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 def _send(module: Any, is_async: bool) -> Any:
     request = SimpleNamespace(method="GET", url="http://127.0.0.1:9/")
     if is_async:
-        return asyncio.run(module.AsyncHTTPTransport().handle_async_request(request))
-    return module.HTTPTransport().handle_request(request)
+        return asyncio.run(module.AsyncConnectionPool().handle_async_request(request))
+    return module.ConnectionPool().handle_request(request)
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
@@ -99,3 +99,48 @@ def test_nested_guards_patch_and_restore_a_transport_imported_under_both(
             _send(module, False)
     assert _send(module, False) == "sent"
     assert (len(outer), len(inner)) == (1, 1)
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_request_answered_by_a_mock_of_httpcores_pool_is_not_refused(
+    monkeypatch: pytest.MonkeyPatch, is_async: bool
+) -> None:
+    """respx (default ``using="httpcore"``) mocks the pool's ``handle_request``: not refused.
+
+    Such a request is answered in the process, as the guard's own message
+    advises ("or mock it"); respx#131 and pytest_httpx#165 are the peers'
+    reports of where a mock sits. The guard refused it at httpx's transport,
+    above the pool. An unmocked request stays refused, and the guard's method
+    keeps its name: respx patches only a method named as the one it targets.
+    """
+    import httpcore
+    import httpx
+
+    pool: Any = httpcore.AsyncConnectionPool if is_async else httpcore.ConnectionPool
+    attr = "handle_async_request" if is_async else "handle_request"
+
+    def mocked(self: Any, request: Any) -> Any:
+        return httpcore.Response(200, content=b"mocked")
+
+    async def amocked(self: Any, request: Any) -> Any:
+        return httpcore.Response(200, content=b"mocked")
+
+    async def get(url: str) -> str:
+        async with httpx.AsyncClient() as client:
+            return (await client.get(url)).text
+
+    def send(url: str) -> str:
+        if is_async:
+            return asyncio.run(get(url))
+        with httpx.Client() as client:
+            return client.get(url).text
+
+    blocked: list[str] = []
+    with _network_guard("test_x", blocked, True):
+        assert getattr(pool, attr).__name__ == attr
+        with pytest.raises(NetworkBlocked):  # not mocked: refused
+            send("http://127.0.0.1:9/")
+        monkeypatch.setattr(pool, attr, amocked if is_async else mocked)
+        assert send("http://api.example.test/x") == "mocked"
+        monkeypatch.undo()
+    assert blocked == ["GET http://127.0.0.1:9/"]
