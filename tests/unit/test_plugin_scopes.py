@@ -174,11 +174,15 @@ import redrive
 
 @pytest.fixture(scope="module")
 def greeting():
-    client = redrive.wrap(openai.OpenAI(base_url={url!r}, api_key="sk-test", max_retries=0))
-    reply = client.chat.completions.create(
-        model="gpt-4o", messages=[{{"role": "user", "content": "hi"}}]
-    )
-    return reply.choices[0].message.content
+    # closed at teardown: a client left to the garbage collector leaks its keep-alive
+    # socket into whichever later test the collector runs in (a ResourceWarning there)
+    with redrive.wrap(
+        openai.OpenAI(base_url={url!r}, api_key="sk-test", max_retries=0)
+    ) as client:
+        reply = client.chat.completions.create(
+            model="gpt-4o", messages=[{{"role": "user", "content": "hi"}}]
+        )
+        yield reply.choices[0].message.content
 
 @pytest.mark.redrive
 def test_one(greeting):

@@ -42,6 +42,14 @@ import redrive
 
 client = redrive.wrap(openai.OpenAI(base_url={url!r}, api_key="sk-test", max_retries=0))
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_client():
+    # a client left to the garbage collector leaks its keep-alive socket into
+    # whichever later test the collector runs in (a ResourceWarning there)
+    yield
+    client.close()
+
 @redrive.model(name="model:fake")
 def classify(text):
     return {{"label": "refund", "text": text}}

@@ -536,6 +536,14 @@ import redrive
 
 client = redrive.wrap(openai.OpenAI(base_url={url!r}, api_key="sk-test", max_retries=0))
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_client():
+    # a client left to the garbage collector leaks its keep-alive socket into
+    # whichever later test the collector runs in (a ResourceWarning there)
+    yield
+    client.close()
+
 @pytest.mark.redrive
 def test_sdk():
     reply = client.chat.completions.create(

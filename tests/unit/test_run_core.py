@@ -523,28 +523,16 @@ def test_redacted_input_is_not_journaled(journal: Journal) -> None:
         assert again.finished
 
 
-def test_replay_checks_the_chain(tmp_path: Path) -> None:
-    """A frame altered in the journal is refused with JournalCorruptError, not replayed."""
-    import duckdb
-
-    from redrive.frames import encode
-
-    path = str(tmp_path / "runs.duckdb")
-    journal = DuckDBJournal(path)
-
+def _balance_tool() -> Any:
     @redrive.tool(read_only=True)
     def get_balance(account: str) -> dict[str, int]:
         return {"balance": 100}
 
-    with redrive.run(journal, "b:1") as run:
-        run.finish(get_balance("A"))
-    journal.close()
-    con = duckdb.connect(path)
-    con.execute(
-        "UPDATE redrive_frames SET payload = ? WHERE kind = 'tool_done'",
-        [encode({"step": 1, "result": {"balance": 1_000_000}})],
-    )
-    con.close()
+    return get_balance
+
+
+def _refused_as_altered(path: str, get_balance: Any) -> None:
+    """Replay run ``b:1`` of ``path``: the altered tool result is refused, not replayed."""
     journal = DuckDBJournal(path)
     with (
         pytest.raises(redrive.JournalCorruptError) as info,
@@ -553,6 +541,57 @@ def test_replay_checks_the_chain(tmp_path: Path) -> None:
         get_balance("A")
     assert info.value.seq == 2 and info.value.last_good_seq == 1
     journal.close()
+
+
+def test_replay_checks_the_chain_of_a_run_in_the_tables(tmp_path: Path) -> None:
+    """A frame altered in DuckDB's tables is refused with JournalCorruptError, not replayed."""
+    import duckdb
+
+    from redrive.frames import encode
+
+    path = str(tmp_path / "runs.duckdb")
+    journal = DuckDBJournal(path)
+    get_balance = _balance_tool()
+    with redrive.run(journal, "b:1") as run:
+        run.finish(get_balance("A"))
+    journal.checkpoint()  # a recently ended run stays in the log at close; move it
+    journal.close()
+    con = duckdb.connect(path)
+    altered = con.execute(
+        "UPDATE redrive_frames SET payload = ? WHERE kind = 'tool_done'",
+        [encode({"step": 1, "result": {"balance": 1_000_000}})],
+    ).fetchall()
+    con.close()
+    assert altered == [(1,)]  # the frame was in the tables: the test alters what it checks
+    _refused_as_altered(path, get_balance)
+
+
+def test_replay_checks_the_chain_of_a_run_held_in_the_log(tmp_path: Path) -> None:
+    """A frame altered in the ``.rdlog`` (a recently ended run stays there at close), its
+    record's checksum recomputed, is refused with JournalCorruptError, not replayed."""
+    from redrive.frames import encode
+    from redrive.storage._framelog import FrameLog
+    from redrive.storage._sqlschema import FRAME_ATTRS
+
+    path = str(tmp_path / "runs.duckdb")
+    journal = DuckDBJournal(path)
+    get_balance = _balance_tool()
+    with redrive.run(journal, "b:1") as run:
+        run.finish(get_balance("A"))
+    journal.close()
+    log = FrameLog(path + ".rdlog")
+    records = list(log.records())
+    kind, payload = FRAME_ATTRS.index("kind"), FRAME_ATTRS.index("payload")
+    altered = 0
+    for record in records:
+        for frame in record[2] if record[0] == "frames" else ():
+            if frame[kind] == "tool_done":
+                frame[payload] = encode({"step": 1, "result": {"balance": 1_000_000}})
+                altered += 1
+    assert altered == 1  # the run is held in the log: the test alters what it checks
+    log.rewrite(records)  # well-formed records with good checksums, one frame altered
+    log.close()
+    _refused_as_altered(path, get_balance)
 
 
 def test_long_turn_replays_without_reading_ahead() -> None:
