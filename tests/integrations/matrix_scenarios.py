@@ -2,8 +2,8 @@
 
 :data:`SCENARIOS` lists, per framework, the state features it documents that
 the matrix drives (one scenario each; the drivers are in
-tests/integrations/matrix_drivers.py, matrix_bare.py, matrix_more.py and
-matrix_state.py, their model turns in matrix_scripts.py).
+tests/integrations/matrix_drivers.py, matrix_bare.py, matrix_more.py,
+matrix_state.py and matrix_signed.py, their model turns in matrix_scripts.py).
 Another file may append scenarios (e.g. a transient-error column) before the
 tests collect. The boundaries, verdicts and the table are in matrix_cells.py.
 """
@@ -16,11 +16,14 @@ import attrs
 
 from tests.integrations.fakeapi import anthropic, chat, responses
 from tests.integrations.matrix_scripts import (
+    REASONING,
     THINKING,
     handoff,
     history,
     interrupt,
+    reasoning,
     retry,
+    streamed_thinking,
     structured_agents,
     structured_lc,
     structured_pydantic,
@@ -382,5 +385,36 @@ SCENARIOS: list[Scenario] = [
             ("openai", _OAI, "openai", "sync", two(chat)),
             ("anthropic", _ANT, "anthropic", "async", two(anthropic, True)),
         )
+    ),
+    # issue 27, fidelity: signed or encrypted content sent back byte for byte (matrix_signed.py)
+    Scenario(
+        "openai-reasoning",
+        _OAI,
+        "openai",
+        "Responses API, encrypted reasoning (`store=False`, sent back byte for byte)",
+        "sync",
+        reasoning,
+        quick=("model_2",),
+        expect={"reasoning": [REASONING]},
+    ),
+    Scenario(
+        "agents-reasoning",
+        _AGENTS,
+        "agents",
+        "encrypted reasoning (`OpenAIResponsesModel`, sent back byte for byte)",
+        "async",
+        reasoning,
+        quick=("in_tool",),
+        expect={"reasoning": [REASONING]},
+    ),
+    Scenario(
+        "pydantic-thinking",
+        _PYD,
+        "pydantic",
+        "Anthropic extended thinking (signed `ThinkingPart` sent back byte for byte)",
+        "async",
+        streamed_thinking,
+        quick=("model_2",),
+        expect={"thinking": [THINKING]},
     ),
 ]
