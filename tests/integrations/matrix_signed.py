@@ -41,7 +41,14 @@ def openai_reasoning(job: dict[str, Any], run: redrive.Run) -> Any:
     """A Responses tool loop that keeps no state at OpenAI: each reasoning item is sent back."""
     from openai import OpenAI
 
-    client: Any = redrive.wrap(OpenAI(base_url=job["base_url"], api_key="sk-test", max_retries=0))
+    raw = OpenAI(base_url=job["base_url"], api_key="sk-test", max_retries=0)
+    try:
+        return _reasoning_loop(job, redrive.wrap(raw))
+    finally:
+        raw.close()
+
+
+def _reasoning_loop(job: dict[str, Any], client: Any) -> Any:
     send_email = bare._email_tool(job)
     items: list[Any] = [{"role": "user", "content": PROMPT}]
     seen: list[dict[str, Any]] = []
@@ -91,8 +98,8 @@ async def agents_reasoning(job: dict[str, Any], run: redrive.Run) -> Any:
         """
         return effects.send(to, idempotency_key)
 
-    client = redrive.wrap(AsyncOpenAI(base_url=job["base_url"], api_key="sk-test", max_retries=0))
-    model = agents.OpenAIResponsesModel(model="o4-mini", openai_client=client)
+    raw = AsyncOpenAI(base_url=job["base_url"], api_key="sk-test", max_retries=0)
+    model = agents.OpenAIResponsesModel(model="o4-mini", openai_client=redrive.wrap(raw))
     settings = agents.ModelSettings(
         reasoning=Reasoning(effort="low"),
         store=False,
@@ -105,7 +112,10 @@ async def agents_reasoning(job: dict[str, Any], run: redrive.Run) -> Any:
         model_settings=settings,
         tools=[send_email],
     )
-    result = await agents.Runner.run(agent, PROMPT)
+    try:
+        result = await agents.Runner.run(agent, PROMPT)
+    finally:
+        await raw.close()
     seen = [
         item.raw_item.model_dump(exclude_none=True)
         for item in result.new_items
@@ -136,13 +146,17 @@ async def pydantic_thinking(job: dict[str, Any], run: redrive.Run) -> Any:
         return effects.send(to, idempotency_key)
 
     root = job["base_url"].removesuffix("/v1")
-    client = redrive.wrap(AsyncAnthropic(base_url=root, api_key="sk-ant-t", max_retries=0))
+    raw = AsyncAnthropic(base_url=root, api_key="sk-ant-t", max_retries=0)
+    client = redrive.wrap(raw)
     model = AnthropicModel("claude-sonnet-4-5", provider=AnthropicProvider(anthropic_client=client))
     settings = AnthropicModelSettings(anthropic_thinking={"type": "enabled", "budget_tokens": 1024})
     agent = pydantic_ai.Agent(
         model, instructions="Help.", tools=[send_email], model_settings=settings
     )
-    result = await agent.run(PROMPT)
+    try:
+        result = await agent.run(PROMPT)
+    finally:
+        await raw.close()
     seen = [
         {"type": "thinking", "thinking": part.content, "signature": part.signature}
         for message in result.all_messages()

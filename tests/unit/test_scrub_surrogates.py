@@ -119,19 +119,20 @@ def _digest(text: str) -> str:
 
 
 def _sync_attempt(journal: Any, url: str, live: bool) -> Any:
-    client: Any = redrive.wrap(anthropic.Anthropic(base_url=url, api_key="sk-ant-t", max_retries=0))
-    with redrive.run(journal, "surrogate", live=live) as run:
-        made = client.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=_MESSAGES)
-        return run.finish(_digest(made.content[0].thinking))
+    with anthropic.Anthropic(base_url=url, api_key="sk-ant-t", max_retries=0) as raw:
+        client: Any = redrive.wrap(raw)
+        with redrive.run(journal, "surrogate", live=live) as run:
+            made = client.messages.create(
+                model="claude-sonnet-4-5", max_tokens=64, messages=_MESSAGES
+            )
+            return run.finish(_digest(made.content[0].thinking))
 
 
 def _async_attempt(journal: Any, url: str, live: bool) -> Any:
-    client: Any = redrive.wrap(
-        anthropic.AsyncAnthropic(base_url=url, api_key="sk-ant-t", max_retries=0)
-    )
-
     async def main() -> Any:
-        async with redrive.run(journal, "surrogate", live=live) as run:
+        raw = anthropic.AsyncAnthropic(base_url=url, api_key="sk-ant-t", max_retries=0)
+        client: Any = redrive.wrap(raw)
+        async with raw, redrive.run(journal, "surrogate", live=live) as run:
             made = await client.messages.create(
                 model="claude-sonnet-4-5", max_tokens=64, messages=_MESSAGES
             )
