@@ -1,7 +1,8 @@
 """The fidelity cells of the conformance matrix can fail (issue 27): none is vacuous.
 
-The cells ``openai-reasoning``, ``agents-reasoning`` and ``pydantic-thinking``
-(tests/integrations/matrix_scenarios.py, drivers in matrix_signed.py) hold
+The cells ``openai-reasoning``, ``agents-reasoning``, ``pydantic-thinking``
+(tests/integrations/matrix_scenarios.py, drivers in matrix_signed.py) and
+``anthropic-thinking`` (matrix_more.py) hold
 only if the signed or encrypted content comes back byte for byte. Here:
 
 * the scripted server's check refuses the content altered anywhere, or left
@@ -34,7 +35,7 @@ from tests.integrations.matrix_scripts import REASONING, THINKING
 from tests.sdkserver import Reply, serve
 
 #: the fidelity scenarios, by name
-SIGNED_NAMES = ("openai-reasoning", "agents-reasoning", "pydantic-thinking")
+SIGNED_NAMES = ("openai-reasoning", "agents-reasoning", "pydantic-thinking", "anthropic-thinking")
 FIDELITY = {s.name: s for s in SCENARIOS if s.name in SIGNED_NAMES}
 
 
@@ -47,7 +48,7 @@ def _second_check(scenario: Scenario) -> Any:
 
 def _body(name: str, content: Any) -> bytes:
     """A request carrying ``content`` back where the scenario's provider expects it."""
-    if name == "pydantic-thinking":
+    if name in ("pydantic-thinking", "anthropic-thinking"):
         messages = [
             {"role": "user", "content": [{"type": "text", "text": "hi"}]},
             {"role": "assistant", "content": [*content, {"type": "tool_use", "id": "toolu_1"}]},
@@ -57,7 +58,7 @@ def _body(name: str, content: Any) -> bytes:
 
 
 def _original(name: str) -> dict[str, Any]:
-    return THINKING if name == "pydantic-thinking" else REASONING
+    return THINKING if name.endswith("thinking") else REASONING
 
 
 def _strings(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -132,9 +133,10 @@ def _fault() -> Reply:
 
 def _attempt(name: str, job: dict[str, Any]) -> Any:
     """One attempt of the scenario's run (the matrix child's job): its answer or its error."""
+    from tests.integrations.matrix_more import MORE_DRIVERS
     from tests.integrations.matrix_signed import SIGNED_DRIVERS
 
-    drive, face = SIGNED_DRIVERS[name]
+    drive, face = {**MORE_DRIVERS, **SIGNED_DRIVERS}[name]
     try:
         return _run_job(job, drive, face)
     except Exception as exc:
@@ -167,7 +169,7 @@ def _replayed(name: str, work: Path) -> tuple[Any, Any]:
 
 
 def _need(scenario: Scenario) -> None:
-    if scenario.family != "openai":
+    if scenario.family not in ("openai", "anthropic"):
         need(scenario.family)
 
 
