@@ -12,6 +12,7 @@ are :data:`NOT_JSON`, and the caller keeps the text as opaque text.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 from ._canonical_types import MAX_DEPTH
@@ -21,6 +22,7 @@ __all__ = [
     "NOT_JSON",
     "depth",
     "dict_at",
+    "dumps",
     "list_at",
     "loads",
     "text_at",
@@ -85,6 +87,29 @@ def loads(text: str | bytes | bytearray, *, max_depth: int = MAX_BODY_DEPTH) -> 
     if isinstance(value, dict | list) and depth(value, max_depth) > max_depth:
         return NOT_JSON
     return value
+
+
+def dumps(value: Any) -> str:
+    """Write ``value`` (parsed JSON, maybe changed) back as compact JSON text; always UTF-8.
+
+    Non-ASCII characters are written as they are, but a lone UTF-16 surrogate
+    (JSON escapes one, ``"\\ud83d"``, and :func:`loads` hands it back as is)
+    stays escaped: a text holding one has no UTF-8 form, and could not be
+    stored or sent. The text parses back to ``value``.
+
+    Raises:
+        TypeError, ValueError: ``value`` is not JSON data (as :func:`json.dumps`).
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii() and _SURROGATE.search(text):
+        # outside strings JSON text is ASCII: each surrogate sits in a string, where
+        # its escape is the same code point
+        return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return text
+
+
+#: A UTF-16 surrogate code point (only ever lone in a Python str).
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def dict_at(value: Any, key: str) -> dict[str, Any]:

@@ -40,7 +40,6 @@ the journal holds (a value that looked secret comes back as ``[REDACTED]``).
 
 from __future__ import annotations
 
-import json
 import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -63,7 +62,7 @@ from ._credentials import (
     credential_header,
     secret_query_param,
 )
-from ._jsontext import NOT_JSON, loads
+from ._jsontext import NOT_JSON, dumps, loads
 from ._masking import _CACHE_LOCK as _CACHE_LOCK
 from ._masking import _MASKED as _MASKED
 from ._masking import _mask as _mask
@@ -314,7 +313,7 @@ class Scrubber:
             parsed = loads(text)
             if isinstance(parsed, dict | list):
                 new = self._unrooted(parsed)
-                return text if new is parsed else _dumps(new)
+                return text if new is parsed else dumps(new)
         masked = mask_text(text, self.names)
         if masked is text:  # nothing to mask (the cached common case): nothing to keep either
             return text
@@ -322,7 +321,7 @@ class Scrubber:
             parsed = loads(text)
             if isinstance(parsed, dict | list):  # walked: signed objects are kept whole
                 new = self._unrooted(parsed)
-                return text if new is parsed else _dumps(new)
+                return text if new is parsed else dumps(new)
         return masked
 
     def _text(self, text: str, path: str) -> str:
@@ -335,7 +334,7 @@ class Scrubber:
                 if parsed is not NOT_JSON:
                     new = self.value(parsed, path)
                     if new is not parsed:
-                        return _dumps(new)
+                        return dumps(new)
                     return text if holds_signed(text) else mask_text(text, self.names)
             elif "data:" in text:
                 return mask_text(self._events(text, path), self.names)
@@ -368,7 +367,7 @@ class Scrubber:
                 continue
             new = self.value(parsed, path)
             if new is not parsed:
-                lines[i] = "data: " + _dumps(new)
+                lines[i] = "data: " + dumps(new)
         return "\n".join(lines)
 
     def _stored(self, data: bytes, path: str) -> bytes:
@@ -490,10 +489,6 @@ class Scrubber:
 
 
 _JSON_HEADS = frozenset("{[")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 #: A scrubber with no ``redact=`` patterns: the default rules only.

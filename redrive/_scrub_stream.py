@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._credentials import REDACTED, _fold, credential_field
+from ._jsontext import dumps
 from ._masking import mask_pieces
 from ._signed import signed
 
@@ -52,7 +53,7 @@ class _Event:
     def text(self) -> str:
         line = self.lines[self.at]
         end = "\r" if line.endswith("\r") else ""
-        body = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+        body = dumps(self.data)
         lines = [*self.lines]
         lines[self.at] = "data: " + body + end
         return "\n".join(lines)

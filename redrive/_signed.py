@@ -14,7 +14,16 @@ names, secret-looking text) never change a JSON object that is:
   and its stream events (``response.reasoning_*``); any object with an
   ``encrypted_content`` field;
 * a Gemini part carrying ``thoughtSignature`` (``thought_signature`` in the
-  Python SDK's snake case): Gemini API, "Thought signatures".
+  Python SDK's snake case): Gemini API, "Thought signatures";
+* an OpenRouter ``reasoning_details`` entry (``reasoning.text`` with its
+  ``signature``, ``reasoning.encrypted`` with its ``data``,
+  ``reasoning.summary``), in a Chat Completions message or stream delta:
+  OpenRouter, "Reasoning tokens" (passed back unmodified, whatever model is
+  upstream);
+* an Amazon Bedrock Converse content block or delta carrying
+  ``reasoningContent`` (``reasoningText`` with its ``signature``,
+  ``redactedContent``): Bedrock API, ``ReasoningContentBlock`` (text and
+  signature sent back unmodified).
 
 A secret-looking value inside such content is kept as the provider sent it
 (altering it would break the signature and the resume). A ``redact=`` path
@@ -42,10 +51,13 @@ SIGNED_TYPES = frozenset(
         "response.reasoning_summary_text.done",
         "response.reasoning_summary_part.added",
         "response.reasoning_summary_part.done",
+        "reasoning.text",
+        "reasoning.encrypted",
+        "reasoning.summary",
     }
 )
 #: Field names that make their object signed or encrypted content.
-SIGNED_FIELDS = ("encrypted_content", "thoughtSignature", "thought_signature")
+SIGNED_FIELDS = ("encrypted_content", "thoughtSignature", "thought_signature", "reasoningContent")
 #: Substrings without which a JSON text holds no signed or encrypted object.
 _SIGNS = ("thinking", "reasoning", "encrypted_content", "houghtSignature", "hought_signature")
 
@@ -56,7 +68,12 @@ def signed(node: dict[Any, Any]) -> bool:
     if type(kind) is str and kind in SIGNED_TYPES:
         return True
     # SIGNED_FIELDS spelled out: the scrubber asks this of every object it walks
-    return "encrypted_content" in node or "thoughtSignature" in node or "thought_signature" in node
+    return (
+        "encrypted_content" in node
+        or "thoughtSignature" in node
+        or "thought_signature" in node
+        or "reasoningContent" in node
+    )
 
 
 def holds_signed(text: str) -> bool:

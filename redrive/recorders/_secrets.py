@@ -20,11 +20,10 @@ journal writer (replay) applies them and recorders use them too.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._jsontext import NOT_JSON, loads
+from .._jsontext import NOT_JSON, dumps, loads
 from .._scrub import (
     CREDENTIAL_FIELDS,
     SECRET_QUERY_PARAMS,
@@ -105,4 +104,4 @@ def redact_body(payload: dict[str, Any], redact: Callable[[Any], Any] | None) ->
     redacted = redact({"body": parsed})["body"]
     if redacted == parsed:
         return payload
-    return {**payload, "body": json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))}
+    return {**payload, "body": dumps(redacted)}

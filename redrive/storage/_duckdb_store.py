@@ -6,6 +6,7 @@ Part of :mod:`.duckdb` (see its docstring).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -52,6 +53,9 @@ class _Store(SqlJournal):
             text = str(exc)
             if "lock" in text.lower():
                 raise _locked_elsewhere(path, read_only, text) from None
+            absent = _absent(path, read_only)
+            if absent is not None:
+                raise absent from None
             raise damaged_file(path, exc) from None
         except duckdb.Error as exc:
             raise damaged_file(path, exc) from None
@@ -284,6 +288,31 @@ def _is_damage(exc: duckdb.Error) -> bool:
 def _disk_full(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "no space left" in text or "disk is full" in text or "disk full" in text
+
+
+def _absent(path: str, read_only: bool) -> FileNotFoundError | None:
+    """The error for a journal file that is not there to open (None: it is, or could be made).
+
+    A writable journal is created where its directory exists; a read-only one
+    must exist. Either is a path mistake, not a damaged file.
+    """
+    where = os.path.abspath(path)
+    folder = os.path.dirname(where)
+    if not os.path.isdir(folder):
+        return FileNotFoundError(
+            errno.ENOENT,
+            f"cannot open journal {where}: the directory {folder} does not exist (nothing "
+            f"was written). Check the path, or create the directory first (mkdir -p {folder}).",
+            path,
+        )
+    if read_only and not os.path.exists(where):
+        return FileNotFoundError(
+            errno.ENOENT,
+            f"journal {where} does not exist, and a read-only open creates nothing. Check "
+            "the path; a worker creates the journal when it first opens it for writing.",
+            path,
+        )
+    return None
 
 
 def damaged_file(path: str, exc: BaseException) -> JournalCorruptError:

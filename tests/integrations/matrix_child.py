@@ -104,11 +104,13 @@ def main(path: str) -> None:
     from tests.integrations.matrix_bare import BARE_DRIVERS
     from tests.integrations.matrix_drivers import DRIVERS
     from tests.integrations.matrix_more import MORE_DRIVERS
+    from tests.integrations.matrix_signed import SIGNED_DRIVERS
     from tests.integrations.matrix_state import STATE_DRIVERS
 
     for job in json.loads(Path(path).read_text()):
         os.environ[KILL_AT] = job.get("kill") or ""
-        drive, face = {**DRIVERS, **BARE_DRIVERS, **MORE_DRIVERS, **STATE_DRIVERS}[job["scenario"]]
+        drivers = {**DRIVERS, **BARE_DRIVERS, **MORE_DRIVERS, **STATE_DRIVERS, **SIGNED_DRIVERS}
+        drive, face = drivers[job["scenario"]]
         try:
             line: dict[str, Any] = {"cell": job["cell"], "output": _run_job(job, drive, face)}
         except BaseException as exc:

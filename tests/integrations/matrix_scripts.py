@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
-from tests.integrations.fakeapi import FINAL, TOOL_ARGS, anthropic, chat
+from tests.integrations.fakeapi import FINAL, TOOL_ARGS, _sse, anthropic, chat, responses
 from tests.sdkserver import Reply
 
 #: a thinking block the provider signed; the secret-looking text inside must come back as is
@@ -51,6 +52,126 @@ def thinking() -> list[Reply]:
     first = anthropic(False)
     first.body["content"].insert(0, dict(THINKING))
     return [first, _wanting(anthropic(True), _signed_back)]
+
+
+def streamed_thinking() -> list[Reply]:
+    """:func:`thinking` streamed (pydantic-ai streams its Anthropic requests itself).
+
+    The thinking text comes in two deltas that split the secret-looking key,
+    then the signature in its own delta, then the tool use.
+    """
+    first = anthropic(False)
+    start = {**first.body, "content": [], "stop_reason": None}
+    text = THINKING["thinking"]
+    half = text.index("demo-") + 3  # the key is split across the two deltas
+    use = first.body["content"][0]
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"message": start}),
+        (
+            "content_block_start",
+            {"index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        ),
+        *(
+            (
+                "content_block_delta",
+                {"index": 0, "delta": {"type": "thinking_delta", "thinking": t}},
+            )
+            for t in (text[:half], text[half:])
+        ),
+        (
+            "content_block_delta",
+            {"index": 0, "delta": {"type": "signature_delta", "signature": THINKING["signature"]}},
+        ),
+        ("content_block_stop", {"index": 0}),
+        ("content_block_start", {"index": 1, "content_block": {**use, "input": {}}}),
+        (
+            "content_block_delta",
+            {
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(TOOL_ARGS)},
+            },
+        ),
+        ("content_block_stop", {"index": 1}),
+        (
+            "message_delta",
+            {
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        ),
+        ("message_stop", {}),
+    ]
+    chunks = [_sse({"type": kind, **data}, kind) for kind, data in events]
+    return [Reply(chunks=chunks), _wanting(anthropic(True, True), _thinking_back)]
+
+
+def _thinking_back(body: bytes) -> str | None:
+    """Every thinking block of the request, wherever it sits, must be :data:`THINKING` as is."""
+    sent = [
+        block
+        for m in json.loads(body)["messages"]
+        if isinstance(m["content"], list)
+        for block in m["content"]
+        if block.get("type") in ("thinking", "redacted_thinking")
+    ]
+    if sent != [THINKING]:
+        return f"Invalid signature in thinking block: {sent!r}"
+    return None
+
+
+#: a reasoning item the provider encrypted (``include=["reasoning.encrypted_content"]``,
+#: ``store=False``): its encrypted content holds a key-shaped run, its summary a ``?key=``,
+#: and it carries a ``session_token`` (a field a later API version may add); each must
+#: come back as sent
+REASONING: dict[str, Any] = {
+    "id": "rs_1",
+    "type": "reasoning",
+    "summary": [
+        {
+            "type": "summary_text",
+            "text": "Apologise; the tracking link is https://track.example/o/7?key=demo-7f3a9c21.",
+        }
+    ],
+    "encrypted_content": "gAAAAABo7Q2x/sk-proj-Zr8f2K1mQ9xW4vB7nT3pL6yH0cJ5dA2e/Hk4vR1bN8yT2==",
+    "session_token": "st-9c21f3a7e0b84d52a1",
+}
+
+
+def _openai_refuse(message: str) -> Reply:
+    error = {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "input",
+        "code": "invalid_encrypted_content",
+    }
+    return Reply(status=400, body={"error": error})
+
+
+def _reasoning_back(body: bytes) -> str | None:
+    """The request's reasoning items must be exactly :data:`REASONING` (OpenAI's 400 otherwise)."""
+    sent = [
+        item
+        for item in json.loads(body)["input"]
+        if isinstance(item, dict) and item.get("type") == "reasoning"
+    ]
+    if sent != [REASONING]:
+        return f"The encrypted content for item rs_1 could not be verified: {sent!r}"
+    return None
+
+
+def reasoning() -> list[Reply]:
+    """A function call after an encrypted reasoning item; the next request must carry it as is."""
+    first = responses(False)
+    first.body["output"].insert(0, dict(REASONING))
+    first.body["usage"]["output_tokens_details"]["reasoning_tokens"] = 3
+    second = responses(True)
+
+    def check(body: bytes) -> Reply | None:
+        wrong = _reasoning_back(body)
+        return None if wrong is None else _openai_refuse(wrong)
+
+    second.check = check
+    return [first, second]
 
 
 def told() -> list[Reply]:

@@ -139,6 +139,7 @@ WARM = [
     "tests.integrations.matrix_drivers",
     "tests.integrations.matrix_bare",
     "tests.integrations.matrix_more",
+    "tests.integrations.matrix_signed",
 ]
 
 

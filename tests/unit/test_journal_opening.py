@@ -114,3 +114,26 @@ def test_missing_postgres_database_says_so(pg_url: str, capsys: pytest.CaptureFi
         redrive.open_journal(url)
     assert cli.main(["--journal", url, "runs"]) == cli.EXIT_JOURNAL
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
+def test_a_journal_in_a_missing_directory_says_so(tmp_path: Path, read_only: bool) -> None:
+    """A path under a directory that does not exist is FileNotFoundError, not a damaged file.
+
+    (It was JournalCorruptError: "the database file is damaged ... restore it from a
+    backup", for a file that was never there.) Nothing is created.
+    """
+    path = tmp_path / "no-such-dir" / "runs.duckdb"
+    with pytest.raises(FileNotFoundError, match=r"directory .*no-such-dir does not exist") as got:
+        DuckDBJournal(str(path), read_only=read_only)
+    assert "damaged" not in str(got.value) and got.value.filename == str(path)
+    assert not (tmp_path / "no-such-dir").exists()
+
+
+def test_a_missing_journal_opened_read_only_says_so(tmp_path: Path) -> None:
+    """Reading a journal file that does not exist is FileNotFoundError naming it; none is made."""
+    path = tmp_path / "runs.duckdb"
+    with pytest.raises(FileNotFoundError, match=r"journal .*runs\.duckdb does not exist") as got:
+        DuckDBJournal(str(path), read_only=True)
+    assert "damaged" not in str(got.value)
+    assert list(tmp_path.iterdir()) == []

@@ -119,6 +119,14 @@ def _signed_content(text: str, sig: str) -> list[dict[str, Any]]:
         {"text": text, "thoughtSignature": sig},
         {"functionCall": {"name": "f", "args": {"q": text}}, "thought_signature": sig},
         {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": text + sig},
+        # OpenRouter's reasoning_details entries (Chat Completions, any upstream model)
+        {"type": "reasoning.text", "text": text, "signature": sig, "format": "anthropic-claude-v1"},
+        {"type": "reasoning.encrypted", "data": text + sig, "id": "rs_1", "index": 1},
+        {"type": "reasoning.summary", "summary": text, "format": "openai-responses-v1"},
+        # Amazon Bedrock Converse content blocks (and their stream deltas)
+        {"reasoningContent": {"reasoningText": {"text": text, "signature": sig}}},
+        {"reasoningContent": {"redactedContent": text + sig}},
+        {"reasoningContent": {"text": text}},
     ]
 
 
