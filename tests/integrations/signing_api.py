@@ -37,11 +37,11 @@ _KEY = b"provider-signing-key"
 
 #: A Responses reasoning item's encrypted content: url-safe base64 (Fernet-like), holding
 #: a run of characters that has the shape of an OpenAI key.
-BLOB = "gAAAAABp" + base64.urlsafe_b64encode(b"\x8a" * 30).decode() + "sk-" + "Q7" * 12 + "=="
+BLOB = "gAAAAABp" + base64.urlsafe_b64encode(b"\x8a" * 30).decode() + "-sk-" + "Q7" * 12 + "=="
 SUMMARY = "Look the order up at https://shop.example/o?key=demo-7f3a9c21 first."
 #: Anthropic: the thinking text (masked anywhere else), a signature-only block, a redacted one.
 THINKING = "I will check https://api.example/v1/p?key=demo-7f3a9c21 before emailing."
-REDACTED = "EmwKAhgBEgy" + "sk-" + "R2" * 12 + "x9Zq=="
+REDACTED = "EmwKAhgBEgy/" + "sk-" + "R2" * 12 + "x9Zq=="
 
 
 def sign(text: str) -> str:
@@ -263,4 +263,75 @@ def anthropic_check(body: bytes) -> Reply | None:
                     },
                 },
             )
+    return None
+
+
+# --- Gemini's OpenAI-compatible Chat Completions ----------------------------------------------
+
+#: A Gemini thought signature: base64 holding a run with the shape of a Google API key.
+THOUGHT = "CiQB0e2Kb/" + "AIza" + "Sy" + "Q" * 33 + "Ej8KPQHR7YpvXw=="
+
+
+def gemini_chat(final: bool, stream: bool = False) -> Reply:
+    """A Chat Completions turn of Gemini's OpenAI endpoint: a signed tool call, or the text."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "send_email", "arguments": json.dumps(TOOL_ARGS)},
+        "extra_content": {"google": {"thought_signature": THOUGHT}},
+    }
+    message: dict[str, Any] = (
+        {"role": "assistant", "content": FINAL}
+        if final
+        else {"role": "assistant", "content": None, "tool_calls": [call]}
+    )
+    check = gemini_check if final else None
+
+    def body(choice: dict[str, Any], kind: str) -> dict[str, Any]:
+        return {
+            "id": "g-1",
+            "object": kind,
+            "created": 1,
+            "model": "gemini-3-pro-preview",
+            "choices": [choice],
+        }
+
+    if not stream:
+        done = {"index": 0, "message": message, "finish_reason": "stop" if final else "tool_calls"}
+        return Reply(body=body(done, "chat.completion"), check=check)
+    if final:
+        deltas = [{"role": "assistant", "content": FINAL}]
+    else:
+        deltas = [{"role": "assistant", "content": None, "tool_calls": [{**call, "index": 0}]}]
+    chunks = [
+        _sse(body({"index": 0, "delta": d, "finish_reason": None}, "chat.completion.chunk"))
+        for d in deltas
+    ]
+    last = {"index": 0, "delta": {}, "finish_reason": "stop" if final else "tool_calls"}
+    chunks += [_sse(body(last, "chat.completion.chunk")), "data: [DONE]\n\n"]
+    return Reply(chunks=chunks, check=check)
+
+
+def gemini_check(body: bytes) -> Reply | None:
+    """Gemini's check: every function call sent back carries its thought signature, unchanged."""
+    for m, message in enumerate(json.loads(body).get("messages", [])):
+        for call in message.get("tool_calls") or []:
+            sent = ((call.get("extra_content") or {}).get("google") or {}).get("thought_signature")
+            if sent != THOUGHT:
+                name = call.get("function", {}).get("name")
+                return Reply(
+                    status=400,
+                    body=[
+                        {
+                            "error": {
+                                "code": 400,
+                                "message": "Function call is missing a thought_signature in "
+                                "functionCall parts. This is required for tools to work "
+                                f"correctly. Additional data, function call `default_api:{name}`"
+                                f", position {m + 1}. (sent {sent!r})",
+                                "status": "INVALID_ARGUMENT",
+                            }
+                        }
+                    ],
+                )
     return None

@@ -379,3 +379,84 @@ def test_litellm_thinking_blocks_replayed_go_back_to_anthropic_unchanged(
         assert len(server.requests) == 3
     assert len(effects.path and Path(effects.path).read_text().splitlines()) == 1
     journal.close()
+
+
+# --- langchain-ai/langchain#37347 (Gemini thought signatures over the OpenAI endpoint) ----------
+
+
+@pytest.mark.parametrize(
+    ("face", "stream"), [("sync", False), ("sync", True), ("async", False), ("async", True)]
+)
+def test_gemini_thought_signatures_replayed_go_back_on_their_tool_calls(
+    face: str, stream: bool, tmp_path: Path
+) -> None:
+    """langchain-ai/langchain#37347 ("ChatOpenAI fails to provide thought signatures on
+    multi-turn conversations when used with Gemini models"), crmne/ruby_llm#591: Gemini's
+    OpenAI-compatible endpoint puts the signature on each tool call
+    (``extra_content.google.thought_signature``) and refuses a function call sent back without
+    it. The loop is the bare OpenAI SDK's (langchain-openai 1.8 drops the field itself, with or
+    without redrive)."""
+    from openai import AsyncOpenAI, OpenAI
+
+    from tests.integrations.matrix_bare import SCHEMA
+
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    effects = Effects(str(tmp_path / "effects.log"))
+
+    @redrive.tool(restart_safe=False, recover=effects.recover)
+    def send_email(to: str, body: str, idempotency_key: str) -> str:
+        return effects.send(to, idempotency_key)
+
+    def turn(message: Any, messages: list[dict[str, Any]]) -> Any:
+        if not message.tool_calls:
+            return message.content
+        messages.append(message.model_dump(exclude_none=True))
+        for call in message.tool_calls:
+            sent = send_email(**json.loads(call.function.arguments))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": sent})
+        return None
+
+    asked: dict[str, Any] = {"model": "gemini-3-pro-preview", "tools": [SCHEMA]}
+
+    def deliver(**options: Any) -> Any:
+        base = url + "/v1beta/openai/"
+        messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
+        if face == "sync":
+            client = redrive.wrap(OpenAI(base_url=base, api_key="k", max_retries=0))
+            with redrive.run(journal, "gm:1", **options) as run:
+                while True:
+                    if stream:
+                        with client.chat.completions.stream(messages=messages, **asked) as s:
+                            message = s.get_final_completion().choices[0].message
+                    else:
+                        reply = client.chat.completions.create(messages=messages, **asked)
+                        message = reply.choices[0].message
+                    if (done := turn(message, messages)) is not None:
+                        return run.finish(done)
+
+        async def go() -> Any:
+            aclient = redrive.wrap(AsyncOpenAI(base_url=base, api_key="k", max_retries=0))
+            async with redrive.run(journal, "gm:1", **options) as run:
+                while True:
+                    if stream:
+                        async with aclient.chat.completions.stream(messages=messages, **asked) as s:
+                            message = (await s.get_final_completion()).choices[0].message
+                    else:
+                        reply = await aclient.chat.completions.create(messages=messages, **asked)
+                        message = reply.choices[0].message
+                    if (done := turn(message, messages)) is not None:
+                        return run.finish(done)
+
+        return asyncio.run(go())
+
+    with serve() as server:
+        server.add(api.gemini_chat(False, stream), BUSY, api.gemini_chat(True, stream))
+        url = server.url
+        with pytest.raises(Exception, match=r"503|overloaded"):
+            deliver()
+        assert deliver() == FINAL  # the signed tool call replayed, sent back, checked
+        assert len(server.requests) == 3
+        assert deliver(live=False) == FINAL
+        assert len(server.requests) == 3
+    assert len(Path(effects.path).read_text().splitlines()) == 1
+    journal.close()
