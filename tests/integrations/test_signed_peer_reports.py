@@ -460,3 +460,50 @@ def test_gemini_thought_signatures_replayed_go_back_on_their_tool_calls(
         assert len(server.requests) == 3
     assert len(Path(effects.path).read_text().splitlines()) == 1
     journal.close()
+
+
+def test_a_session_resumed_holds_the_encrypted_reasoning_once_and_the_next_run_sends_it(
+    tmp_path: Path,
+) -> None:
+    """openai/openai-agents-python#2068 (reasoning items saved to a session and sent back by a
+    later run), openai/openai-agents-js#929 ("Item 'rs_...' of type 'reasoning' was provided
+    without its required following item" after several turns of a stored conversation)."""
+    need("agents")
+    import agents
+
+    from redrive.integrations.openai_agents import RecordedSession
+
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    effects, db = tmp_path / "effects.log", str(tmp_path / "chats.db")
+
+    def deliver(run_id: str, said: str, **options: Any) -> Any:
+        _, agent = _agents_responses(url, effects)
+        session = RecordedSession(agents.SQLiteSession("conv-1", db))
+
+        async def go() -> Any:
+            async with redrive.run(journal, run_id, **options) as run:
+                result = await agents.Runner.run(agent, said, session=session)
+                return run.finish(result.final_output)
+
+        return asyncio.run(go())
+
+    def stored() -> list[dict[str, Any]]:
+        return list(asyncio.run(agents.SQLiteSession("conv-1", db).get_items()))
+
+    with serve() as server:
+        server.add(api.reasoned(False), BUSY, api.reasoned(True))
+        url = server.url + "/v1"
+        with pytest.raises(Exception, match=r"503|overloaded"):
+            deliver("rs:1", PROMPT)
+        assert deliver("rs:1", PROMPT) == FINAL
+        reasoning = [item for item in stored() if item.get("type") == "reasoning"]
+        assert [item.get("encrypted_content") for item in reasoning] == [api.BLOB]
+        # the next message of the conversation sends the stored reasoning back, checked
+        server.add(api.reasoned(True))
+        assert deliver("rs:2", "Thanks. Anything else?") == FINAL
+        assert len(server.requests) == 4
+        assert _sent_reasoning(server.requests[3].body) == _sent_reasoning(server.requests[2].body)
+        assert deliver("rs:2", "Thanks. Anything else?", live=False) == FINAL
+        assert len(server.requests) == 4
+    assert len(effects.read_text().splitlines()) == 1
+    journal.close()
