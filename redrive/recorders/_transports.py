@@ -129,10 +129,21 @@ async def _aread_raw(response: Any) -> bytes | None:
     return b"".join([chunk async for chunk in response.aiter_raw()])
 
 
-def _module_of(obj: Any) -> Any:
+def _module_of(transport: Any) -> Any:
+    """The httpx module (``httpx``, ``httpx2``) ``transport``'s class derives from.
+
+    A transport of another package (litellm's aiohttp transport, a user's own
+    subclass) derives from the httpx module's base transport: the first class
+    of its MRO whose package is an httpx names it. A transport of no httpx
+    class at all is taken to belong to the module its class lives in.
+    """
     import sys
 
-    return sys.modules[type(obj).__module__.partition(".")[0]]
+    for cls in type(transport).__mro__:
+        top = cls.__module__.partition(".")[0]
+        if top.startswith("httpx") and top in sys.modules:
+            return sys.modules[top]
+    return sys.modules[type(transport).__module__.partition(".")[0]]
 
 
 def _is_sse(response: Any) -> bool:
@@ -152,22 +163,31 @@ class RecordingTransport:
 
     Args:
         inner: the transport that really sends (``httpx.HTTPTransport``, a
-            ``MockTransport``...), of the same httpx module as the client.
+            ``MockTransport``, another package's transport...).
         recorder: names, views and the retry rule (:class:`~redrive.recorders.http.HttpRecorder`).
         keep: an object to keep alive as long as this transport (the SDK's
             original http client, whose pool ``inner`` belongs to).
         carry_errors: raise the run's ReplayErrors as :class:`CarriedReplayError`
             (for an SDK client whose request entry turns them back; see
             :func:`redrive.wrap`); False: raise them as they are.
+        httpx: the httpx module of the client this transport serves (its
+            responses and streams are built of it); default: the one
+            ``inner``'s class derives from.
     """
 
     def __init__(
-        self, inner: Any, recorder: HttpRecorder, *, keep: Any = None, carry_errors: bool = False
+        self,
+        inner: Any,
+        recorder: HttpRecorder,
+        *,
+        keep: Any = None,
+        carry_errors: bool = False,
+        httpx: Any = None,
     ) -> None:
         self.inner = inner
         self.recorder = recorder
         self._keep = keep
-        self._httpx = _module_of(inner)
+        self._httpx = httpx if httpx is not None else _module_of(inner)
         self.carry_errors = carry_errors
 
     @contextlib.contextmanager

@@ -121,7 +121,7 @@ def _bind(
         return bool(method(response))
 
     recorder = HttpRecorder(should_retry=should_retry, max_retries=max_retries, **recorder_args)
-    transport = RecordingTransport(inner, recorder, keep=keep)
+    transport = RecordingTransport(inner, recorder, keep=keep, httpx=httpx)
     new_http = (httpx.AsyncClient if is_async else httpx.Client)(transport=transport, **options)
     wrapped = sdk_copy(client, **copy_kwargs, http_client=new_http)
     holder.append(weakref.ref(wrapped))
@@ -250,16 +250,16 @@ def wrap_http_client(client: C, *, provider: str = "http") -> C:
     Raises:
         TypeError: ``client`` is not an httpx ``Client`` / ``AsyncClient``.
     """
-    _httpx_module(client)  # raises TypeError for anything else
+    httpx, _ = _httpx_module(client)  # raises TypeError for anything else
     http: Any = client
     if isinstance(http._transport, RecordingTransport):
         return client
     recorder = HttpRecorder(
         provider=provider, base_path=str(http.base_url.path or ""), view=_VIEWS.get(provider)
     )
-    http._transport = RecordingTransport(http._transport, recorder)
+    http._transport = RecordingTransport(http._transport, recorder, httpx=httpx)
     http._mounts = {
-        pattern: None if inner is None else RecordingTransport(inner, recorder)
+        pattern: None if inner is None else RecordingTransport(inner, recorder, httpx=httpx)
         for pattern, inner in http._mounts.items()
     }
     return client

@@ -180,17 +180,11 @@ class Matcher:
                 if empty
                 else "the run already succeeded, so its journal is complete"
             )
-        again = self._replayed_twin(kind, name, key)
         caller = caller_location()
         raise ReplayMissError(
             f"run {state.run_id!r}: the loop asked for {kind} {name!r} with arguments "
             f"{short(args)}, which no recorded step answers, and {why}.\n"
-            + (
-                f"  an identical {kind} step at seq {again} was already replayed: the "
-                "record has this call once, the code now makes it again\n"
-                if again is not None
-                else ""
-            )
+            + _replayed_twins_line(kind, self._replayed_twins(kind, name, key))
             + (f"  called from: {caller}\n" if caller is not None else "")
             + (
                 "  closest recorded steps:\n    " + "\n    ".join(closest)
@@ -208,8 +202,8 @@ class Matcher:
             closest=closest,
         )
 
-    def _replayed_twin(self, kind: str, name: str, key: str) -> int | None:
-        """The seq of a recorded step identical to the one asked for that was already used.
+    def _replayed_twins(self, kind: str, name: str, key: str) -> list[int]:
+        """The seqs of the recorded steps identical to the one asked for that were already used.
 
         Read only on the error path (a replay miss): the journal is scanned once,
         so replaying keeps holding only a few steps at once.
@@ -218,10 +212,11 @@ class Matcher:
         cursor = state.cursor
         unused = {s.seq for s in cursor.remaining()} if cursor is not None else set()
         frames = state.config.journal.frames(state.run_id)
-        for step in iter_steps(frames, state.run_id, verify=False):
-            if (step.kind, step.name, step.key) == (kind, name, key) and step.seq not in unused:
-                return step.seq
-        return None
+        return [
+            step.seq
+            for step in iter_steps(frames, state.run_id, verify=False)
+            if (step.kind, step.name, step.key) == (kind, name, key) and step.seq not in unused
+        ]
 
     def check_fully_replayed(self, exc: BaseException | None) -> None:
         """At the block's clean end: every recorded step the policy holds to was asked for.
@@ -292,3 +287,25 @@ class Matcher:
             if isinstance(data, dict):
                 return frame.seq, diff_values(step.args, data.get("args"))
         return None
+
+
+def _replayed_twins_line(kind: str, seqs: list[int]) -> str:
+    """The line of a replay miss naming the identical recorded steps already replayed (or "").
+
+    vcrpy's message for the same case says "no matchers failed" (kevin1024/vcrpy#929, #516):
+    this one says how many times the record has the call and which time the code asks.
+    """
+    if not seqs:
+        return ""
+    if len(seqs) == 1:
+        return (
+            f"  an identical {kind} step at seq {seqs[0]} was already replayed: the "
+            "record has this call once, the code now makes it again\n"
+        )
+    times = len(seqs) + 1
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(times % 10, "th")
+    nth = f"{times}{'th' if 10 <= times % 100 <= 20 else suffix}"
+    return (
+        f"  identical {kind} steps at seqs {', '.join(map(str, seqs))} were already replayed: "
+        f"the record has this call {len(seqs)} times, the code now makes it a {nth} time\n"
+    )
