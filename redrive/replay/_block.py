@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._stored import store
 from ..errors import (
     RunBusyError,
     RunBusyReason,
@@ -439,8 +440,13 @@ class RunBlock:
         payload: dict[str, Any] = {"status": status.value, "output": output, "error": error}
         payload.update(extra or {})
         try:
+            # stored faithfully, as a step's result is (type and dict key order kept:
+            # a replayed finished run hands back what the live run was finished with);
             # the run record's output passes the run's scrubber, as the run_end frame does
-            scrubbed = self._writer.scrubber.value(canonical(output, "output"))
+            canonical(output, "output")
+            packed = store(output, "output")[0]
+            payload["output"] = packed
+            scrubbed = self._writer.scrubber.value(packed)
             out_bytes = None if status is not RunStatus.SUCCEEDED else encode(scrubbed, "output")
         except TypeError as exc:
             payload = {"status": RunStatus.FAILED.value, "output": None, "error": str(exc)}

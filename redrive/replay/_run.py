@@ -27,6 +27,7 @@ import functools
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar, Unpack
 
+from .._stored import rebuild
 from ..frames import Frame, canonical
 from ..storage import Journal
 from ._appender import Appender
@@ -171,7 +172,7 @@ class Run:
         """The run's output: recorded (finished run) or set by :meth:`finish`."""
         state = self._state
         if state.finished_record is not None and not state.output_set:
-            return state.finished_record.output_value()
+            return rebuild(state.finished_record.output_value(), where="$.output")
         return state.output
 
     # -- the user's part -----------------------------------------------------------
@@ -187,7 +188,7 @@ class Run:
         canonical(output, "output")
         state = self._state
         if state.finished_record is not None:
-            return state.finished_record.output_value()
+            return rebuild(state.finished_record.output_value(), where="$.output")
         state.output = output
         state.output_set = True
         return output
@@ -208,7 +209,7 @@ class Run:
                 "no recorded output; run the loop"
             )
         state.short_circuited = True
-        return state.finished_record.output_value()
+        return rebuild(state.finished_record.output_value(), where="$.output")
 
     def cancel(self, reason: str, *, by: str = "run.cancel") -> None:
         """End the run ``cancelled`` at once, on purpose, naming who and why.
