@@ -218,7 +218,11 @@ def test_a_locked_langgraph_checkpoint_pauses_and_the_run_resumes(tmp_path: Path
 
     db, effects = str(tmp_path / "checkpoints.sqlite"), tmp_path / "effects.log"
     journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
-    blocker = sqlite3.connect(db, timeout=0, isolation_level=None)
+    # the blocker waits for its lock (the saver may be mid-write when the node runs: with
+    # timeout=0 its BEGIN EXCLUSIVE failed instead, raising the same "database is locked"
+    # from the node, and the test's ROLLBACK then found no transaction); the saver's own
+    # connection has timeout=0, so its next write finds the file locked
+    blocker = sqlite3.connect(db, timeout=10, isolation_level=None)
     armed = [True]
 
     @redrive.tool(restart_safe=False)
@@ -276,7 +280,11 @@ def test_a_locked_agents_session_write_pauses_and_the_paid_call_is_replayed(
 
     db = str(tmp_path / "chats.db")
     agents.SQLiteSession("conv-1", db)  # its tables
-    blocker = sqlite3.connect(db, timeout=0, isolation_level=None)
+    # the blocker waits for its lock (the saver may be mid-write when the node runs: with
+    # timeout=0 its BEGIN EXCLUSIVE failed instead, raising the same "database is locked"
+    # from the node, and the test's ROLLBACK then found no transaction); the saver's own
+    # connection has timeout=0, so its next write finds the file locked
+    blocker = sqlite3.connect(db, timeout=10, isolation_level=None)
     writes: list[int] = []
 
     class LockedOnItsOutput(agents.SQLiteSession):
