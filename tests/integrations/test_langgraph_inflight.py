@@ -133,7 +133,7 @@ class Job:
         kill: int | None = None,
         *,
         lose: bool = False,
-        **waits: str,
+        waits: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """One delivery in a child; its JSON line, or ``{"killed": code}`` when it was killed.
 
@@ -151,7 +151,7 @@ class Job:
             "recover": self.recover,
             "resume": resume,
             "kill": kill,
-            "waits": waits,
+            "waits": waits or {},
             "hold": self.hold,
             "lose": lose,
         }
@@ -244,11 +244,11 @@ def test_a_draw_killed_in_a_resume_that_the_redelivery_does_not_ask_is_not_drawn
     b = 3 - a
     message = answers(first)
     # the answer reaches the call that asked it (forced): it dies in its draw
-    assert job.deliver(message, kill=a, **{f"ask_{b}": f"draw_{a}"})["killed"] == -9, job.said
+    assert job.deliver(message, kill=a, waits={f"ask_{b}": f"draw_{a}"})["killed"] == -9, job.said
     assert [line.split(" key=")[0] for line in job.draws()] == [f"draw {a}"]
     # the redelivery (same answer) gives it to the other call first (forced): the killed
     # call interrupts again before its draw (LangGraph may also hand both calls an answer)
-    line = job.deliver(message, **{f"ask_{a}": f"draw_{b}"})
+    line = job.deliver(message, waits={f"ask_{a}": f"draw_{b}"})
     for _ in range(3):
         if line.get("status") != "suspended":
             break
@@ -278,8 +278,8 @@ def test_a_draw_killed_before_the_interrupt_and_not_begun_again_is_settled_on_th
     """
     server.add(turn(["charge_1", "ask_2"]), chat(True))
     job = Job(tmp_path, server, ["charge_1", "ask_2"], "async", warm=warm)
-    assert job.deliver(None, kill=1, ask_2="draw_1")["killed"] == -9, job.said
-    stopped = job.deliver(None, draw_1="returned")
+    assert job.deliver(None, kill=1, waits={"ask_2": "draw_1"})["killed"] == -9, job.said
+    stopped = job.deliver(None, waits={"draw_1": "returned"})
     assert stopped.get("status") == "suspended", job.said
     assert len(job.draws()) == 1, job.said  # the late call was refused: nothing ran
     assert finished(job.deliver(answers(stopped))), job.said
@@ -400,7 +400,7 @@ def drive(plan: Plan, job: Job) -> dict[str, Any]:
     for delivery in range(1, 9):
         kill = plan.kill[1] if plan.kill[0] == delivery else None
         waits = {point: other for at, point, other in plan.waits if at == delivery}
-        line = job.deliver(message, kill, **waits)
+        line = job.deliver(message, kill, waits=waits)
         if "killed" in line:
             assert line["killed"] == -9, job.said
             continue
@@ -493,3 +493,22 @@ def test_a_draw_whose_task_writes_were_saved_before_the_kill_is_answered_not_wai
     assert job.deliver(answers(first), lose=True)["killed"] == -9, job.said
     assert finished(job.deliver(answers(first))), job.said
     job.drawn_once([1])
+
+
+def test_an_unasked_step_is_kept_under_no_task_until_a_task_asks_it() -> None:
+    """``keep`` files steps left unasked under ``""``; ``saw`` moves one to its task."""
+    need("langchain")
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    from redrive.integrations._langgraph_tasks import TaskSteps, kept_tasks
+
+    steps = TaskSteps({"tools": [4]})
+    steps.keep([4, 7, 9])  # 4 is filed already; 7 and 9 were left unasked
+    assert steps.by_task() == {"": [7, 9], "tools": [4]}
+    assert kept_tasks(steps.by_task(), set()) == {"": [7, 9]}  # kept whatever runs again
+    token = var_child_runnable_config.set({"metadata": {"langgraph_checkpoint_ns": "tools:abc"}})
+    try:
+        assert steps.saw(7) == "abc"  # a task asked it: filed under that task from now on
+    finally:
+        var_child_runnable_config.reset(token)
+    assert steps.by_task() == {"": [9], "abc": [7], "tools": [4]}
