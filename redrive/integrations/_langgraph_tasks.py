@@ -24,7 +24,7 @@ itself, then a tool, then interrupt):
 * :func:`saved_tasks` / :func:`handed_back`: the other side, the tasks whose
   writes the checkpointer hands back, for the steps after the last note (a
   resume that died after a task's writes were saved, before its next note:
-  each step's task is journaled in a step note as the step completes).
+  each step's task is journaled in a step note as the step begins).
 
 A task run again may stop before it asks a step it asked in an earlier
 invocation: its ``interrupt()`` (or a sibling call's, in a ``ToolNode``)
@@ -52,7 +52,7 @@ resume keeps it only when every task on that path runs again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
@@ -118,11 +118,36 @@ class TaskSteps:
         }
 
     def saw(self, seq: int) -> str:
-        """File step ``seq`` under the task of the calling flow; return its path (never raises)."""
+        """File step ``seq`` under the task of the calling flow; return its path (never raises).
+
+        A step kept under ``""`` (:meth:`keep`: no task was known for it) is
+        moved under the task now seen asking it.
+        """
         task = task_of_caller()
         with self._lock:
             self._seqs.setdefault(task, set()).add(seq)
+            unknown = self._seqs.get(UNKNOWN_TASK)
+            if task != UNKNOWN_TASK and unknown is not None and seq in unknown:
+                unknown.discard(seq)
+                if not unknown:
+                    del self._seqs[UNKNOWN_TASK]
         return task
+
+    def keep(self, seqs: Iterable[int]) -> None:
+        """File the steps ``seqs`` the invocation left unasked under ``""`` (always kept).
+
+        For the recorded tool steps an earlier attempt made (finished, or in
+        flight when it was killed) that the invocation stopped before asking
+        again: the checkpointer holds no outcome of theirs, so the next
+        resume must keep them askable whatever the tasks it runs again (an
+        earlier attempt's task ids may name no task of this thread any more).
+        A step already filed under a task stays there.
+        """
+        with self._lock:
+            filed: set[int] = set().union(*self._seqs.values())
+            left = {int(seq) for seq in seqs} - filed
+            if left:
+                self._seqs.setdefault(UNKNOWN_TASK, set()).update(left)
 
     def by_task(self) -> dict[str, list[int]]:
         """``{task id: sorted seqs}`` (``""``: steps no task's context named)."""

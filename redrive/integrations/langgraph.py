@@ -33,8 +33,12 @@ make the two agree:
    records which task asked each step (:mod:`._langgraph_tasks`), and keeps
    filing the steps a resume kept under their task until the task finishes,
    asked again or not (a rerun task may stop at the next interrupt before
-   it asks them: the next resume must still replay them). Each step's task
-   is also journaled as the step completes (a ``langgraph_step`` note): a
+   it asks them: the next resume must still replay them), and every recorded
+   tool step the invocation left unasked (an earlier attempt's, finished or
+   in flight when it was killed: the checkpointer holds no outcome of it, so
+   it is replayed or settled by the in-flight rule, never run anew). Each
+   step's task is also journaled as the step begins (a ``langgraph_step``
+   note, durable with the tool's result, before the graph sees it): a
    resume that dies after LangGraph saved a task's writes, before its next
    interrupt note, leaves steps no interrupt note names; the next resume
    answers those whose task's writes the checkpointer hands back. Tool calls
@@ -69,6 +73,7 @@ from ..replay import (
     open_tools,
     refuse_new_tools,
     suspend,
+    unreplayed_steps,
     wait_open_tools,
     watch_steps,
     write_queued,
@@ -187,15 +192,16 @@ class _Interrupt:
         return {UNKNOWN_TASK: sorted(older)} if older else {}
 
 
-def _last_interrupt(run: Run, thread: str) -> tuple[_Interrupt | None, set[int]]:
+def _last_interrupt(run: Run, thread: str) -> tuple[_Interrupt | None, dict[int, str]]:
     """The last interrupt note of ``thread`` in ``run``'s journal (or None), and the noted seqs.
 
-    The seqs are those of every step a step note files (any thread's).
+    The noted seqs are those of every step a step note files (any thread's),
+    each with the thread its note names.
     """
     found: _Interrupt | None = None
     last_model = -1
     steps: list[tuple[int, str]] = []  # this thread's (seq, task) step notes
-    noted: set[int] = set()
+    noted: dict[int, str] = {}
     for frame in run.frames():
         if frame.kind == "model_request":
             last_model = frame.seq
@@ -205,7 +211,7 @@ def _last_interrupt(run: Run, thread: str) -> tuple[_Interrupt | None, set[int]]
         if frame.name == STEP_NOTE:
             seq = data.get("seq")
             if isinstance(seq, int):
-                noted.add(seq)
+                noted[seq] = str(data.get("thread"))
                 if data.get("thread") == thread:
                     steps.append((seq, str(data.get("task") or UNKNOWN_TASK)))
         elif data.get("thread") == thread:
@@ -258,7 +264,7 @@ def _refuse_other_owner(run: Run, thread: str, owner: str) -> InterruptResumedEl
 
 def _resuming(
     run: Run, input: Any, config: Any, snapshot: Any
-) -> tuple[_Interrupt | None, set[int]]:
+) -> tuple[_Interrupt | None, dict[int, str]]:
     """The interrupt an invocation resumes (a ``Command(resume=...)`` this run journaled).
 
     Returns:
@@ -278,20 +284,24 @@ def _resuming(
     return found, noted
 
 
-def _filing(run: Run, thread: str, tasks: TaskSteps, noted: set[int]) -> Callable[[int], None]:
+def _filing(
+    run: Run, thread: str, tasks: TaskSteps, noted: dict[int, str]
+) -> Callable[[int], None]:
     """The step watcher of an invocation: file each step under its task, and journal it.
 
     The step note makes the task of a step known even when the invocation
     dies before its interrupt note (a 503 after a task's writes were saved):
     the next resume answers the steps of tasks whose writes LangGraph hands
-    back. A step already noted (replayed) is not noted again.
+    back. A tool step is seen as it begins (:func:`watch_steps`): its note
+    is durable with its result, so before LangGraph can save the task's
+    writes. A step already noted (replayed) is not noted again.
     """
 
     def saw(seq: int) -> None:
         task = tasks.saw(seq)
         if seq in noted:
             return
-        noted.add(seq)
+        noted[seq] = thread
         try:
             run.note(STEP_NOTE, {"thread": thread, "seq": seq, "task": task})
         except Exception:  # a watcher never raises (the run ended: its end says why)
@@ -347,10 +357,29 @@ def _interrupts(output: Any) -> list[Any]:
     return []
 
 
-def _after(run: Run, config: Any, output: Any, checkpoint: str | None, tasks: TaskSteps) -> Any:
-    """Suspend ``run`` (the invocation stopped at an interrupt at ``checkpoint``)."""
+def _after(
+    run: Run,
+    config: Any,
+    output: Any,
+    checkpoint: str | None,
+    tasks: TaskSteps,
+    noted: dict[int, str],
+) -> Any:
+    """Suspend ``run`` (the invocation stopped at an interrupt at ``checkpoint``).
+
+    The note files, besides the steps of the tasks, every recorded tool step
+    of this thread the invocation left unasked (an earlier attempt's: done,
+    or in flight when it was killed; ``noted``: the thread each step note
+    names, :func:`_last_interrupt`): the next resume keeps them askable, so
+    they replay or are settled, never run anew (:meth:`TaskSteps.keep`).
+    """
     found = _interrupts(output)
     thread = _thread(config)
+    tasks.keep(
+        step.seq
+        for step in unreplayed_steps(run) or ()
+        if step.kind == "tool" and noted.get(step.seq, thread) == thread
+    )
     shown = [
         {"id": str(getattr(i, "id", "")), "value": repr(getattr(i, "value", i))} for i in found
     ]
@@ -416,7 +445,7 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
         stop()
     if not _interrupts(output):
         return output
-    return _after(run, config, output, _checkpoint_of(graph.get_state(config)), tasks)
+    return _after(run, config, output, _checkpoint_of(graph.get_state(config)), tasks, noted)
 
 
 async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
@@ -450,4 +479,4 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
     if not _interrupts(output):
         return output
     checkpoint = _checkpoint_of(await graph.aget_state(config))
-    return _after(run, config, output, checkpoint, tasks)
+    return _after(run, config, output, checkpoint, tasks, noted)

@@ -329,6 +329,22 @@ class FlowTracker:
             return
         _flow_var.set(self._track(flow))
 
+    def began(self, seq: int) -> bool:
+        """Tell the watchers of a tool step the calling flow begins (``seq``: its opening frame).
+
+        Called once the step is claimed or matched, before its body runs or its
+        recorded outcome is handed back, in the caller's thread or task: a
+        watcher's queued note then reaches the journal with the step's end,
+        before the caller sees the outcome (see :func:`._segments.watch_steps`).
+
+        Returns:
+            Whether any watcher was told (the caller makes what they queued durable).
+        """
+        watchers = tuple(self._watchers)
+        for watcher in watchers:
+            watcher(seq)
+        return bool(watchers)
+
     def watch(self, watcher: Callable[[int], None]) -> Callable[[], None]:
         """Call ``watcher(seq)`` for each model or tool step a flow of the run completes.
 

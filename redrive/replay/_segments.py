@@ -144,8 +144,13 @@ def watch_steps(run: Run, watcher: Callable[[int], None]) -> Callable[[], None]:
     ``seq`` is the step's opening seq (a replayed step's recorded seq, a live
     step's new one); the call is made in the completing thread or task's own
     context (or a copy of it), so ``watcher`` can read which part of a
-    framework asked (a LangGraph task's config). A step may be reported twice.
-    ``watcher`` must not raise.
+    framework asked (a LangGraph task's config). A tool step is also
+    reported as it begins (claimed, or matched to its record), before its
+    body runs or its outcome is handed back: a note ``watcher`` queues then
+    is durable with the step's end (a live step's result), or made durable
+    before the recorded outcome is handed back, so a framework store written
+    from that outcome never holds more than the journal. A step may be
+    reported more than once. ``watcher`` must not raise.
 
     Returns:
         A function that stops the watching.

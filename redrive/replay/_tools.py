@@ -156,6 +156,8 @@ class ToolSteps:
         with self._state.tool_open():
             step = self.begin(spec, arguments)
             try:
+                if self._flows.began(step.seq) and step.recorded:
+                    self._appender.flush()  # what a watcher queued, before the outcome is seen
                 if step.recorded:
                     return step.outcome()
                 with body_context(step.idempotency_key, step.fencing_token):
@@ -178,6 +180,8 @@ class ToolSteps:
         with self._state.tool_open():
             step = await self.abegin(spec, arguments)
             try:
+                if self._flows.began(step.seq) and step.recorded:
+                    await off_loop(self._appender.flush)  # what a watcher queued, durable first
                 if step.recorded:
                     return step.outcome()
                 if not self._lease.surely_held():  # the loop was slow to come back to this task

@@ -159,3 +159,88 @@ def parallel_tools_graph(
     builder.add_conditional_edges("model", tools_condition)
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=checkpointer)
+
+
+def approval_graph(
+    base: str,
+    names: list[str],
+    draw_body: Callable[[int], str],
+    checkpointer: Any,
+    clients: list[Any],
+    recover: Callable[[dict[str, Any], str], Any] | None = None,
+    per_call: bool = False,
+    before: Callable[[str], None] = lambda _: None,
+) -> Any:
+    """The ToolNode pattern, approve then act: ``ask_N`` calls ``interrupt()``, then draws ``N``.
+
+    With ``per_call`` each call is a task of its own (a ``Send`` per call, as
+    ``create_react_agent(version="v2")`` does): parallel ``interrupt()`` calls
+    are pending together and one ``Command(resume={id: answer, ...})`` answers
+    them all. Without it one ``ToolNode`` task runs every call: the first
+    interrupt gets out, one at a time.
+
+    Args:
+        base: the scripted server's base URL.
+        names: the model's parallel calls: ``ask_N`` (asks a person, then draws ``N``
+            with the answer) or ``charge_N`` (draws ``N`` at once).
+        draw_body: the side effect of drawing ``N``; its result is the draw's result.
+        checkpointer: the graph's checkpointer.
+        clients: httpx clients made are appended here (the caller closes them).
+        recover: the draw's ``recover(args, key)`` (None: a draw in flight blocks).
+        per_call: one task per call (see above).
+        before: called with the call's name as it begins (before its ``interrupt()``)
+            and with ``draw_N`` before the draw's step (to force an order of the calls).
+    """
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import BaseTool
+    from langchain_core.tools import tool as plain_tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+    from langgraph.types import Send, interrupt
+
+    from redrive.integrations.langchain import tool
+
+    @tool(name="draw", restart_safe=False, recover=recover)
+    def draw(number: int) -> str:
+        """Draw (the side effect, counted outside the process)."""
+        return draw_body(number)
+
+    def calling(name: str) -> BaseTool:
+        number = int(name.rsplit("_", 1)[1])
+        asks = name.startswith("ask")
+
+        @plain_tool(name)
+        def call(question: str) -> str:
+            """Ask the person in charge, then draw (``ask_N``), or draw at once."""
+            before(name)
+            answer = str(interrupt(question)) if asks else "no question"
+            before(f"draw_{number}")
+            return f"{draw.invoke({'number': number})}: {answer}"
+
+        return call
+
+    tools = [calling(name) for name in names]
+    llm = recorded_llm(base, tools, clients)
+
+    def call_model(state: Any) -> dict[str, Any]:
+        return {"messages": [llm.invoke(state["messages"])]}
+
+    def each_call(state: Any) -> Any:
+        last = state["messages"][-1]
+        if not (isinstance(last, AIMessage) and last.tool_calls):
+            return "__end__"
+        return [
+            Send(
+                "tools",
+                {"__type": "tool_call_with_context", "tool_call": call, "state": state},
+            )
+            for call in last.tool_calls
+        ]
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", ToolNode(tools))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", each_call if per_call else tools_condition)
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=checkpointer)
