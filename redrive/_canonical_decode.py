@@ -161,30 +161,27 @@ def _checked_within(value: Any, budget: int) -> bool:
     Raises:
         ValueError: as :func:`_check_depth`, for a container it met deeper than allowed.
     """
-    if not isinstance(value, _NESTING):
-        return True
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node, depth = pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:  # a PrefixRef (only nesting values are pushed)
-            children = (node.tail,)
-        if depth > MAX_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-        budget -= len(children)
+    return not isinstance(value, _NESTING) or _left_after(value, budget, 0) >= 0
+
+
+def _left_after(node: Any, budget: int, depth: int) -> int:
+    """The budget left after walking container ``node`` at ``depth`` (negative: gave up)."""
+    if isinstance(node, dict):
+        children: Any = node.values()
+    elif isinstance(node, list):
+        children = node
+    else:  # a PrefixRef (only nesting values are walked)
+        children = (node.tail,)
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    budget -= len(children)
+    for child in children:
         if budget < 0:
-            return False
-        for child in children:
-            kind = type(child)
-            if (kind is dict or kind is list) or (
-                kind not in _LEAVES and isinstance(child, _NESTING)
-            ):
-                push((child, depth + 1))
-    return True
+            break
+        kind = type(child)
+        if (kind is dict or kind is list) or (kind not in _LEAVES and isinstance(child, _NESTING)):
+            budget = _left_after(child, budget, depth + 1)
+    return budget
 
 
 #: Exact types that never nest (told apart by one set look-up, not an isinstance).
