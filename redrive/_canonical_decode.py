@@ -133,11 +133,59 @@ def decode(data: bytes) -> Any:
                 data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
             ),
         )
-    if len(data) > MAX_DEPTH and len(data) - len(data.translate(None, _HEADS)) > MAX_DEPTH:
+    if (
+        len(data) > MAX_DEPTH
+        and not _checked_within(value, len(data) >> _WALK_SHIFT)
+        and len(data) - len(data.translate(None, _HEADS)) > MAX_DEPTH
+    ):
         # each level is a map or array header byte somewhere in the bytes (an ext's body
         # too): bytes with no more of those bytes than MAX_DEPTH cannot nest deeper
         _check_depth(value)
     return value
+
+
+#: A tree of at most ``len(data) >> _WALK_SHIFT`` children is walked for its depth at once
+#: (a few containers of long text: the usual payload); counting the header bytes costs a
+#: pass over every byte, walking costs a step per child.
+_WALK_SHIFT: Final = 4
+
+
+def _checked_within(value: Any, budget: int) -> bool:
+    """:func:`_check_depth` of ``value`` if it has at most ``budget`` children in all.
+
+    Returns:
+        True when the whole tree was walked and no container sits deeper than
+        :data:`MAX_DEPTH`; False when it has more children than ``budget``
+        (nothing is decided: the caller checks as before).
+
+    Raises:
+        ValueError: as :func:`_check_depth`, for a container it met deeper than allowed.
+    """
+    return not isinstance(value, _NESTING) or _left_after(value, budget, 0) >= 0
+
+
+def _left_after(node: Any, budget: int, depth: int) -> int:
+    """The budget left after walking container ``node`` at ``depth`` (negative: gave up)."""
+    if isinstance(node, dict):
+        children: Any = node.values()
+    elif isinstance(node, list):
+        children = node
+    else:  # a PrefixRef (only nesting values are walked)
+        children = (node.tail,)
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    budget -= len(children)
+    for child in children:
+        if budget < 0:
+            break
+        kind = type(child)
+        if (kind is dict or kind is list) or (kind not in _LEAVES and isinstance(child, _NESTING)):
+            budget = _left_after(child, budget, depth + 1)
+    return budget
+
+
+#: Exact types that never nest (told apart by one set look-up, not an isinstance).
+_LEAVES: Final = frozenset({str, bytes, int, float, bool, type(None)})
 
 
 #: Every byte that starts a msgpack map or array (fixmap, fixarray, array 16/32, map 16/32).

@@ -50,7 +50,7 @@ _PLAIN_ONLY: Final = (
 _OPTIONS: Final = ormsgpack.OPT_SORT_KEYS | _PLAIN_ONLY
 
 #: Ext header bytes (ext 8/16/32, fixext 1-16): an ext value anywhere refuses the bytes
-#: (each looked for with ``bytes.find`` of an int: one ``memchr``).
+#: (each looked for with ``int in bytes``: one ``memchr``).
 _EXT_HEADS: Final = (0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8)
 #: The float64 marker, and the first bytes after it of -0.0 and of every NaN.
 _FLOAT64: Final = 0xCB
@@ -80,9 +80,8 @@ def fast_encode(value: Any) -> bytes | None:
         out: bytes = ormsgpack.packb(value, default=_refuse, option=_OPTIONS)
     except (TypeError, ValueError, _Refused, ormsgpack.MsgpackEncodeError):
         return None
-    for head in _EXT_HEADS:
-        if out.find(head) >= 0:
-            return None  # an ext value, or text or bytes that hold the byte
+    if any(map(out.__contains__, _EXT_HEADS)):  # one memchr a byte, no loop in Python
+        return None  # an ext value, or text or bytes that hold the byte
     at = out.find(_FLOAT64)
     while at >= 0:
         if at + 1 < len(out) and out[at + 1] in _FLOAT_SUSPECT:

@@ -362,10 +362,7 @@ def unpack_value(data: bytes) -> Any:
     Raises:
         ValueError: malformed bytes (msgpack's own errors included).
     """
-    for head in _EXT_HEADS:
-        if data.find(head) >= 0:
-            break
-    else:
+    if not any(map(data.__contains__, _EXT_HEADS)):  # one memchr a byte, no loop in Python
         plain = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
         if len(data) > MAX_DEPTH and (type(plain) is list or type(plain) is dict):
             _too_deep(plain, 0)  # shorter bytes cannot nest deeper

@@ -361,6 +361,15 @@ _KIND_FIELDS: Final[dict[str, dict[str, tuple[type, ...]]]] = {
     "error": {"notes": (list,)},  # a tool error's map (checked as the "error" kind)
 }
 _END_STATUSES: Final = frozenset({"succeeded", "failed", "cancelled", "running"})
+#: The exact type of each field above that every kind checks (what needs no message).
+_FIELD_TYPES: Final[dict[str, type]] = {
+    **dict.fromkeys(_INT_FIELDS, int),
+    **dict.fromkeys(_BOOL_FIELDS, bool),
+    **dict.fromkeys(_STR_FIELDS, str),
+}
+_INT_END: Final = 2**63
+#: Kinds with checks of their own (a run's first and last frame, a tool error).
+_CHECKED_KINDS: Final = frozenset({*_KIND_FIELDS, "run_end", "tool_error"})
 
 
 def payload_problem(kind: str, data: Any) -> str | None:
@@ -378,6 +387,22 @@ def payload_problem(kind: str, data: Any) -> str | None:
     Returns:
         None when the payload is well-formed, else ``"field: what is wrong"``.
     """
+    if type(data) is dict and kind not in _CHECKED_KINDS:
+        # one pass over the payload's own fields; anything off (or a subclass) takes the
+        # ordered checks, which name the first problem
+        for name in data:
+            want = _FIELD_TYPES.get(name)
+            if want is not None:
+                value = data[name]
+                if type(value) is not want or (want is int and not 0 <= data[name] < _INT_END):
+                    break
+        else:
+            return None
+    return _ordered_problem(kind, data)
+
+
+def _ordered_problem(kind: str, data: Any) -> str | None:
+    """:func:`payload_problem` by its ordered checks (the first problem in their order)."""
     if not isinstance(data, dict):
         return f"payload: expected a map, got {type(data).__name__}"
     for name in _INT_FIELDS:

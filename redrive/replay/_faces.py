@@ -87,10 +87,10 @@ def flow() -> tuple[int, int]:
     carried = _carried.get()
     if carried is not None:
         return carried
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
+    # outside a loop, asking for the running loop gives None (asyncio.current_task() would
+    # raise, and catching costs more than the rest of this function at every step)
+    loop = asyncio._get_running_loop()
+    task = asyncio.current_task(loop) if loop is not None else None
     return threading.get_ident(), id(task) if task is not None else 0
 
 

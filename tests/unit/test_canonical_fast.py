@@ -241,3 +241,23 @@ def test_packing_keeps_the_bits_of_every_nan_and_of_negative_zero() -> None:
     bits = ["7ff8000000000001", "7ff0000000000001", "fff8000000000000", "8000000000000000"]
     tree = [struct.unpack(">d", bytes.fromhex(b))[0] for b in bits]
     assert pack_tree(tree) == _msgpack(tree)
+
+
+def test_an_ext_value_of_any_length_is_refused_by_the_fast_path() -> None:
+    """Each ext header form (fixext 1-16, ext 8/16/32) in the packed bytes refuses them.
+
+    The kind: an ``ormsgpack.Ext`` a caller passed, which the reference refuses
+    (``TypeError``), packed by ormsgpack under each of the eight header bytes
+    (one at a time: the scan must refuse any one of them).
+    """
+    import ormsgpack
+    import pytest
+
+    from redrive._canonical import encode
+    from redrive._canonical_fast import fast_encode
+
+    for size in (1, 2, 4, 8, 16, 3, 300, 70_000):  # fixext 1, 2, 4, 8, 16; ext 8, 16, 32
+        value = {"a": "plain text", "x": ormsgpack.Ext(5, b"v" * size)}
+        assert fast_encode(value) is None, size
+        with pytest.raises(TypeError):
+            encode(value)

@@ -12,16 +12,18 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from redrive.frames import (
     GENESIS,
+    Kind,
     call_key,
     canonical,
     decode,
     encode,
     make_frame,
+    payload_problem,
 )
 
 from ..strategies import text, values
@@ -154,3 +156,40 @@ def test_frame_chain_links() -> None:
     changed = attrs.evolve(b, payload=encode({"x": 2}))
     assert changed.expected_chain(a.chain) != b.chain
     assert b.data() == {"x": 1}
+
+
+class _Text(str):
+    """A str subclass: a string to the schema, not of the exact type the one pass takes."""
+
+
+_SCHEMA_FIELDS = [
+    "turn", "step", "attempt", "read_only", "restart_safe", "partial", "blocked",
+    "retryable", "idempotency_key", "event", "input_fp", "type", "module", "qualname",
+    "entrypoint", "flags", "status", "error", "notes", "args", "other",
+]  # fmt: skip
+_SCHEMA_VALUES = st.one_of(
+    st.integers(-2, 3),
+    st.sampled_from([2**63 - 1, 2**63, True, False, None, 1.0, b"x", [], {}]),
+    st.text(max_size=3),
+    st.builds(_Text, st.text(max_size=3)),
+)
+
+
+@given(
+    st.sampled_from([*(k.value for k in Kind), "error"]),
+    st.dictionaries(st.sampled_from(_SCHEMA_FIELDS), _SCHEMA_VALUES, max_size=6),
+)
+@example("tool_start", {"turn": 2**63})  # one past the largest int
+@example("model_request", {"turn": -1})
+@example("note", {"step": True})
+@example("tool_done", {"event": _Text("x")})  # a subclass: fine, by the ordered checks
+def test_payload_problem_is_its_ordered_checks(kind: str, data: dict[str, Any]) -> None:
+    """The one pass over a payload's fields finds a problem exactly where the ordered checks do.
+
+    The kind: every frame kind with any mix of the checked fields, each holding
+    an exact value, a near miss (a bool for an int, an int out of range) or a
+    subclass, with the message of the first problem in the checks' order.
+    """
+    from redrive.frames import _ordered_problem
+
+    assert payload_problem(kind, data) == _ordered_problem(kind, data)

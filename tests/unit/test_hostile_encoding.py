@@ -197,3 +197,31 @@ def test_depth_is_judged_as_a_full_walk_judges_it(depth: int, inner: str, filler
         node = msgpack.ExtType(9, msgpack.packb([0, [node]], use_bin_type=True))
     data = msgpack.packb({"pad": filler, "top": node}, use_bin_type=True)
     assert _decoded(data) == _walked(data)
+
+
+@example(MAX_DEPTH, "list", 2 * MAX_DEPTH, "a")  # at the bound: walked, no error
+@example(MAX_DEPTH + 1, "dict", 2 * MAX_DEPTH, "a")  # past it: walked, the error
+@example(MAX_DEPTH, "prefix", 2 * MAX_DEPTH, "é")
+@example(MAX_DEPTH + 1, "list", 1, "a")  # short text: header bytes counted, then walked
+@given(
+    st.integers(MAX_DEPTH - 2, MAX_DEPTH + 2),
+    st.sampled_from(["list", "dict", "prefix"]),
+    st.integers(0, 3 * MAX_DEPTH),
+    st.sampled_from(["a", "é", "\u0080"]),
+)
+def test_depth_beside_long_text_is_judged_as_a_full_walk_judges_it(
+    depth: int, inner: str, pad: int, char: str
+) -> None:
+    """A few containers beside long text are walked at once: the same value, the same error.
+
+    The kind: nesting around the bound next to text long enough (``pad`` times
+    16 characters) that decode walks the tree instead of counting header bytes
+    first, or just too short for that.
+    """
+    node: Any = ["x"]
+    for level in range(depth):
+        node = {"k": node} if inner == "dict" and level % 2 else [node]
+    if inner == "prefix":  # ext 9: [count, tail]
+        node = msgpack.ExtType(9, msgpack.packb([0, [node]], use_bin_type=True))
+    data = msgpack.packb({"pad": char * 16 * pad, "top": node}, use_bin_type=True)
+    assert _decoded(data) == _walked(data)
