@@ -44,7 +44,11 @@ class Spend:
         self._earlier = earlier
         self._before: Usage | None = None
         self._live = Meter(budget.prices)
-        self._replayed: list[RecordedStep] = []
+        #: what this execution's replay saved, added up as each step replays: the steps
+        #: themselves (their frames and decoded payloads) are not kept, so a long replay
+        #: holds no more of them than the cursor does
+        self._saved = Meter(budget.prices)
+        self._replayed: list[int] = []
         self._lock = threading.Lock()
 
     def resumed_from(self, earlier: Callable[[], Iterable[Frame]]) -> None:
@@ -59,14 +63,21 @@ class Spend:
 
     def replayed(self, step: RecordedStep) -> None:
         """Count one model step answered from the journal (no call made)."""
+        outcome = step.outcome
+        started = step.data.get("started_at")
+        seconds = 0.0
+        if step.end is not None and isinstance(started, int | float):
+            seconds = step.end.at - float(started)
+        view = view_of(step.data, outcome)
         with self._lock:
-            self._replayed.append(step)
+            self._replayed.append(step.seq)
+            self._saved.add(view, seconds)
 
     @property
     def replayed_seqs(self) -> list[int]:
         """Seqs of the model steps this execution replayed, in order."""
         with self._lock:
-            return [s.seq for s in self._replayed]
+            return list(self._replayed)
 
     def _spent_before(self) -> Usage:
         if self._before is None:
@@ -77,15 +88,7 @@ class Spend:
     def usage(self) -> RunUsage:
         """What the run's live calls spent (every execution) and what this one's replay saved."""
         with self._lock:
-            before, live = self._spent_before(), self._live.usage()
-            saved = Meter(self.budget.prices)
-            for step in self._replayed:
-                outcome = step.outcome
-                started = step.data.get("started_at")
-                seconds = 0.0
-                if step.end is not None and isinstance(started, int | float):
-                    seconds = step.end.at - float(started)
-                saved.add(view_of(step.data, outcome), seconds)
+            before, live, saved = self._spent_before(), self._live.usage(), self._saved.usage()
         cost = None
         if before.cost is not None or live.cost is not None:
             cost = (before.cost or 0.0) + (live.cost or 0.0)
@@ -96,7 +99,7 @@ class Spend:
             seconds=before.seconds + live.seconds,
             unpriced=tuple(sorted(set(before.unpriced) | set(live.unpriced))),
         )
-        return RunUsage(spent=spent, saved=saved.usage())
+        return RunUsage(spent=spent, saved=saved)
 
     def check(self, name: str, seq: int) -> None:
         """The budget check: raise before a live model call once a limit is reached.
