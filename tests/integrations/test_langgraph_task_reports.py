@@ -188,13 +188,19 @@ def test_a_task_that_charged_before_the_interrupt_is_handed_back_on_resume(
 
 
 def _tasks_graph(
-    shape: str, face: str, segments: tuple[int, ...], parallel: bool, charge: Callable[[int], str]
+    shape: str,
+    face: str,
+    segments: tuple[int, ...],
+    parallel: bool,
+    charge: Callable[[int], str],
+    saver: Any = None,
 ) -> tuple[Any, Any]:
     """A graph of ``shape`` whose body runs ``segments[i]`` charging ``@task``s before interrupt i.
 
     The last segment runs after the last interrupt; the task charges ``n``
     for its place in the body (1, 2, ...), so each charge is told apart.
     ``parallel``: a segment's tasks are started together, then awaited.
+    ``saver``: the checkpointer (None: an ``InMemorySaver``).
     """
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.func import entrypoint, task
@@ -249,8 +255,8 @@ def _tasks_graph(
         builder.add_node("n", node if face == "sync" else anode)
         builder.add_edge(START, "n")
         builder.add_edge("n", END)
-        return builder.compile(checkpointer=InMemorySaver()), {"x": 1, "out": ""}
-    flow = entrypoint(checkpointer=None if shape == "nested" else InMemorySaver())(run)
+        return builder.compile(checkpointer=saver or InMemorySaver()), {"x": 1, "out": ""}
+    flow = entrypoint(checkpointer=None if shape == "nested" else saver or InMemorySaver())(run)
     if shape != "nested":
         return flow, 1
 
@@ -260,7 +266,9 @@ def _tasks_graph(
     async def aparent(x: int) -> str:
         return str(await flow.ainvoke(x))
 
-    return entrypoint(checkpointer=InMemorySaver())(parent if face == "sync" else aparent), 1
+    return entrypoint(checkpointer=saver or InMemorySaver())(
+        parent if face == "sync" else aparent
+    ), 1
 
 
 @settings(
@@ -389,3 +397,68 @@ def test_a_returned_task_answers_the_steps_under_it_at_its_level_only() -> None:
     assert [at for at, _ in task_levels(start, superseded=True)] == ["parent|"]
     # a finished subgraph hands its output back whole under a pinned parent
     assert saved_tasks(start, superseded=True) == {"parent|*"}
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+@pytest.mark.parametrize("shape", ["entrypoint", "nested", "node"])
+def test_a_sqlite_saver_hands_the_task_back_too(face: str, shape: str, tmp_path: Path) -> None:
+    """``SqliteSaver`` with ``invoke``, ``AsyncSqliteSaver`` with ``ainvoke``: its pending writes.
+
+    @tasks before, between and after two interrupts; each charge once, the
+    offline replay gives the same output.
+    """
+    need("langchain")
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.types import Command
+
+    from redrive.integrations.langgraph import ainvoke, invoke
+
+    effects = tmp_path / "effects.log"
+    effects.touch()
+
+    @redrive.tool(restart_safe=False)
+    def charge(n: int) -> str:
+        with effects.open("a") as log:
+            log.write(f"charge {n}\n")
+        return f"c{n}"
+
+    journal = redrive.open_journal(str(tmp_path / "runs.duckdb"))
+    config = {"configurable": {"thread_id": "t"}}
+    answers = [Command(resume="a0"), Command(resume="a1")]
+    seen: list[tuple[str, Any]] = []
+    if face == "sync":
+        saver = SqliteSaver(sqlite3.connect(str(tmp_path / "cp.db"), check_same_thread=False))
+        graph, first = _tasks_graph(shape, face, (1, 1, 1), False, charge, saver)
+        for message, options in [
+            (first, {}),
+            *[(a, {}) for a in answers],
+            (answers[1], {"live": False}),
+        ]:
+            with redrive.run(journal, "sq:1", **options) as run:
+                run.finish(_final(invoke(graph, message, config)))
+            seen.append((run.status, run.output))
+    else:
+
+        async def go() -> None:
+            async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.db")) as asaver:
+                graph, first = _tasks_graph(shape, face, (1, 1, 1), False, charge, asaver)
+                steps = [(first, {}), *[(a, {}) for a in answers], (answers[1], {"live": False})]
+                for message, options in steps:
+                    async with redrive.run(journal, "sq:1", **options) as run:
+                        run.finish(_final(await ainvoke(graph, message, config)))
+                    seen.append((run.status, run.output))
+
+        asyncio.run(go())
+    want = "c1,a0,c2,a1,c3"
+    assert seen == [
+        ("suspended", None),
+        ("suspended", None),
+        ("succeeded", want),
+        ("succeeded", want),
+    ]
+    assert effects.read_text().splitlines() == ["charge 1", "charge 2", "charge 3"]
+    journal.close()
