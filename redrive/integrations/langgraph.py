@@ -165,9 +165,10 @@ class _Interrupt:
         keeps the tool steps after the last model step before it.
 
         Returns:
-            The kept steps by task path (``""`` for such an older note's):
-            the invocation carries them into its own note (:class:`TaskSteps`),
-            asked again or not, since their task runs again until it finishes.
+            The kept steps by task path (``""`` for such an older note's),
+            with a handed-back ``@task``'s: the invocation carries them into
+            its own note (:class:`TaskSteps`), asked again or not, since
+            their task runs again until it finishes.
         """
         if self.tasks is not None:
             rerun = rerun_tasks(start, superseded=superseded)
