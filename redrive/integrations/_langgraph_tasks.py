@@ -24,7 +24,22 @@ itself, then a tool, then interrupt):
 * :func:`saved_tasks` / :func:`handed_back`: the other side, the tasks whose
   writes the checkpointer hands back, for the steps after the last note (a
   resume that died after a task's writes were saved, before its next note:
-  each step's task is journaled in a step note as the step begins).
+  each step's task is journaled in a step note as the step begins);
+* :func:`task_levels` / :func:`returned_tasks` / :func:`returned_by`: the
+  ``@task``s (functional API) whose saved result the checkpointer hands back
+  though the node or entrypoint that called them runs again.
+
+A ``@task`` runs as a PUSH task under its node or entrypoint (its steps are
+filed under ``"node|push"``), and its result is a ``__return__`` write saved
+with its level's checkpoint, which ``get_state().tasks`` does not list. A
+node that runs again on resume calls the ``@task`` again, and LangGraph hands
+the saved result back instead of running it (langgraph#6792, #6577's shapes):
+the ``@task``'s steps are answered by the checkpointer, not kept askable (kept,
+they were never asked: ``DivergenceError`` at the resume's end). They stay
+filed under their path in the next note all the same: a resume pinned to a
+checkpoint the thread has moved past runs the ``@task`` again (it replays from
+the journal), while a subgraph level resumes from its own latest checkpoint and
+hands back what it saved (a finished subgraph hands back its output whole).
 
 A task run again may stop before it asks a step it asked in an earlier
 invocation: its ``interrupt()`` (or a sibling call's, in a ``ToolNode``)
@@ -60,10 +75,15 @@ from langchain_core.runnables.config import var_child_runnable_config
 __all__ = [
     "UNKNOWN_TASK",
     "TaskSteps",
+    "aread_returned",
     "handed_back",
     "kept_tasks",
+    "read_returned",
     "rerun_tasks",
+    "returned_by",
+    "returned_tasks",
     "saved_tasks",
+    "task_levels",
     "task_of_caller",
 ]
 
@@ -177,8 +197,12 @@ def rerun_tasks(snapshot: Any, *, superseded: bool, prefix: str = "") -> set[str
     Returns:
         Rerun marks for :func:`kept_tasks`: the path of each task run again
         (every pending task when ``superseded``, else those with no saved
-        result), and ``path + "|*"`` where every step under it is kept (its
-        subgraph's state is unknown, or the resume is superseded).
+        result), and ``path + "|*"`` where every step under it is kept (no
+        subgraph state: a plain node, or a subgraph whose state is unknown).
+        A subgraph task's own tasks are read from its snapshot with
+        ``superseded=False`` even under a pinned parent: a
+        ``Command(resume=...)`` pinned to a checkpoint is no time travel, so
+        LangGraph resumes the subgraph from its latest checkpoint.
     """
     marks: set[str] = set()
     for task in getattr(snapshot, "tasks", None) or ():
@@ -187,11 +211,104 @@ def rerun_tasks(snapshot: Any, *, superseded: bool, prefix: str = "") -> set[str
         path = f"{prefix}{task.id}"
         marks.add(path)
         nested = getattr(task, "state", None)
-        if superseded or not hasattr(nested, "tasks"):
+        if not hasattr(nested, "tasks"):
             marks.add(path + _ALL)
-        else:
+        else:  # a subgraph resumes from its own latest checkpoint, pinned parent or not
             marks |= rerun_tasks(nested, superseded=False, prefix=path + SEP)
     return marks
+
+
+def task_levels(snapshot: Any, *, superseded: bool, prefix: str = "") -> list[tuple[str, Any]]:
+    """The checkpoints whose saved ``@task`` results a resume from ``snapshot`` hands back.
+
+    A ``@task`` (functional API) runs as a PUSH task under the node or
+    entrypoint that called it (its steps are filed under ``"node|push"``);
+    its result is a ``__return__`` write saved with the checkpoint of its
+    graph level, which ``get_state().tasks`` does not list. When the node
+    runs again, LangGraph hands that write back instead of running the
+    ``@task`` (langgraph#6792, #6577), unless the level's checkpoint is one
+    the thread has moved past (a pinned resume reruns every task of it). A
+    subgraph level resumes from its own latest checkpoint even under a pinned
+    parent, so it always counts.
+
+    Args:
+        snapshot: as for :func:`rerun_tasks` (``subgraphs=True``).
+        superseded: as for :func:`rerun_tasks`.
+        prefix: the path of the parent task (``""`` at the top).
+
+    Returns:
+        ``[(level prefix, checkpoint config), ...]``: read each config's
+        ``pending_writes`` with the checkpointer (``get_tuple`` /
+        ``aget_tuple``) and pass them to :func:`returned_tasks`.
+    """
+    levels: list[tuple[str, Any]] = []
+    config = getattr(snapshot, "config", None)
+    if not superseded and config:
+        levels.append((prefix, config))
+    for task in getattr(snapshot, "tasks", None) or ():
+        nested = getattr(task, "state", None)
+        if hasattr(nested, "tasks") and (superseded or getattr(task, "result", None) is None):
+            levels += task_levels(nested, superseded=False, prefix=f"{prefix}{task.id}{SEP}")
+    return levels
+
+
+#: the channel a ``@task``'s (PUSH task's) result is written to
+_RETURN = "__return__"
+
+
+def returned_tasks(levels: Iterable[tuple[str, Any]]) -> dict[str, set[str]]:
+    """``{level prefix: ids of the @tasks whose saved result is handed back}``.
+
+    Args:
+        levels: ``(prefix, checkpoint tuple)`` for each of :func:`task_levels`
+            (a tuple None, or without ``pending_writes``, holds none).
+    """
+    returned: dict[str, set[str]] = {}
+    for prefix, saved in levels:
+        writes = getattr(saved, "pending_writes", None) or ()
+        ids = {str(write[0]) for write in writes if len(write) > 1 and write[1] == _RETURN}
+        if ids:
+            returned.setdefault(prefix, set()).update(ids)
+    return returned
+
+
+def read_returned(graph: Any, start: Any, *, superseded: bool) -> dict[str, set[str]]:
+    """:func:`returned_tasks` of a resume from ``start``, read with ``graph.checkpointer``.
+
+    A graph without a checkpointer of its own hands nothing back here.
+    """
+    saver: Any = getattr(graph, "checkpointer", None)
+    if not hasattr(saver, "get_tuple"):
+        return {}
+    levels = task_levels(start, superseded=superseded)
+    return returned_tasks((at, saver.get_tuple(level)) for at, level in levels)
+
+
+async def aread_returned(graph: Any, start: Any, *, superseded: bool) -> dict[str, set[str]]:
+    """The async face of :func:`read_returned` (``aget_tuple``)."""
+    saver: Any = getattr(graph, "checkpointer", None)
+    if not hasattr(saver, "aget_tuple"):
+        return {}
+    levels = task_levels(start, superseded=superseded)
+    return returned_tasks([(at, await saver.aget_tuple(level)) for at, level in levels])
+
+
+def returned_by(path: str, returned: Mapping[str, set[str]]) -> bool:
+    """Whether the step filed under ``path`` ran in a ``@task`` whose result is handed back.
+
+    The step's path runs through the level's prefix, the node (or
+    entrypoint) task that called the ``@task``, then the ``@task``'s id
+    (``@task``s calling ``@task``s add theirs): a step under any handed-back
+    ``@task`` is not asked again. A step under ``""`` never is.
+    """
+    if path == UNKNOWN_TASK:
+        return False
+    for prefix, ids in returned.items():
+        if path.startswith(prefix) and any(
+            part in ids for part in path[len(prefix) :].split(SEP)[1:]
+        ):
+            return True
+    return False
 
 
 def saved_tasks(snapshot: Any, *, superseded: bool, prefix: str = "") -> set[str]:
@@ -201,18 +318,25 @@ def saved_tasks(snapshot: Any, *, superseded: bool, prefix: str = "") -> set[str
     result is not run again (nor anything under it); a pending subgraph task
     without one runs again and its subgraph hands back its own saved tasks.
     A resume pinned to a checkpoint the thread has moved past (``superseded``)
-    hands nothing back.
+    hands back nothing of that level, but its subgraphs resume from their own
+    latest checkpoint: one that finished (no task pending) hands its output
+    back whole (mark ``path + "|*"``: every step under the path).
     """
     saved: set[str] = set()
-    if superseded:
-        return saved
     for task in getattr(snapshot, "tasks", None) or ():
         path = f"{prefix}{task.id}"
-        if getattr(task, "result", None) is not None:
+        if not superseded and getattr(task, "result", None) is not None:
             saved.add(path)
             continue
         nested = getattr(task, "state", None)
-        if hasattr(nested, "tasks"):
+        if not hasattr(nested, "tasks"):
+            continue
+        config = getattr(nested, "config", None) or {}
+        if not getattr(nested, "tasks", None) and (config.get("configurable") or {}).get(
+            "checkpoint_id"
+        ):
+            saved.add(path + _ALL)
+        else:
             saved |= saved_tasks(nested, superseded=False, prefix=path + SEP)
     return saved
 
@@ -222,7 +346,9 @@ def handed_back(path: str, saved: set[str]) -> bool:
     if path == UNKNOWN_TASK:
         return False
     parts = path.split(SEP)
-    return any(SEP.join(parts[:end]) in saved for end in range(1, len(parts) + 1))
+    return any(SEP.join(parts[:end]) in saved for end in range(1, len(parts) + 1)) or any(
+        SEP.join(parts[:end]) + _ALL in saved for end in range(1, len(parts))
+    )
 
 
 def _rerun(path: str, marks: set[str]) -> bool:
@@ -233,13 +359,19 @@ def _rerun(path: str, marks: set[str]) -> bool:
     return any(SEP.join(parts[:end]) + _ALL in marks for end in range(1, len(parts)))
 
 
-def kept_tasks(by_task: Mapping[str, Any], rerun: set[str]) -> dict[str, list[int]]:
+def kept_tasks(
+    by_task: Mapping[str, Any],
+    rerun: set[str],
+    returned: Mapping[str, set[str]] | None = None,
+) -> dict[str, list[int]]:
     """The entries of ``by_task`` whose steps a resume keeps askable: tasks run again, unnamed.
 
     Args:
         by_task: the interrupt note's ``tasks`` map (``{task path: [seq, ...]}``;
             notes written before subgraphs were followed hold top-level ids).
         rerun: :func:`rerun_tasks` of the checkpoint the resume starts from.
+        returned: :func:`returned_tasks`: steps of a ``@task`` whose saved
+            result LangGraph hands back are not kept, though their node runs again.
 
     Returns:
         ``{task path: sorted seqs}``: what the resume keeps, and what the
@@ -248,5 +380,5 @@ def kept_tasks(by_task: Mapping[str, Any], rerun: set[str]) -> dict[str, list[in
     return {
         task: sorted(int(seq) for seq in seqs)
         for task, seqs in by_task.items()
-        if _rerun(task, rerun)
+        if _rerun(task, rerun) and not returned_by(task, returned or {})
     }

@@ -29,7 +29,9 @@ make the two agree:
    the run: the steps recorded before the interrupt are answered by the
    checkpointer's state, except the steps of the graph tasks LangGraph runs
    again from the checkpoint the resume starts from (model or tool: a card
-   charged, a model paid before the interrupt is not paid again). The note
+   charged, a model paid before the interrupt is not paid again), but for
+   a ``@task`` whose saved result LangGraph hands back to its rerun node
+   (the checkpointer owns that result: its steps are not asked). The note
    records which task asked each step (:mod:`._langgraph_tasks`), and keeps
    filing the steps a resume kept under their task until the task finishes,
    asked again or not (a rerun task may stop at the next interrupt before
@@ -89,9 +91,12 @@ except ImportError as err:  # pragma: no cover - exercised without the extra
 from ._langgraph_tasks import (
     UNKNOWN_TASK,
     TaskSteps,
+    aread_returned,
     handed_back,
     kept_tasks,
+    read_returned,
     rerun_tasks,
+    returned_by,
     saved_tasks,
 )
 
@@ -147,23 +152,30 @@ class _Interrupt:
     #: resume that died before its next note
     later: dict[str, list[int]] = attrs.field(factory=dict)
 
-    def resume_from(self, run: Run, start: Any, *, superseded: bool) -> dict[str, list[int]]:
+    def resume_from(
+        self, run: Run, start: Any, returned: dict[str, set[str]], *, superseded: bool
+    ) -> dict[str, list[int]]:
         """Mark the steps before the note answered, except those the resume asks again.
 
         Kept askable: the steps of the tasks LangGraph runs again from
         snapshot ``start`` (:func:`rerun_tasks`; ``superseded``: the thread
-        has moved past it), model or tool. A note written before tasks were
-        recorded keeps the tool steps after the last model step before it.
+        has moved past it), model or tool, but for those of a ``@task``
+        whose saved result the checkpointer hands back (``returned``,
+        :func:`read_returned`). A note written before tasks were recorded
+        keeps the tool steps after the last model step before it.
 
         Returns:
-            The kept steps by task path (``""`` for such an older note's):
-            the invocation carries them into its own note (:class:`TaskSteps`),
-            asked again or not, since their task runs again until it finishes.
+            The kept steps by task path (``""`` for such an older note's),
+            with a handed-back ``@task``'s: the invocation carries them into
+            its own note (:class:`TaskSteps`), asked again or not, since
+            their task runs again until it finishes.
         """
         if self.tasks is not None:
             rerun = rerun_tasks(start, superseded=superseded)
+            # a handed-back @task stays filed: a resume pinned past its checkpoint reruns it
             carried = kept_tasks(self.tasks, rerun)
-            kept = {seq for seqs in carried.values() for seq in seqs}
+            asked = kept_tasks(self.tasks, rerun, returned)
+            kept = {seq for seqs in asked.values() for seq in seqs}
             answered_before(run, self.seq, lambda step: step.seq in kept)
             # a resume that died after LangGraph saved a task's writes, before its next
             # note: the task's writes are handed back, its steps are not asked again
@@ -173,7 +185,7 @@ class _Interrupt:
                 {
                     seq
                     for task, seqs in self.later.items()
-                    if handed_back(task, saved)
+                    if handed_back(task, saved) or returned_by(task, returned)
                     for seq in seqs
                 },
             )
@@ -430,7 +442,8 @@ def invoke(graph: Any, input: Any, config: Any = None, **options: Any) -> Any:
         start = graph.get_state(
             _pinned(config, found.checkpoint) if moved else config, subgraphs=True
         )
-        carried = found.resume_from(run, start, superseded=moved)
+        returned = read_returned(graph, start, superseded=moved)
+        carried = found.resume_from(run, start, returned, superseded=moved)
     used, delete = _before(run, config, latest, found)
     if delete:
         graph.checkpointer.delete_thread(_thread(config))
@@ -462,7 +475,8 @@ async def ainvoke(graph: Any, input: Any, config: Any = None, **options: Any) ->
         start = await graph.aget_state(
             _pinned(config, found.checkpoint) if moved else config, subgraphs=True
         )
-        carried = found.resume_from(run, start, superseded=moved)
+        returned = await aread_returned(graph, start, superseded=moved)
+        carried = found.resume_from(run, start, returned, superseded=moved)
     used, delete = _before(run, config, latest, found)
     if delete:
         await graph.checkpointer.adelete_thread(_thread(config))
