@@ -10,7 +10,8 @@ side-effect log (outside the process), the shape (``entrypoint``: a functional
 (the first delivery) or the answer (``Command(resume=answer)``).
 
 The body, in every shape: the ``@task`` ``pay(1)`` charges card 1, then
-``interrupt("ok?")``; after the answer the ``@task`` ``pay(2)`` charges card 2
+``interrupt("ok?")`` (in the body, or with ``inside`` in the ``@task`` itself,
+after its charge); after the answer the ``@task`` ``pay(2)`` charges card 2
 and the body itself charges card 3 (a tool step outside any ``@task``). A
 charge is a ``restart_safe=False`` redrive tool whose body appends ``draw N
 key=<idempotency key>`` to the log (fsynced), then SIGKILLs this process when
@@ -41,8 +42,14 @@ class _State(TypedDict):
     out: str
 
 
-def task_graph(shape: str, face: str, draws: Draws, saver: Any) -> tuple[Any, Any]:
-    """The graph of ``shape`` for ``face`` with ``saver`` compiled in, and its first input."""
+def task_graph(
+    shape: str, face: str, draws: Draws, saver: Any, inside: bool = False
+) -> tuple[Any, Any]:
+    """The graph of ``shape`` for ``face`` with ``saver`` compiled in, and its first input.
+
+    ``inside``: ``pay(1)`` asks the question itself, after its charge (it has not
+    returned when the graph stops: LangGraph runs it again on resume).
+    """
     from langgraph.func import entrypoint, task
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import interrupt
@@ -59,17 +66,21 @@ def task_graph(shape: str, face: str, draws: Draws, saver: Any) -> tuple[Any, An
     async def apay(n: int) -> str:
         return charge(n)
 
+    @task
+    def ask(n: int) -> str:
+        return f"{charge(n)}:{interrupt('ok?')}"
+
+    @task
+    async def aask(n: int) -> str:
+        return f"{charge(n)}:{interrupt('ok?')}"
+
     def body(_: Any) -> str:
-        first = str(pay(1).result())
-        answer = str(interrupt("ok?"))
-        second = str(pay(2).result())
-        return f"{first}:{answer}:{second}:{charge(3)}"
+        first = str(ask(1).result()) if inside else f"{pay(1).result()}:{interrupt('ok?')}"
+        return f"{first}:{pay(2).result()}:{charge(3)}"
 
     async def abody(_: Any) -> str:
-        first = str(await apay(1))
-        answer = str(interrupt("ok?"))
-        second = str(await apay(2))
-        return f"{first}:{answer}:{second}:{charge(3)}"
+        first = str(await aask(1)) if inside else f"{await apay(1)}:{interrupt('ok?')}"
+        return f"{first}:{await apay(2)}:{charge(3)}"
 
     if shape == "node":
 
@@ -120,7 +131,9 @@ def _sync(job: dict[str, Any], journal: Any, draws: Draws) -> dict[str, Any]:
 
     conn = sqlite3.connect(job["checkpoints"], check_same_thread=False)
     try:
-        graph, first = task_graph(job["shape"], "sync", draws, SqliteSaver(conn))
+        graph, first = task_graph(
+            job["shape"], "sync", draws, SqliteSaver(conn), bool(job.get("inside"))
+        )
         with redrive.run(journal, RUN_ID) as run:
             run.finish(_final(invoke(graph, _message(job, first), CONFIG)))
         pending = _pending(graph.get_state(CONFIG))
@@ -135,7 +148,7 @@ async def _async(job: dict[str, Any], journal: Any, draws: Draws) -> dict[str, A
     from redrive.integrations.langgraph import ainvoke
 
     async with AsyncSqliteSaver.from_conn_string(job["checkpoints"]) as saver:
-        graph, first = task_graph(job["shape"], "async", draws, saver)
+        graph, first = task_graph(job["shape"], "async", draws, saver, bool(job.get("inside")))
         async with redrive.run(journal, RUN_ID) as run:
             run.finish(_final(await ainvoke(graph, _message(job, first), CONFIG)))
         pending = _pending(await graph.aget_state(CONFIG))
