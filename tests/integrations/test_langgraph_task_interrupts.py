@@ -92,7 +92,19 @@ def _graph(
         builder.add_edge(START, "n")
         builder.add_edge("n", END)
         return builder.compile(checkpointer=InMemorySaver()), {"x": 1, "out": ""}
-    return entrypoint(checkpointer=InMemorySaver())(body if face == "sync" else abody), 1
+    flow = entrypoint(checkpointer=None if shape == "nested" else InMemorySaver())(
+        body if face == "sync" else abody
+    )
+    if shape != "nested":
+        return flow, 1
+
+    def parent(x: int) -> str:
+        return str(flow.invoke(x))
+
+    async def aparent(x: int) -> str:
+        return str(await flow.ainvoke(x))
+
+    return entrypoint(checkpointer=InMemorySaver())(parent if face == "sync" else aparent), 1
 
 
 def _final(output: Any) -> str:
@@ -120,7 +132,7 @@ IDS = ["6577_four_tasks", "3148_asks_twice", "4389_together", "4389_together_twi
 
 @pytest.mark.parametrize(("tasks", "asks", "together"), SHAPES, ids=IDS)
 @pytest.mark.parametrize("face", ["sync", "async"])
-@pytest.mark.parametrize("shape", ["entrypoint", "node"])
+@pytest.mark.parametrize("shape", ["entrypoint", "nested", "node"])
 def test_without_redrive_an_interrupted_task_charges_again_on_each_resume(
     shape: str, face: str, tasks: int, asks: int, together: bool
 ) -> None:
@@ -151,7 +163,7 @@ def test_without_redrive_an_interrupted_task_charges_again_on_each_resume(
 
 @pytest.mark.parametrize(("tasks", "asks", "together"), SHAPES, ids=IDS)
 @pytest.mark.parametrize("face", ["sync", "async"])
-@pytest.mark.parametrize("shape", ["entrypoint", "node"])
+@pytest.mark.parametrize("shape", ["entrypoint", "nested", "node"])
 def test_a_task_that_charged_then_interrupted_charges_once_and_the_run_finishes(
     shape: str, face: str, tasks: int, asks: int, together: bool, tmp_path: Path
 ) -> None:
