@@ -28,7 +28,10 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tests.crash.warm import WarmParent
 from tests.integrations.conftest import need
 
@@ -198,3 +201,74 @@ def test_without_recover_a_charge_left_in_flight_is_refused_never_charged_twice(
     again = job.deliver(None if delivery == "first" else "yes")
     assert "SideEffectRetryBlockedError" in again.get("error", ""), job.said
     assert job.charged() == want, job.said
+
+
+# --- the kind, generated ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class Plan:
+    """One job: shape, face, where the question is asked, kills, ``recover()`` or not.
+
+    ``kills``: ``(delivery, N)``: that delivery dies inside charge ``N`` (if it charges it);
+    deliveries are numbered from 1, a killed one delivered again with the same message.
+    """
+
+    shape: str
+    face: str
+    inside: bool
+    kills: tuple[tuple[int, int], ...]
+    recover: bool
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> Plan:
+    kills = draw(
+        st.lists(
+            st.tuples(st.integers(1, 4), st.integers(1, 3)), max_size=2, unique_by=lambda k: k[0]
+        )
+    )
+    return Plan(
+        shape=draw(st.sampled_from(["entrypoint", "nested", "node"])),
+        face=draw(st.sampled_from(["sync", "async"])),
+        inside=draw(st.booleans()),
+        kills=tuple(kills),
+        recover=draw(st.booleans()),
+    )
+
+
+@settings(
+    max_examples=examples(default=3, ci=12, thorough=100),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=plans())
+def test_any_kill_points_charge_each_card_at_most_once_and_the_run_ends(
+    warm: WarmParent, tmp_path_factory: pytest.TempPathFactory, plan: Plan
+) -> None:
+    """Shape x face x question place x kill points x ``recover()``: no card charged twice.
+
+    With ``recover()`` the run finishes, each card charged once; without, it
+    finishes (no kill landed in a charge) or a delivery refuses the charge left
+    in flight (``SideEffectRetryBlockedError``).
+    """
+    job = Job(tmp_path_factory.mktemp("taskkill"), warm, plan.shape, plan.face)
+    job.recover, job.inside = plan.recover, plan.inside
+    kills = dict(plan.kills)
+    message: str | None = None
+    line: dict[str, Any] = {}
+    for delivery in range(1, 9):
+        line = job.deliver(message, kills.get(delivery))
+        if "killed" in line:
+            assert line["killed"] == -9, job.said
+            continue
+        if line.get("status") != "suspended":
+            break
+        message = "yes"
+    charged = job.charged()
+    assert len(set(charged)) == len(charged), (plan, job.said)
+    if plan.recover or not any("killed" in said for said in job.said):
+        assert (line.get("status"), line.get("output")) == ("succeeded", DONE), (plan, job.said)
+        assert charged == ["draw 1", "draw 2", "draw 3"], (plan, job.said)
+    else:
+        assert "SideEffectRetryBlockedError" in line.get("error", ""), (plan, job.said)
