@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -54,10 +54,21 @@ def mark_transport_error(exc: BaseException, httpx: Any) -> bool:
     return True
 
 
+#: Exceptions that end an iteration normally: a close made while one is handled is the
+#: loop's choice, not a crash (litellm's stream wrapper closes the response in its
+#: ``except StopAsyncIteration`` once it has what it needs, before the final event)
+_ITERATION_ENDS: Final = (StopIteration, StopAsyncIteration)
+
+
 def _exception_in_flight(baseline: BaseException | None) -> bool:
-    """True when an exception other than ``baseline`` is unwinding through the caller."""
+    """True when an exception other than ``baseline`` is unwinding through the caller.
+
+    The end of an iteration (:data:`_ITERATION_ENDS`) being handled is not one.
+    """
     current = sys.exc_info()[1]
-    return current is not None and current is not baseline
+    return (
+        current is not None and current is not baseline and not isinstance(current, _ITERATION_ENDS)
+    )
 
 
 class Tap:

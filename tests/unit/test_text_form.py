@@ -122,8 +122,9 @@ def test_each_step_is_one_readable_line_with_volatile_fields_last(tmp_path: Path
     path = tmp_path / "run.rdj.jsonl"
     export_run(journal, "text:1", path)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
+    # the output is a stored value (kept as the loop finished with it), shown as one
     assert lines[0]["redrive"] == "run" and lines[0]["output"] == {
-        "data": {"out": {"refund": "R-1"}}
+        "data": {"$stored": {"out": {"refund": "R-1"}}}
     }
     for line in lines[1:]:
         assert list(line) == ["seq", "kind", "name", "key", "data", "volatile"]
