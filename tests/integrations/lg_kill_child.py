@@ -39,6 +39,7 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -214,21 +215,31 @@ async def _async(job: dict[str, Any], journal: Any, draws: Draws) -> dict[str, A
                 client.close()
 
 
-def main(path: str) -> None:
-    """Run the delivery JOB describes; print its JSON line (or the error's)."""
+def deliver(
+    path: str,
+    sync: Callable[[dict[str, Any], Any, Draws], dict[str, Any]],
+    async_: Callable[[dict[str, Any], Any, Draws], Coroutine[Any, Any, dict[str, Any]]],
+) -> None:
+    """Run the delivery the JOB file at ``path`` describes on its face (``sync`` or
+    ``async_``); print its JSON line (or the error's)."""
     job = json.loads(Path(path).read_text())
     draws = Draws(job)
     journal = redrive.open_journal(job["journal"])
     try:
         if job["face"] == "sync":
-            line = _sync(job, journal, draws)
+            line = sync(job, journal, draws)
         else:
-            line = asyncio.run(_async(job, journal, draws))
+            line = asyncio.run(async_(job, journal, draws))
     except Exception as exc:
         line = {"error": f"{type(exc).__name__}: {exc}"[:3000]}
     finally:
         journal.close()
     print(json.dumps(line, default=str), flush=True)
+
+
+def main(path: str) -> None:
+    """Run the delivery JOB describes; print its JSON line (or the error's)."""
+    deliver(path, _sync, _async)
 
 
 if __name__ == "__main__":

@@ -26,15 +26,12 @@ it, or the error.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sqlite3
 import sys
-from pathlib import Path
 from typing import Any, TypedDict
 
 import redrive
-from tests.integrations.lg_kill_child import CONFIG, RUN_ID, Draws
+from tests.integrations.lg_kill_child import CONFIG, RUN_ID, Draws, deliver
 
 
 class _State(TypedDict):
@@ -157,19 +154,7 @@ async def _async(job: dict[str, Any], journal: Any, draws: Draws) -> dict[str, A
 
 def main(path: str) -> None:
     """Run the delivery JOB describes; print its JSON line (or the error's)."""
-    job = json.loads(Path(path).read_text())
-    draws = Draws(job)
-    journal = redrive.open_journal(job["journal"])
-    try:
-        if job["face"] == "sync":
-            line = _sync(job, journal, draws)
-        else:
-            line = asyncio.run(_async(job, journal, draws))
-    except Exception as exc:
-        line = {"error": f"{type(exc).__name__}: {exc}"[:3000]}
-    finally:
-        journal.close()
-    print(json.dumps(line, default=str), flush=True)
+    deliver(path, _sync, _async)
 
 
 if __name__ == "__main__":
