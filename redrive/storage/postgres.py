@@ -4,8 +4,9 @@
 come from a psycopg 3 connection pool; every operation is one short
 transaction. A claim (an append) is **one statement, one round trip**: a
 conditional ``UPDATE`` of the run row (``WHERE`` the fence, the seq, the
-chain and the status are what the writer checked) and the ``INSERT`` of the
-frames in one ``WITH`` statement, in autocommit. The writer checks the append
+chain and the status are what the writer checked; it sets only what the
+write changes) and the ``INSERT`` of the frames in one ``WITH`` statement, in
+autocommit, whose row count says whether it wrote (no result row). The writer checks the append
 in Python against the row it last saw (:func:`~redrive.storage._base.appended`);
 when the row changed since, the statement matches nothing, writes nothing,
 and the journal reads the row again (no lock) and checks again, which raises
