@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
-
-import attrs
 
 from .._advice import after_end_advice
 from ..errors import (
@@ -270,17 +267,34 @@ def _by_holder(record: RunRecord) -> str:
 def after_append(
     record: RunRecord, frames: Sequence[Frame], update: RunUpdate | None, now: float
 ) -> RunRecord:
-    """Return the run row as it stands after a validated append."""
+    """Return the run row as it stands after a validated append.
+
+    Built field by field rather than by ``attrs.evolve`` (every claim makes one;
+    evolve introspects the class each time); ``tests/unit/test_after_append.py``
+    holds that every field of :class:`RunRecord` is carried over.
+    """
     at = update.updated_at if update is not None and update.updated_at is not None else now
-    changes: dict[str, Any] = {"updated_at": at}
-    if frames:
-        changes["next_seq"] = frames[-1].seq + 1
-        changes["last_chain"] = frames[-1].chain
+    status, output, error = record.status, record.output, record.error
     if update is not None:
         if update.status is not None:
-            changes["status"] = update.status
+            status = update.status
         if update.output is not None:
-            changes["output"] = update.output
+            output = update.output
         if update.error is not None:
-            changes["error"] = update.error
-    return attrs.evolve(record, **changes)
+            error = update.error
+    last = frames[-1] if frames else None
+    return RunRecord(
+        run_id=record.run_id,
+        status=status,
+        next_seq=record.next_seq if last is None else last.seq + 1,
+        last_chain=record.last_chain if last is None else last.chain,
+        input_fp=record.input_fp,
+        entrypoint=record.entrypoint,
+        created_at=record.created_at,
+        updated_at=at,
+        output=output,
+        error=error,
+        lease_owner=record.lease_owner,
+        lease_epoch=record.lease_epoch,
+        lease_expires=record.lease_expires,
+    )

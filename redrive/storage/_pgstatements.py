@@ -41,32 +41,43 @@ _SWAP_COLUMNS = (
 )
 
 
-@functools.lru_cache(maxsize=16)
-def _append_statement(count: int, leaseless: bool, sync: bool) -> str:
+@functools.lru_cache(maxsize=32)
+def _append_statement(count: int, leaseless: bool, sync: bool, ends: bool) -> str:
     """The claim statement for ``count`` frames (0, 1, or 2 for two or more; cached).
 
     Updates the run row ``WHERE`` the fence, seq, chain and status are what
-    the writer checked, and inserts the frames only if that matched; returns
-    one row when it wrote, none when the run row had changed. Parameters, in
-    order: the row's new next_seq, last_chain, updated_at, status, output,
-    error; the known run_id, next_seq, last_chain, status, lease_epoch; the
-    time now (``leaseless`` only: no live lease may exist); then
-    :func:`_frame_arrays`.
+    the writer checked, and inserts the frames only if that matched. The
+    statement's own command is the ``INSERT`` (the ``UPDATE`` is its ``WITH``;
+    with no frames, the ``UPDATE`` alone), so its row count says whether it
+    wrote: the frames' count when it did, 0 when the run row had changed
+    (nothing written). No result rows travel back.
+
+    Parameters, in order: the row's new next_seq, last_chain, updated_at,
+    then (``ends`` only: the write also sets the status, output or error)
+    status, output, error; the known run_id, next_seq, last_chain, status,
+    lease_epoch; the time now (``leaseless`` only: no live lease may exist);
+    then :func:`_frame_arrays`. Without ``ends`` the row's status, output
+    and error stay as they are (they are still compared: the status in the
+    ``WHERE``).
     """
     fence = "lease_epoch = %s"
     if leaseless:
         fence += " AND (lease_owner IS NULL OR lease_expires IS NULL OR lease_expires <= %s)"
-    relaxed = "" if sync else ", s AS (SELECT set_config('synchronous_commit', 'off', true))"
-    inserted = (
-        f", f AS ({_insert_frames_sql(count)} WHERE EXISTS (SELECT 1 FROM r) RETURNING 1)"
-        if count
-        else ""
+    sets = "next_seq = %s, last_chain = %s, updated_at = %s"
+    if ends:
+        sets += ", status = %s, output = %s, error = %s"
+    update = (
+        f"UPDATE redrive_runs SET {sets} "
+        f"WHERE run_id = %s AND next_seq = %s AND last_chain = %s AND status = %s AND {fence}"
     )
+    # SET LOCAL for this statement's own transaction, in a CTE its command reads
+    relaxed = "" if sync else "s AS (SELECT set_config('synchronous_commit', 'off', true)), "
+    relaxed_if = "" if sync else " AND EXISTS (SELECT 1 FROM s)"
+    if not count:
+        return (f"WITH {relaxed[:-2]} " if relaxed else "") + update + relaxed_if
     return (
-        "WITH r AS (UPDATE redrive_runs SET next_seq = %s, last_chain = %s, "
-        "updated_at = %s, status = %s, output = %s, error = %s "
-        f"WHERE run_id = %s AND next_seq = %s AND last_chain = %s AND status = %s AND {fence} "
-        f"RETURNING 1){inserted}{relaxed} SELECT 1 FROM r" + ("" if sync else ", s")
+        f"WITH {relaxed}r AS ({update} RETURNING 1) "
+        f"{_insert_frames_sql(count)} WHERE EXISTS (SELECT 1 FROM r){relaxed_if}"
     )
 
 

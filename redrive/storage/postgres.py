@@ -4,8 +4,9 @@
 come from a psycopg 3 connection pool; every operation is one short
 transaction. A claim (an append) is **one statement, one round trip**: a
 conditional ``UPDATE`` of the run row (``WHERE`` the fence, the seq, the
-chain and the status are what the writer checked) and the ``INSERT`` of the
-frames in one ``WITH`` statement, in autocommit. The writer checks the append
+chain and the status are what the writer checked; it sets only what the
+write changes) and the ``INSERT`` of the frames in one ``WITH`` statement, in
+autocommit, whose row count says whether it wrote (no result row). The writer checks the append
 in Python against the row it last saw (:func:`~redrive.storage._base.appended`);
 when the row changed since, the statement matches nothing, writes nothing,
 and the journal reads the row again (no lock) and checks again, which raises
@@ -345,32 +346,28 @@ class PostgresJournal(SqlJournal):
         """Write ``row`` and ``frames`` if the run row still is ``known``; True if written.
 
         The statement text depends only on (one frame or several, a lease or
-        none, ``sync``), so psycopg prepares each of its few shapes once per
+        none, ``sync``, whether the write ends or changes the run's status,
+        output or error), so psycopg prepares each of its few shapes once per
         connection; parameters go in binary (a 2 KB payload travels as 2 KB,
-        not as 4 KB of hex the server decodes).
+        not as 4 KB of hex the server decodes). A claim (no status, output or
+        error change) leaves those three columns as the row has them: they
+        change only with the status or an append, both of which the
+        statement's ``WHERE`` compares, so the row written equals ``row``.
+        The statement's row count answers (no result row travels back).
         """
-        params: list[Any] = [
-            row.next_seq,
-            row.last_chain,
-            row.updated_at,
-            row.status,
-            row.output,
-            row.error,
-            known.run_id,
-            known.next_seq,
-            known.last_chain,
-            known.status,
-            known.lease_epoch,
-        ]
+        ends = (row.status, row.output, row.error) != (known.status, known.output, known.error)
+        params: list[Any] = [row.next_seq, row.last_chain, row.updated_at]
+        if ends:
+            params += [row.status, row.output, row.error]
+        params += [known.run_id, known.next_seq, known.last_chain, known.status, known.lease_epoch]
         if epoch is None:  # a writer without a lease: nobody else may hold one now
             params.append(time.time())
         if frames:
             params += _frame_arrays(frames)
-        statement = _append_statement(min(len(frames), 2), epoch is None, sync)
+        statement = _append_statement(min(len(frames), 2), epoch is None, sync, ends)
         conn = self._pool.getconn()
         try:
-            cur = conn.execute(statement, params)
-            found = cur.fetchone()
+            written = conn.execute(statement, params).rowcount
         except psycopg.errors.LockNotAvailable as exc:
             raise RunBusyError(
                 f"journal {self.url}: a run row stayed locked by another statement for more "
@@ -379,7 +376,7 @@ class PostgresJournal(SqlJournal):
             ) from exc
         finally:
             self._pool.putconn(conn)
-        return found is not None
+        return written > 0
 
     def _change_run(self, run_id: str, change: Callable[[RunRecord], RunRecord]) -> RunRecord:
         """Apply ``change`` to the run row by compare-and-swap (no lock across round trips)."""
