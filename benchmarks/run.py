@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from . import floor, interleaved, replay_cost
@@ -86,8 +87,15 @@ def _ratio(value: float | None, base: float | None) -> str:
     return f"{value / base:.1f}x"
 
 
-def measure_all(quick: bool, work: str) -> dict[str, Any]:
-    """Run every measurement; return the raw figures by system."""
+def measure_all(
+    quick: bool, work: str, resume_sizes: tuple[int, ...] | None = None
+) -> dict[str, Any]:
+    """Run every measurement; return the raw figures by system.
+
+    ``resume_sizes`` overrides the sizes of the in-process resume against
+    LangGraph (issue 26, item 3): ``(1000, 10000)`` adds the slow row to a
+    quick run without the full run's other sizes.
+    """
     n_record = 1000
     n_resume = (10, 1000) if quick else (10, 1000, 10000)
     n_replay = 1000
@@ -143,7 +151,7 @@ def measure_all(quick: bool, work: str) -> dict[str, Any]:
     out["growth"] = floor.growth()
     print("  measured the floor", file=sys.stderr, flush=True)
     sizes_whole = [n for n in n_resume if n <= 1000]
-    for name, fn in (
+    later: list[tuple[str, Callable[[], Any]]] = [
         ("cycles", lambda: interleaved.cycles(work, rounds)),
         (
             "whole",
@@ -154,8 +162,12 @@ def measure_all(quick: bool, work: str) -> dict[str, Any]:
         ("pytest_scale", lambda: _pytest_scale(200 if quick else 1000)),
         ("check_jobs", lambda: _check_jobs(200 if quick else 1000, work)),
         ("postgres", lambda: _postgres(quick)),
-        ("replay_cost", lambda: replay_cost.measure(quick, work)),  # issue 26 items 2, 3, 5
-    ):
+        (
+            "replay_cost",
+            lambda: replay_cost.measure(quick, work, resume_sizes=resume_sizes),
+        ),  # issue 26 items 2, 3, 5
+    ]
+    for name, fn in later:
         try:
             out[name] = fn()
         except Exception as exc:
@@ -262,6 +274,18 @@ def _postgres(quick: bool) -> dict[str, Any]:
     return out
 
 
+def resume_sizes(text: str) -> tuple[int, ...] | None:
+    """Parse ``--resume``: ``"1000,10000"`` -> ``(1000, 10000)``; ``""`` -> ``None``.
+
+    Raises ``ValueError`` (worded for the command line) on anything but
+    positive step counts separated by commas.
+    """
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"--resume takes step counts separated by commas, got {text!r}")
+    return tuple(int(p) for p in parts) or None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks and print the report; returns the exit code."""
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
@@ -270,10 +294,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--page", metavar="PATH", help="also write the performance page (docs/performance.md)"
     )
+    parser.add_argument(
+        "--resume",
+        default="",
+        metavar="N,N",
+        help="sizes of the in-process resume against LangGraph (e.g. 1000,10000; "
+        "a quick run measures 1000 only)",
+    )
     args = parser.parse_args(argv)
+    try:
+        sizes = resume_sizes(args.resume)
+    except ValueError as exc:
+        parser.error(str(exc))
     work = tempfile.mkdtemp(prefix="redrive-bench-")
     try:
-        data = measure_all(args.quick, work)
+        data = measure_all(args.quick, work, sizes)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     data["date"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -152,3 +152,15 @@ def test_the_published_page_is_generated_from_its_saved_run() -> None:
     saved = json.loads((ROOT / "docs" / "performance.json").read_text())
     assert text == page.render(saved)
     assert "| item | figure | redrive |" in text and "load average" in text
+
+
+def test_resume_sizes_add_the_long_row_to_a_quick_run() -> None:
+    """``scripts/bench --quick --resume 1000,10000`` measures the 10,000-step resume too."""
+    assert run.resume_sizes("") is None
+    assert run.resume_sizes("1000, 10000") == (1000, 10000)
+    for bad in ("10k", "1000,-5", "0", "1000;10000"):
+        with pytest.raises(ValueError, match="--resume takes step counts"):
+            run.resume_sizes(bad)
+    with pytest.raises(SystemExit) as exited:
+        run.main(["--quick", "--resume", "ten"])
+    assert exited.value.code == 2
