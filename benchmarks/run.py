@@ -196,7 +196,9 @@ def _pytest_scale(tests: int) -> dict[str, Any]:
 
 def _check_jobs(runs: int, work: str) -> dict[str, Any]:
     """Seconds of ``redrive check`` over ``runs`` saved runs: ``--jobs 1`` against ``--jobs 0``
-    (which measures and picks its workers), three alternating rounds, medians."""
+    (which measures and picks its workers) and ``--jobs`` one per core, three alternating
+    rounds, medians; ``chosen``: the processes ``--jobs 0`` picked in each round (its
+    ``--json`` report's ``workers``; 1 is this process alone)."""
     import statistics
     import time
 
@@ -209,14 +211,23 @@ def _check_jobs(runs: int, work: str) -> dict[str, Any]:
     )
     for i in range(runs):
         shutil.copy(saved[i % len(saved)], os.path.join(directory, f"run-{i:05d}.rdj"))
-    out: dict[str, Any] = {"runs": runs, "cores": os.cpu_count() or 1, "one": [], "auto": []}
-    for jobs in (1, 0) * 3:  # alternating rounds: both see the same load
+    cores = os.cpu_count() or 1
+    out: dict[str, Any] = {
+        "runs": runs,
+        "cores": cores,
+        "one": [],
+        "auto": [],
+        "all": [],
+        "chosen": [],
+    }
+    for jobs in (1, 0, cores) * 3:  # alternating rounds: all see the same load
         t0 = time.perf_counter()
         proc = subprocess.run(
             [
                 sys.executable,
                 "-m",
                 "redrive.cli",
+                "--json",
                 "check",
                 "--jobs",
                 str(jobs),
@@ -232,8 +243,12 @@ def _check_jobs(runs: int, work: str) -> dict[str, Any]:
         took = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError((proc.stderr or proc.stdout).strip().splitlines()[-1][:300])
-        out["one" if jobs == 1 else "auto"].append(took)
-    out["one_s"], out["cores_s"] = (statistics.median(out[k]) for k in ("one", "auto"))
+        out["one" if jobs == 1 else "auto" if jobs == 0 else "all"].append(took)
+        if jobs == 0:
+            out["chosen"].append(int(json.loads(proc.stdout)["workers"]))
+    out["one_s"], out["cores_s"], out["all_s"] = (
+        statistics.median(out[k]) for k in ("one", "auto", "all")
+    )
     shutil.rmtree(directory, ignore_errors=True)
     return out
 

@@ -355,6 +355,7 @@ def iter_checks(
     fail_fast: bool = False,
     import_paths: Sequence[str] = (),
     jobs: int = 1,
+    chosen: Callable[[int], None] | None = None,
 ) -> Iterator[CheckResult]:
     """Yield a :class:`CheckResult` per source (``.rdj`` paths are used as given).
 
@@ -362,7 +363,8 @@ def iter_checks(
     ``jobs`` > 1 checks ``.rdj`` paths in that many worker processes, in the
     order of ``sources``; ``0`` measures the first runs here and starts workers
     only where they pay (:mod:`._check_jobs`). ``(journal, run_id)`` sources are
-    checked here, in order.
+    checked here, in order. ``chosen`` is told how many processes check the
+    runs (1: this one), as :func:`~._check_jobs.run_checks` says.
     """
     return run_checks(
         sources,
@@ -371,6 +373,7 @@ def iter_checks(
         fail_fast=fail_fast,
         import_paths=import_paths,
         jobs=jobs,
+        chosen=chosen,
     )
 
 

@@ -183,6 +183,7 @@ def run_checks(
     fail_fast: bool = False,
     import_paths: Sequence[str] = (),
     jobs: int = 1,
+    chosen: Callable[[int], None] | None = None,
 ) -> Iterator[R]:
     """Yield ``check(source)`` per source, here or from ``worker`` in worker processes.
 
@@ -196,7 +197,9 @@ def run_checks(
     ``sources``; ``0`` checks the first :data:`PROBE_RUNS` here and lets
     :func:`choose_workers` decide for the rest (see the module docstring).
     ``(journal, run_id)`` sources (a journal object cannot move to another
-    process) are checked here, in order.
+    process) are checked here, in order. ``chosen``, when given, is told the
+    processes that check the runs after the probe (1: this process alone; the
+    count ``jobs=0`` picked, or the count asked), once, before they start.
     """
     listed = list(sources)
     if jobs == 1 or len(listed) <= 1 or any(isinstance(s, tuple) for s in listed):
@@ -225,6 +228,8 @@ def run_checks(
         start = FORK_START_S if _start_method() == "fork" else SPAWN_START_S
         workers = choose_workers(len(listed) - done, probe, cores=usable_cores(), start_s=start)
     rest = listed[done:]
+    if chosen is not None:
+        chosen(workers if workers > 1 and len(rest) > 1 else 1)
     if workers <= 1 or len(rest) <= 1:
         for source in rest:
             res = check(source)

@@ -78,6 +78,10 @@ def file_name(name: str, unique: str) -> str:
     return safe
 
 
+#: Each test's journal file, worked out once (the marker and the options do not change).
+_JOURNAL_PATH = pytest.StashKey[Path]()
+
+
 def journal_path(item: pytest.Item) -> Path:
     """Return the journal file of a test: ``<dir>/journals/<module>/<test>.rdj``.
 
@@ -91,6 +95,14 @@ def journal_path(item: pytest.Item) -> Path:
     With the text format (``--redrive-journal-format=jsonl`` or the marker's
     ``journal_format="jsonl"``) the file is ``<test>.rdj.jsonl``.
     """
+    found = item.stash.get(_JOURNAL_PATH, None)
+    if found is None:
+        found = item.stash[_JOURNAL_PATH] = _journal_path(item)
+    return found
+
+
+def _journal_path(item: pytest.Item) -> Path:
+    """:func:`journal_path`, worked out."""
     marker = item.get_closest_marker("redrive")
     if marker is not None and marker.kwargs.get("path"):
         return Path(item.path).parent / str(marker.kwargs["path"])

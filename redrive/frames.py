@@ -199,12 +199,13 @@ def make_frame(
     return frame
 
 
-#: Frames :func:`make_frame` built, by identity and the chain they were built after,
-#: while they live. Such a frame's ``chain`` is :func:`chain_of` that chain and its own
-#: fields, computed above from the very values it holds, and a frame is frozen: so
-#: :meth:`ChainCheck.problem` takes its chain as checked after that chain (the journal's
-#: check of the writer's own frames) without hashing its payload a second time. A frame
-#: read from a file or a database, or built after another chain, is hashed as before.
+#: Frames :func:`make_frame` built, or whose chain :meth:`ChainCheck.problem` hashed and
+#: found right, by identity and the chain they follow, while they live. Such a frame's
+#: ``chain`` is :func:`chain_of` that chain and its own fields, computed from the very
+#: values it holds, and a frame is frozen: so :meth:`ChainCheck.problem` takes its chain
+#: as checked after that chain (the journal's check of the writer's own frames; a
+#: replay's check of the frames a file's reader checked on open) without hashing its
+#: payload a second time. A frame read anew, or following another chain, is hashed.
 _MADE: weakref.WeakValueDictionary[tuple[int, str], Frame] = weakref.WeakValueDictionary()
 
 
@@ -250,10 +251,11 @@ class ChainCheck:
             return "run", f"belongs to run {frame.run_id!r}"
         if frame.seq != self.next_seq:
             return "seq", f"follows seq {self.next_seq - 1} (a gap or reordering)"
-        if _MADE.get((id(frame), self.prev_chain)) is not frame and (
-            frame.chain != frame.expected_chain(self.prev_chain)
-        ):
-            return "chain", "fails its chain check"
+        key = (id(frame), self.prev_chain)
+        if _MADE.get(key) is not frame:
+            if frame.chain != frame.expected_chain(self.prev_chain):
+                return "chain", "fails its chain check"
+            _MADE[key] = frame  # hashed once: the next check of this frame object is free
         return None
 
     def advance(self, frame: Frame) -> None:

@@ -195,6 +195,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             apart on macOS and Windows): the message names both tests and the file.
     """
     owners: dict[str, tuple[str, Path]] = {}
+    folders: dict[Path, Path] = {}  # each journal folder resolved once, not once per test
     for item in items:
         _check_marker(item)
         names = getattr(item, "fixturenames", None)
@@ -203,7 +204,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         run_first(item)
         note_wide_fixtures(item, config.stash[WIDE])
         path = journal_path(item)
-        key = os.path.normcase(str(path.resolve())).casefold()
+        key = os.path.normcase(str(_resolved(path, folders))).casefold()
         seen = owners.setdefault(key, (item.nodeid, path))
         if seen[0] != item.nodeid:
             raise pytest.UsageError(
@@ -211,6 +212,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"file ({seen[1]} and {path}), so one would replay or overwrite the other's "
                 "recording; give one of them its own file with @pytest.mark.redrive(path=...)"
             )
+
+
+def _resolved(path: Path, folders: dict[Path, Path]) -> Path:
+    """``path.resolve()``, its folder's resolution looked up in ``folders`` (and added there).
+
+    A journal file that is itself a symbolic link is resolved whole, as before.
+    """
+    if path.is_symlink():
+        return path.resolve()
+    folder = folders.get(path.parent)
+    if folder is None:
+        folder = folders[path.parent] = path.parent.resolve()
+    return folder / path.name
 
 
 @pytest.hookimpl(wrapper=True)

@@ -21,12 +21,13 @@ from ._output import Out, shown
 __all__ = ["register"]
 
 
-def _print(report: CheckReport, out: Out, *, fail_fast: bool) -> None:
+def _print(report: CheckReport, out: Out, *, fail_fast: bool, workers: int) -> None:
     if out.json:
         out.emit(
             {
                 "ok": report.ok,
                 "summary": report.summary(),
+                "workers": workers,
                 "results": [
                     {
                         "source": r.source,
@@ -100,19 +101,21 @@ def _check(args: argparse.Namespace, out: Out) -> int:
     if args.update:
         return _update(sources, args, out)
     results: list[CheckResult] = []
+    workers = [1]  # what --jobs 0 chose (--json reports it)
     with out.progress("checking runs", len(sources)) as update:
         for result in iter_checks(
             sources,
             fail_fast=args.fail_fast,
             import_paths=import_paths(args),
             jobs=args.jobs,
+            chosen=lambda n: workers.__setitem__(0, n),
         ):
             results.append(result)
             update(len(results), len(sources))
     report = CheckReport(tuple(results))
     if args.junit_xml:
         write_junit(report, args.junit_xml)
-    _print(report, out, fail_fast=args.fail_fast)
+    _print(report, out, fail_fast=args.fail_fast, workers=workers[0])
     if not results:
         return EXIT_NOT_FOUND
     return EXIT_OK if report.ok else EXIT_FAILED

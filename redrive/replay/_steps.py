@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .. import _decoded
 from ..errors import JournalCorruptError
 from ..frames import VERIFY_ADVICE, ChainCheck, Frame, Kind, decode, payload_problem
 from ._delta import Expander
@@ -336,6 +337,9 @@ class StepReader:
         return self._chain.error(frame.seq, reason, what, run_id=frame.run_id, inside=True)
 
     def _payload(self, frame: Frame) -> dict[str, Any]:
+        kept = _decoded.take(frame)  # decoded and checked by the file's reader on open
+        if kept is not None:
+            return kept
         try:
             data = frame.data()
         except ValueError as exc:

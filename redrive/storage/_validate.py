@@ -21,6 +21,7 @@ import re
 import weakref
 from typing import Any, Final
 
+from .. import _decoded
 from .._runid import MAX_RUN_ID_BYTES, check_run_id
 from ..errors import JournalCorruptError
 from ..frames import Frame, Kind, decode, payload_problem
@@ -97,7 +98,7 @@ def _run_id(value: Any) -> str | None:
 _PASSED: weakref.WeakValueDictionary[int, Frame] = weakref.WeakValueDictionary()
 
 
-def frame_problem(frame: Frame) -> str | None:
+def frame_problem(frame: Frame, *, keep: bool = False) -> str | None:
     """Check every field of a frame: its type and range, its kind, its payload's schema.
 
     The chain and the seq order are the run's business (:class:`~redrive.frames.ChainCheck`).
@@ -106,6 +107,9 @@ def frame_problem(frame: Frame) -> str | None:
 
     Args:
         frame: the frame, as read or about to be written.
+        keep: leave the decoded payload of a frame that passes for the next
+            reader of the same frame object (:func:`redrive._decoded.take`: a
+            replay of a file checked on open decodes it once).
 
     Returns:
         None when the frame can be stored on every journal and read back, else
@@ -123,6 +127,8 @@ def frame_problem(frame: Frame) -> str | None:
     found = payload_problem(frame.kind, data)
     if found is None:
         _PASSED[id(frame)] = frame
+        if keep:
+            _decoded.keep(frame, data)
     return found
 
 

@@ -164,3 +164,24 @@ def test_resume_sizes_add_the_long_row_to_a_quick_run() -> None:
     with pytest.raises(SystemExit) as exited:
         run.main(["--quick", "--resume", "ten"])
     assert exited.value.code == 2
+
+
+def test_check_jobs_row_judges_what_jobs_zero_chose() -> None:
+    """Workers chosen: they must beat one process. One process chosen: workers must not win.
+
+    A pure function of the figures (seconds as measured, no timing here).
+    """
+    from benchmarks.report import check_jobs_row
+
+    base = {"runs": 200, "cores": 2, "one_s": 0.85, "all_s": 0.84}
+    one = check_jobs_row({**base, "cores_s": 0.86, "chosen": [1, 1, 1]})
+    assert "chose one process" in one[1] and "--jobs 2: 0.84 s" in one[2]
+    assert one[4] is True  # as fast as one process, and workers would not have been faster
+    missed = check_jobs_row({**base, "all_s": 0.5, "cores_s": 0.86, "chosen": [1, 1, 1]})
+    assert missed[4] is False  # workers would have been clearly faster
+    slower = check_jobs_row({**base, "cores_s": 0.9, "chosen": [2, 2, 2]})
+    assert "chose 2 workers" in slower[1] and slower[4] is False
+    faster = check_jobs_row({**base, "cores_s": 0.6, "chosen": [2, 1, 2]})
+    assert "chose 1/2 workers" in faster[1] and faster[4] is True
+    old = check_jobs_row({"runs": 10, "cores": 2, "one_s": 1.0, "cores_s": 0.8})
+    assert old[4] is True  # a run saved before the choice was reported: the time alone

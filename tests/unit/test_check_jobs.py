@@ -170,3 +170,35 @@ def test_jobs_zero_on_a_busy_machine_checks_here(
     monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", _no_pool)
     report = redrive.check_runs([folder], import_paths=[str(ROOT)], jobs=0)
     assert len(report.results) == jobs.PROBE_RUNS + 8 and report.ok
+
+
+def test_jobs_report_the_processes_they_check_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``chosen`` hears what ``jobs=0`` picked (1: this process), or the count asked.
+
+    The command line's ``--json`` report carries it as ``workers``: what the
+    bench row says ``--jobs 0`` chose.
+    """
+    import json
+
+    import redrive._check_jobs as jobs
+    from redrive._check import iter_checks
+
+    folder = _many(tmp_path, jobs.PROBE_RUNS + 4)
+    paths = sorted(str(p) for p in folder.glob("*.rdj"))
+
+    def picked(jobs_asked: int) -> list[int]:
+        heard: list[int] = []
+        list(iter_checks(paths, import_paths=[str(ROOT)], jobs=jobs_asked, chosen=heard.append))
+        return heard
+
+    monkeypatch.setattr(jobs, "choose_workers", lambda *a, **k: 1)
+    assert picked(0) == [1]
+    assert picked(1) == [1]
+    monkeypatch.setattr(jobs, "choose_workers", lambda *a, **k: 2)
+    assert picked(0) == [2]
+    assert picked(2) == [2]
+    code = cli_main(["--json", "check", "--jobs", "0", "-I", str(ROOT), str(folder)])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["workers"] == 2

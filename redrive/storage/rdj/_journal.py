@@ -43,6 +43,13 @@ class RdjJournal:
         path: the ``.rdj`` file.
         verify: check every frame on open (default True); False reads only the header.
         max_record: the largest record body accepted, in bytes.
+        keep_payloads: leave each frame's payload, decoded and checked on open,
+            for the first replay that reads that frame (:mod:`redrive._decoded`),
+            which then does not decode it again. For a caller that replays the
+            frames it opened soon (the pytest plugin); the decoded payloads
+            are held until then, or until the frames are dropped.
+        data: the file's bytes, when the caller has read them (the file is then
+            not opened: what is checked and held is exactly these bytes).
 
     Raises:
         JournalCorruptError: the file is damaged, truncated or not an ``.rdj`` file.
@@ -54,18 +61,25 @@ class RdjJournal:
     read_only = True
 
     def __init__(
-        self, path: str | os.PathLike[str], *, verify: bool = True, max_record: int = MAX_RECORD
+        self,
+        path: str | os.PathLike[str],
+        *,
+        verify: bool = True,
+        max_record: int = MAX_RECORD,
+        keep_payloads: bool = False,
+        data: bytes | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.url = self.path
         self.max_record = max_record
-        reader = Reader(self.path, max_record)
+        self._data = data  # read again (verify, a stream) from these bytes, not the file
+        reader = Reader(self.path, max_record, keep=keep_payloads, data=data)
         #: the frames checked on open, for a file of at most HOLD_BYTES (else None)
         self._held: tuple[Frame, ...] | None = None
         try:
             self.header = reader.header()
             if verify:
-                hold = os.path.getsize(self.path) <= HOLD_BYTES
+                hold = reader.size <= HOLD_BYTES
                 frames = tuple(reader.frames(self.header)) if hold else None
                 if frames is None:
                     for _frame in reader.frames(self.header):
@@ -99,7 +113,7 @@ class RdjJournal:
         return self._read(start)
 
     def _read(self, start: int) -> Iterator[Frame]:
-        reader = Reader(self.path, self.max_record)
+        reader = Reader(self.path, self.max_record, data=self._data)
         try:
             header = reader.header()
             if header.run.run_id != self.run_id or header.frames != self.header.frames:

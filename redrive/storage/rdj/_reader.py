@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator
 from typing import IO, Any
@@ -33,13 +34,21 @@ __all__ = ["Reader", "read_header"]
 class Reader:
     """Reads and checks one ``.rdj`` file from the start (one pass, streamed)."""
 
-    def __init__(self, path: str, max_record: int) -> None:
+    def __init__(
+        self, path: str, max_record: int, *, keep: bool = False, data: bytes | None = None
+    ) -> None:
         self.path = path
+        #: leave each checked frame's decoded payload for its replay (``frame_problem``'s keep)
+        self.keep = keep
         self.max_record = max_record
         self.run_id: str | None = None
         self.last_good: int | None = None
         self.offset = 0
-        self._file: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by close()
+        if data is not None:  # the file's bytes, read by the caller: not read again
+            self._file: IO[bytes] = io.BytesIO(data)
+            self.size = len(data)
+            return
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
         try:
             self.size = os.fstat(self._file.fileno()).st_size
         except OSError:
@@ -180,7 +189,7 @@ class Reader:
                     f"more frames than the {header.frames} the header declares",
                     seq=frame.seq,
                 )
-            problem = frame_problem(frame)
+            problem = frame_problem(frame, keep=self.keep)
             if problem is not None:
                 inside = problem.split(":")[0] not in FRAME_FIELDS - {"payload"}
                 raise self.corrupt(
