@@ -321,6 +321,8 @@ def with_usage(view: Any, response: Any) -> dict[str, Any]:
     shown: dict[str, Any] = dict(view) if isinstance(view, dict) else {}
     plain: Any = response
     if "usage" not in shown and isinstance(response, StoredValue):
+        if b"usage" not in response.data:
+            return shown  # bytes that never spell the key hold no ``usage`` field: no decode
         try:  # a live response as it is journaled (plain data read; other values: no usage)
             plain = decode(response.data)
         except ValueError:
