@@ -2,7 +2,9 @@
 
 Each shortcut is held to the path it replaces on arbitrary and hostile values:
 the match view that shares what it keeps, the key-shape prefilter of the text
-masking, and the outcome payload the step reader decodes once.
+masking, the outcome payload the step reader decodes once (a peek leaves it
+for that read), the usage read only from a response that spells it, and the
+request expansion that copies nothing without a prefix reference.
 """
 
 from __future__ import annotations
