@@ -350,7 +350,7 @@ class Cursor:
         elif turn is None:
             turn = match.turn
         if match is not None:
-            self._check_turn_order(match, Found(kind, name, key, args))
+            self._check_turn_order(match, kind, name, key, args)
             return self.consume(match)
         if self.frontier(kind, name, issue):
             return None  # this flow's record ends here, other flows' goes on: go live
@@ -375,7 +375,7 @@ class Cursor:
             same_name = replayable
         if rule == "warn" and same_name:
             step = same_name[0]
-            self._check_turn_order(step, Found(kind, name, key, args))
+            self._check_turn_order(step, kind, name, key, args)
             diff = diff_values(step.args, args)
             drift = ReplayDriftWarning(
                 f"run {self.run_id!r} seq {step.seq}: {kind} {name} drifted from its record; "
@@ -438,8 +438,13 @@ class Cursor:
         """Drop a recorded model step the run re-asks live (it is never replayed)."""
         self._idx.supersede(step)
 
-    def _check_turn_order(self, step: RecordedStep, found: Found) -> None:
+    def _check_turn_order(
+        self, step: RecordedStep, kind: str, name: str, key: str, args: Any
+    ) -> None:
         """Tool and value steps of a turn commute; a model step comes after them.
+
+        ``kind``, ``name``, ``key`` and ``args`` are the step asked for (the
+        error's :class:`Found`, built only when it is raised).
 
         Raises:
             DivergenceError: a model step is asked for while a tool or value
@@ -454,11 +459,11 @@ class Cursor:
             for seq in issue.get("after") or ():
                 earlier = self._idx.steps.get(seq) if isinstance(seq, int) else None
                 if earlier is not None:
-                    raise self.divergence(earlier, found)
+                    raise self.divergence(earlier, Found(kind, name, key, args))
             return
         before = self._idx.first_alive(self._idx.turn_others, step.turn)
         if before is not None and before.seq < step.seq:
-            raise self.divergence(before, found)
+            raise self.divergence(before, Found(kind, name, key, args))
 
     def _closest_same(self, found: Found) -> RecordedStep | None:
         """The first unconsumed recorded step of the same kind and name as ``found``, if any."""

@@ -121,6 +121,33 @@ def expand(previous: Any, current: Any, _depth: int = 0) -> Any:
     return {key: expand(prev.get(key), value, _depth + 1) for key, value in current.items()}
 
 
+def _resolved(previous: Any, current: Any, depth: int) -> Any:
+    """:func:`expand` that returns ``current`` itself where it holds no :class:`PrefixRef`.
+
+    Only maps are descended (a reference stands where a list stood, as a
+    map's value: :func:`compress` puts it nowhere else); a map holding none
+    is not copied, so a request stored in full costs one look at each map.
+    """
+    if depth > MAX_DEPTH:
+        return current
+    out: dict[Any, Any] | None = None
+    for key, value in current.items():
+        kind = type(value)
+        if kind is PrefixRef:
+            new: Any = expand(previous.get(key) if previous is not None else None, value)
+        elif kind is dict:
+            before = previous.get(key) if previous is not None else None
+            new = _resolved(before if type(before) is dict else None, value, depth + 1)
+            if new is value:
+                continue
+        else:
+            continue
+        if out is None:
+            out = dict(current)
+        out[key] = new
+    return current if out is None else out
+
+
 class Expander:
     """Tracks the last full model request per step name while frames are read in order."""
 
@@ -130,7 +157,7 @@ class Expander:
     def request(self, frame: Frame, data: dict[str, Any]) -> dict[str, Any]:
         """Return the full payload of a ``model_request`` frame and remember it."""
         previous = self.last.get(frame.name)
-        full = {key: expand((previous or {}).get(key), value) for key, value in data.items()}
+        full: dict[str, Any] = _resolved(previous if type(previous) is dict else None, data, -1)
         self.last[frame.name] = full
         return full
 

@@ -43,6 +43,7 @@ __all__ = [
     "in_flight_action",
     "decide_model",
     "decide_tool",
+    "replays_whatever_asked",
     "decide_unrecorded_tool",
     "decide_value",
     "blocks_retry",
@@ -273,6 +274,20 @@ def ended_run(ask: ToolAsk) -> bool:
     if error.get("retry_requested") is True:
         return False  # the body asked to be called again: the loop decides, as when recorded
     return bool(error.get("retryable")) and ask.exhausted
+
+
+#: The kind of a recorded tool result (the str itself: no enum look-up per step).
+_TOOL_DONE = Kind.TOOL_DONE.value
+
+
+def replays_whatever_asked(step: RecordedStep | None) -> bool:
+    """True when :func:`decide_tool` replays ``step`` whatever else its ask holds.
+
+    A step with a recorded result (``tool_done``): only an error's outcome
+    depends on the rest of the ask (:func:`ended_run`), so the caller may
+    skip gathering it.
+    """
+    return step is not None and step.end is not None and step.end.kind == _TOOL_DONE
 
 
 def decide_tool(ask: ToolAsk) -> ToolDecision | InFlightDecision:

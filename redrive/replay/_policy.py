@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import operator
 import os
 import re
 from collections.abc import Iterable
@@ -233,30 +232,55 @@ def _walk(
     return value
 
 
+#: What :func:`_without_ids` descends into (a tuple: ``isinstance`` on it is the fast form).
+_NESTS = (dict, list)
+
+
 def _without_ids(value: Any) -> Any:
     """:func:`_walk` without patterns, for ids only: ``value`` itself where nothing is dropped.
 
     No path strings are built (only patterns read them) and no part that
     keeps every field is copied: a request without model-minted ids costs one
-    look at each map and list.
+    look at each map and list, and builds nothing.
     """
     if isinstance(value, dict):
         kind = value.get("type")
         id_holder = (isinstance(kind, str) and kind in _ID_TYPES) or "function" in value
-        out = {}
-        changed = False
+        out: dict[Any, Any] | None = None  # made at the first change, with the keys before it
         for key, item in value.items():
             if key in VOLATILE_KEYS or (key == "id" and id_holder):
-                changed = True
+                if out is None:
+                    out = _before(value, key)
                 continue
-            new = _without_ids(item) if isinstance(item, dict | list) else item
-            changed = changed or new is not item
-            out[key] = new
-        return out if changed else value
+            if isinstance(item, _NESTS):
+                new = _without_ids(item)
+                if new is not item and out is None:
+                    out = _before(value, key)
+            else:
+                new = item
+            if out is not None:
+                out[key] = new
+        return value if out is None else out
     if isinstance(value, list):
-        items = [_without_ids(v) if isinstance(v, dict | list) else v for v in value]
-        return items if any(map(operator.is_not, items, value)) else value
+        for i, item in enumerate(value):
+            if isinstance(item, _NESTS):
+                new = _without_ids(item)
+                if new is not item:
+                    rest = value[i + 1 :]
+                    tail = [_without_ids(v) if isinstance(v, _NESTS) else v for v in rest]
+                    return [*value[:i], new, *tail]
+        return value
     return value
+
+
+def _before(value: dict[Any, Any], stop: Any) -> dict[Any, Any]:
+    """A copy of the items of ``value`` before key ``stop`` (met while iterating it)."""
+    out = {}
+    for key, item in value.items():
+        if key is stop:
+            break
+        out[key] = item
+    return out
 
 
 def match_view(args: Any, ignore: tuple[re.Pattern[str], ...] = (), *, kind: str = "model") -> Any:

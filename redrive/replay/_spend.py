@@ -63,7 +63,7 @@ class Spend:
 
     def replayed(self, step: RecordedStep) -> None:
         """Count one model step answered from the journal (no call made)."""
-        outcome = step.outcome
+        outcome = step.peek_outcome()  # read only: the reader's decode stays for the handle
         started = step.data.get("started_at")
         seconds = 0.0
         if step.end is not None and isinstance(started, int | float):

@@ -156,6 +156,19 @@ class RecordedStep:
                 return "blocked"
         return "done"
 
+    def peek_outcome(self) -> dict[str, Any] | None:
+        """The decoded outcome payload to read, not to change (None while in flight).
+
+        The reader's decode when it still holds one (kept for the first
+        :meth:`decode_outcome`, which hands it out), else a fresh decode.
+        """
+        if self.end is None:
+            return None
+        cached = self.end_cache
+        if cached is not None and cached[0] is self.end:
+            return cached[1]
+        return self.decode_outcome()
+
     def decode_outcome(self) -> dict[str, Any]:
         """Return the decoded payload of the outcome frame.
 

@@ -33,6 +33,7 @@ from ._engine import (
     WaitForWorker,
     decide_in_flight,
     decide_tool,
+    replays_whatever_asked,
 )
 from ._faces import off_loop
 from ._flows import FlowTracker, Issue
@@ -263,16 +264,13 @@ class ToolSteps:
             step = self._matcher.match(
                 "tool", spec.name, stored, key, turn=turn, issue=issue, harmless=harmless
             )
+            if replays_whatever_asked(step):  # a recorded result: the rest of the ask is moot
+                assert step is not None
+                return self._replay(spec, step, key)
             ask = self._ask(spec, step, key)
             decision = decide_tool(ask)
             if isinstance(decision, Replay):
-                self._state.replayed_steps += 1
-                plan = self._replayed(spec, decision.step, key)
-                if self._runs_live(spec.name, decision.step):
-                    plan.replayed, plan.check = False, decision.step
-                else:
-                    _observe("replayed", run_id=self._state.run_id, step=decision.step)
-                return plan
+                return self._replay(spec, decision.step, key)
             if isinstance(decision, StopBusy | WaitForWorker):
                 self._appender.wait_for_worker(decision)  # returns: presumed live, it was not
                 decision = decide_in_flight(ask)
@@ -316,6 +314,16 @@ class ToolSteps:
             self._state.live_steps += 1
         _boundary("tool_claimed", self._state.run_id, seq, spec.name)
         return ToolPlan(seq=seq, key=idem, name=spec.name, turn=turn, match_key=key)
+
+    def _replay(self, spec: ToolSpec, step: RecordedStep, key: str) -> ToolPlan:
+        """The plan of a tool step the engine replays (its body runs again under ``live_tools``)."""
+        self._state.replayed_steps += 1
+        plan = self._replayed(spec, step, key)
+        if self._runs_live(spec.name, step):
+            plan.replayed, plan.check = False, step
+        else:
+            _observe("replayed", run_id=self._state.run_id, step=step)
+        return plan
 
     def _runs_live(self, name: str, step: RecordedStep) -> bool:
         """True when the recorded tool step ``name`` runs its body again (``live_tools``).

@@ -321,6 +321,8 @@ def with_usage(view: Any, response: Any) -> dict[str, Any]:
     shown: dict[str, Any] = dict(view) if isinstance(view, dict) else {}
     plain: Any = response
     if "usage" not in shown and isinstance(response, StoredValue):
+        if b"usage" not in response.data:
+            return shown  # bytes that never spell the key hold no ``usage`` field: no decode
         try:  # a live response as it is journaled (plain data read; other values: no usage)
             plain = decode(response.data)
         except ValueError:
@@ -329,6 +331,10 @@ def with_usage(view: Any, response: Any) -> dict[str, Any]:
         shown["usage"] = plain["usage"]
         shown.setdefault("model", plain.get("model"))
     return shown
+
+
+#: What :meth:`Tokens.of` reads from anything but a dict (shared: Tokens are frozen).
+_NO_TOKENS = Tokens()
 
 
 @attrs.define
@@ -348,9 +354,11 @@ class Meter:
 
     def add(self, view: dict[str, Any], seconds: float = 0.0) -> None:
         """Count one model call from its semantic view (``model`` and ``usage``)."""
-        tokens = Tokens.of(view.get("usage"))
+        usage = view.get("usage")
+        tokens = Tokens.of(usage) if isinstance(usage, dict) else _NO_TOKENS
         self.calls += 1
-        self.tokens = self.tokens + tokens
+        if tokens is not _NO_TOKENS:  # a call without usage adds no tokens: no new Tokens
+            self.tokens = self.tokens + tokens
         self.seconds += max(seconds, 0.0)
         model = view.get("model")
         price = self.prices.get(model) if isinstance(model, str) else None

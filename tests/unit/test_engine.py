@@ -154,3 +154,34 @@ def test_open_operations_follow_replayed_attempts() -> None:
     ops.began("pay", "k", "r:1:pay")  # a recorded retry of the first one
     assert ops.take("pay", "k") == "r:2:pay" and ops.take("pay", "k") is None
     ops.began("pay", "k", "r:9:pay")  # nothing open: nothing to do
+
+
+def test_a_recorded_result_replays_whatever_else_the_ask_holds() -> None:
+    """``replays_whatever_asked`` says so only where every ask decides Replay."""
+    import itertools
+
+    done = _step(end=_frame(4, Kind.TOOL_DONE, {"step": 3, "result": 1}))
+    others = [
+        _step(),
+        _step(end=_error(3, retryable=True)),
+        _step(end=_error(3, retryable=False)),
+    ]
+    assert engine.replays_whatever_asked(done)
+    assert not any(engine.replays_whatever_asked(s) for s in [None, *others])
+    for flags in itertools.product([False, True], repeat=6):
+        safe, recover, write, exhausted, wait, leased = flags
+        ask = attrs.evolve(
+            ASK,
+            step=done,
+            restart_safe=safe,
+            has_recover=recover,
+            can_write=write,
+            exhausted=exhausted,
+            may_wait=wait,
+            leased=leased,
+            failed_at=3 if safe else None,
+            retry_requested=recover,
+            known_seq=0 if wait else 10,
+            max_attempts=1,
+        )
+        assert decide_tool(ask) == engine.Replay(done)

@@ -2,7 +2,9 @@
 
 Each shortcut is held to the path it replaces on arbitrary and hostile values:
 the match view that shares what it keeps, the key-shape prefilter of the text
-masking, and the outcome payload the step reader decodes once.
+masking, the outcome payload the step reader decodes once (a peek leaves it
+for that read), the usage read only from a response that spells it, and the
+request expansion that copies nothing without a prefix reference.
 """
 
 from __future__ import annotations
@@ -197,3 +199,103 @@ def test_a_frame_is_checked_once_and_only_that_object_skips_the_check(
     assert hostile == attrs.evolve(frame, seq=1)
     assert _validate.frame_problem(attrs.evolve(frame, seq=1)) is None
     assert _validate.frame_problem(hostile) is not None
+
+
+def test_peeking_an_outcome_leaves_the_readers_decode_for_the_first_read() -> None:
+    """A read-only look (what a replay's spend counts) costs no decode; the handle gets it."""
+    import redrive.replay._steps as steps_module
+    from redrive.frames import decode
+
+    decodes: list[bytes] = []
+
+    def counting(data: bytes) -> Any:
+        decodes.append(data)
+        return decode(data)
+
+    for step in steps_module.iter_steps(_outcome_frames(), "hot"):
+        assert step.end is not None
+        original = steps_module.decode
+        steps_module.decode = counting  # type: ignore[assignment]
+        try:
+            peeked = step.peek_outcome()
+            first = step.decode_outcome()
+        finally:
+            steps_module.decode = original  # type: ignore[assignment]
+        assert first is peeked and decodes == []
+        assert step.peek_outcome() == first and step.peek_outcome() is not first
+
+
+def test_a_stored_response_without_usage_in_its_bytes_is_not_decoded_for_it() -> None:
+    """``with_usage`` reads a stored response only when its bytes spell ``usage``."""
+    import redrive.replay._usage as usage_module
+    from redrive._stored import store
+
+    plain, _ = store({"role": "assistant", "content": "hi"}, "response")
+    priced, _ = store({"model": "m", "usage": {"input_tokens": 3}}, "response")
+    original = usage_module.decode
+    seen: list[bytes] = []
+
+    def counting(data: bytes) -> Any:
+        seen.append(data)
+        return original(data)
+
+    usage_module.decode = counting  # type: ignore[assignment]
+    try:
+        assert usage_module.with_usage({"k": 1}, plain) == {"k": 1}
+        assert usage_module.with_usage(None, priced) == {
+            "usage": {"input_tokens": 3},
+            "model": "m",
+        }
+    finally:
+        usage_module.decode = original  # type: ignore[assignment]
+    assert seen == [priced.data]
+
+
+def _expanded(bodies: list[Any]) -> None:
+    """Store each body as the writer does, expand it as the reader does: what was sent."""
+    from redrive.frames import Kind, make_frame
+    from redrive.replay._delta import Expander, expand
+
+    writer, reader = Expander(), Expander()
+    previous: dict[str, Any] | None = None
+    for i, body in enumerate(bodies):
+        try:
+            sent = {"args": canonical(body, "request"), "turn": i, "issue": {"occ": 0}}
+        except TypeError:
+            return
+        stored = writer.stored("model:m", sent)
+        frame = make_frame(
+            run_id="r",
+            seq=i,
+            kind=Kind.MODEL_REQUEST,
+            name="model:m",
+            payload=stored,
+            prev_chain="",
+        )
+        full = reader.request(frame, stored)
+        assert pack_tree(full) == pack_tree(sent)
+        slow = {k: expand((previous or {}).get(k), v) for k, v in stored.items()}
+        assert pack_tree(full) == pack_tree(slow)
+        if stored is sent:  # stored whole: the maps are the reader's own, not copied
+            assert full is stored and full["args"] is sent["args"]
+        previous = full
+
+
+@given(st.lists(js.request_bodies, min_size=1, max_size=4))
+def test_expanding_requests_equals_the_full_walk(bodies: list[Any]) -> None:
+    """Any requests, stored as the writer stores them, expand to what was sent."""
+    _expanded(bodies)
+
+
+def test_expanding_a_growing_conversation_resolves_references_and_shares_the_rest() -> None:
+    """Lists that extend the last request's are references; the maps without any are shared."""
+    turns = [
+        [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": "a"}]
+        for i in range(4)
+    ]
+    bodies, messages = [], []
+    for turn in turns:
+        messages = messages + turn
+        bodies.append({"model": "m", "messages": messages, "options": {"seed": 1}})
+    _expanded(bodies)
+    _expanded([{"model": "m", "options": {"seed": i}} for i in range(3)])
