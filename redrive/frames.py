@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import time
-import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
@@ -29,6 +28,7 @@ from ._canonical import (
     hash_hex,
     pack_tree,
 )
+from ._identity import Remembered
 from ._stored import (
     Tagged,
     decode_value,
@@ -195,7 +195,7 @@ def make_frame(
         at=when,
         epoch=epoch,
     )
-    _MADE[id(frame), prev_chain] = frame
+    _MADE.add((id(frame), prev_chain), frame)
     return frame
 
 
@@ -205,7 +205,7 @@ def make_frame(
 #: :meth:`ChainCheck.problem` takes its chain as checked after that chain (the journal's
 #: check of the writer's own frames) without hashing its payload a second time. A frame
 #: read from a file or a database, or built after another chain, is hashed as before.
-_MADE: weakref.WeakValueDictionary[tuple[int, str], Frame] = weakref.WeakValueDictionary()
+_MADE: Remembered[Frame] = Remembered()
 
 
 #: What a reader of journals suggests after a failed chain check, by default.
@@ -250,7 +250,7 @@ class ChainCheck:
             return "run", f"belongs to run {frame.run_id!r}"
         if frame.seq != self.next_seq:
             return "seq", f"follows seq {self.next_seq - 1} (a gap or reordering)"
-        if _MADE.get((id(frame), self.prev_chain)) is not frame and (
+        if not _MADE.holds((id(frame), self.prev_chain), frame) and (
             frame.chain != frame.expected_chain(self.prev_chain)
         ):
             return "chain", "fails its chain check"
