@@ -59,7 +59,11 @@ class Remembered(Generic[T]):
 
     def _sweep(self) -> None:
         """Drop the entries whose object is gone; sweep again once the table has doubled."""
-        for key, ref in list(self._refs.items()):
+        try:
+            held = list(self._refs.items())
+        except RuntimeError:  # another thread stored meanwhile: sweep at the next store
+            return
+        for key, ref in held:
             if ref() is None:
                 self._refs.pop(key, None)
         self._sweep_at = max(_FIRST_SWEEP, 2 * len(self._refs))
