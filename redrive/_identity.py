@@ -21,7 +21,7 @@ __all__ = ["Remembered"]
 T = TypeVar("T")
 
 #: Entries kept before the first sweep of dead ones.
-_FIRST_SWEEP: Final = 1024
+_FIRST_SWEEP: Final = 128
 
 
 class Remembered(Generic[T]):
