@@ -21,8 +21,7 @@ import attrs
 from .._scrub import DEFAULT, Scrubber
 from ..errors import JournalWriteError, LeaseLostError, ReplayError
 from ..frames import Frame, Kind, canonical, make_frame
-from ..storage import Journal, RunUpdate
-from ..storage._validate import passed_as_built
+from ..storage import Journal, RunUpdate, passed_as_built
 from ._context import _observe
 from ._lease import LeaseKeeper
 

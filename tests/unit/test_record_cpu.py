@@ -171,13 +171,20 @@ def test_remembered_holds_the_very_object_while_it_lives() -> None:
     assert len(memo) == 0
 
 
-def test_remembered_sweeps_dead_entries() -> None:
-    """Entries of objects gone are dropped in bulk: the table stays near the live count."""
+def test_remembered_drops_the_entries_of_dead_objects() -> None:
+    """An object's entry goes when the object does: the table holds the live ones only."""
     memo: Remembered[_Thing] = Remembered()
     live = [_Thing() for _ in range(10)]
     for i, thing in enumerate(live):
         memo.add(("live", i), thing)
     for i in range(5000):
         memo.add(i, _Thing())  # each dies at once
-    assert len(memo) < 300
+    assert len(memo) == 10
+    assert len(memo._keys) == 10
     assert all(memo.holds(("live", i), thing) for i, thing in enumerate(live))
+    replaced = _Thing()
+    memo.add(("live", 0), replaced)  # a key stored again: the new object answers
+    assert memo.holds(("live", 0), replaced) and not memo.holds(("live", 0), live[0])
+    del live[0]
+    gc.collect()
+    assert memo.holds(("live", 0), replaced)  # the old object's death leaves the new entry
