@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import time
-import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
@@ -29,6 +28,7 @@ from ._canonical import (
     hash_hex,
     pack_tree,
 )
+from ._identity import Remembered
 from ._stored import (
     Tagged,
     decode_value,
@@ -195,7 +195,7 @@ def make_frame(
         at=when,
         epoch=epoch,
     )
-    _MADE[id(frame), prev_chain] = frame
+    _MADE.add((id(frame), prev_chain), frame)
     return frame
 
 
@@ -206,7 +206,7 @@ def make_frame(
 #: as checked after that chain (the journal's check of the writer's own frames; a
 #: replay's check of the frames a file's reader checked on open) without hashing its
 #: payload a second time. A frame read anew, or following another chain, is hashed.
-_MADE: weakref.WeakValueDictionary[tuple[int, str], Frame] = weakref.WeakValueDictionary()
+_MADE: Remembered[Frame] = Remembered()
 
 
 #: What a reader of journals suggests after a failed chain check, by default.
@@ -252,10 +252,10 @@ class ChainCheck:
         if frame.seq != self.next_seq:
             return "seq", f"follows seq {self.next_seq - 1} (a gap or reordering)"
         key = (id(frame), self.prev_chain)
-        if _MADE.get(key) is not frame:
+        if not _MADE.holds(key, frame):
             if frame.chain != frame.expected_chain(self.prev_chain):
                 return "chain", "fails its chain check"
-            _MADE[key] = frame  # hashed once: the next check of this frame object is free
+            _MADE.add(key, frame)  # hashed once: the next check of this frame object is free
         return None
 
     def advance(self, frame: Frame) -> None:

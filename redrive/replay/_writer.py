@@ -21,7 +21,7 @@ import attrs
 from .._scrub import DEFAULT, Scrubber
 from ..errors import JournalWriteError, LeaseLostError, ReplayError
 from ..frames import Frame, Kind, canonical, make_frame
-from ..storage import Journal, RunUpdate
+from ..storage import Journal, RunUpdate, passed_as_built
 from ._context import _observe
 from ._lease import LeaseKeeper
 
@@ -135,6 +135,8 @@ class JournalWriter:
             epoch=self.lease.epoch or 0,
             tree=True,  # canonical above; the scrubber keeps it so (one walk, not two)
         )
+        # the journal's check of this frame need not decode the bytes just packed
+        passed_as_built(frame, payload)
         self.pending.append(frame)
         self.next_seq += 1
         self.last_chain = frame.chain

@@ -18,16 +18,25 @@ from __future__ import annotations
 
 import math
 import re
-import weakref
 from typing import Any, Final
 
 from .. import _decoded
+from .._canonical_decode import _HEADS
+from .._canonical_types import MAX_DEPTH
+from .._identity import Remembered
 from .._runid import MAX_RUN_ID_BYTES, check_run_id
 from ..errors import JournalCorruptError
 from ..frames import Frame, Kind, decode, payload_problem
 from ._records import RunRecord, RunStatus
 
-__all__ = ["BIGINT_MAX", "FRAME_FIELDS", "check_row", "frame_problem", "run_problem"]
+__all__ = [
+    "BIGINT_MAX",
+    "FRAME_FIELDS",
+    "check_row",
+    "frame_problem",
+    "passed_as_built",
+    "run_problem",
+]
 
 #: The largest ``BIGINT`` (signed 64-bit) of DuckDB and Postgres: the bound of every count.
 BIGINT_MAX: Final = 2**63 - 1
@@ -95,7 +104,7 @@ def _run_id(value: Any) -> str | None:
 #: Frames that passed :func:`frame_problem`, by identity, while they live: a frame is
 #: immutable, so one read from a file and then appended to a journal (an import, a
 #: test's or ``check``'s copy) is checked once, not once per hop.
-_PASSED: weakref.WeakValueDictionary[int, Frame] = weakref.WeakValueDictionary()
+_PASSED: Remembered[Frame] = Remembered()
 
 
 def frame_problem(frame: Frame, *, keep: bool = False) -> str | None:
@@ -115,7 +124,7 @@ def frame_problem(frame: Frame, *, keep: bool = False) -> str | None:
         None when the frame can be stored on every journal and read back, else
         ``"field: what is wrong"`` (``"epoch: 18446744073709551615 is out of range..."``).
     """
-    if _PASSED.get(id(frame)) is frame:
+    if _PASSED.holds(id(frame), frame):
         return None
     found = None if _frame_fields_fine(frame) else _frame_field_problem(frame)
     if found is not None:
@@ -126,10 +135,39 @@ def frame_problem(frame: Frame, *, keep: bool = False) -> str | None:
         return f"payload: not canonical msgpack ({type(exc).__name__}: {exc})"
     found = payload_problem(frame.kind, data)
     if found is None:
-        _PASSED[id(frame)] = frame
+        _PASSED.add(id(frame), frame)
         if keep:
             _decoded.keep(frame, data)
     return found
+
+
+def passed_as_built(frame: Frame, tree: Any) -> bool:
+    """Remember a frame the engine built as passing :func:`frame_problem` when cheap tests prove it.
+
+    ``frame.payload`` must be ``pack_tree(tree)`` of a canonical tree (what
+    :func:`~redrive.frames.make_frame` packs with ``tree=True``; the journal
+    writer's frames): such bytes decode (an invariant of the encoder), so the
+    full check's decode and its walk of the payload prove nothing more than
+    the tests here: the frame's own fields pass the one-expression test, the
+    payload's schema passes on ``tree`` itself (a canonical tree holds the
+    exact types its bytes decode to: a field that passes on the tree passes
+    decoded), and the bytes hold at most :data:`MAX_DEPTH` map or array headers
+    (they cannot nest deeper: the decoder's own test). When any test fails
+    nothing is remembered and the journal checks the frame in full, as a
+    frame read from outside always is.
+
+    Returns:
+        True when the frame is remembered as passing.
+    """
+    body = frame.payload
+    if not (
+        _frame_fields_fine(frame)
+        and payload_problem(frame.kind, tree) is None
+        and (len(body) <= MAX_DEPTH or len(body) - len(body.translate(None, _HEADS)) <= MAX_DEPTH)
+    ):
+        return False
+    _PASSED.add(id(frame), frame)
+    return True
 
 
 def _id_fine(value: Any) -> bool:
@@ -191,7 +229,7 @@ def _frame_field_problem(frame: Frame) -> str | None:
 #: Run rows that passed :func:`run_problem`, by identity, while they live: a row is
 #: frozen (its fields are str, int, float, bytes or None), so the row a journal made
 #: after one append and checked is not checked again as the row the next append reads.
-_ROWS_PASSED: weakref.WeakValueDictionary[int, RunRecord] = weakref.WeakValueDictionary()
+_ROWS_PASSED: Remembered[RunRecord] = Remembered()
 
 
 def run_problem(record: RunRecord) -> str | None:
@@ -207,11 +245,11 @@ def run_problem(record: RunRecord) -> str | None:
         None when the row can be stored on every journal and read back, else
         ``"field: what is wrong"``.
     """
-    if _ROWS_PASSED.get(id(record)) is record:
+    if _ROWS_PASSED.holds(id(record), record):
         return None
     found = None if _row_fields_fine(record) else _row_field_problem(record)
     if found is None:
-        _ROWS_PASSED[id(record)] = record
+        _ROWS_PASSED.add(id(record), record)
     return found
 
 
