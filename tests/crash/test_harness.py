@@ -15,9 +15,10 @@ restart-safe deduping on the idempotency key, unsafe with a ``recover()``
 hook, unsafe without one; sync and async with parallel tool calls), and the
 79 real tau-bench airline conversations as scripted model and user replies.
 
-Size: ``REDRIVE_HARNESS_N`` random runs (default 60) and every tau-bench run
-once; ``--runslow`` (when the suite defines it) or ``REDRIVE_HARNESS_N`` >= 200
-raise the kills per run for thousands of crash points.
+Size: ``REDRIVE_HARNESS_N`` random runs (default 30, each a seeded random shape; 60 for
+the earlier default, 200 for the full size) and every tau-bench run once; ``--runslow``
+(when the suite defines it) or ``REDRIVE_HARNESS_N`` >= 200 raise the kills per run for
+thousands of crash points.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TAU = (
     ROOT.parent / "shared" / "realdata" / "trajectories" / "tau-bench__gpt-4o-airline__trimmed.json"
 )
-RANDOM_RUNS = int(os.environ.get("REDRIVE_HARNESS_N", "60"))
+RANDOM_RUNS = int(os.environ.get("REDRIVE_HARNESS_N", "30"))
 
 EXIT_OK, EXIT_BLOCKED, EXIT_ERROR = 0, 3, 1
 

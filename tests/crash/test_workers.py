@@ -3,7 +3,8 @@
 Workers are separate Python processes (``python -m tests.crash.test_workers
 serve``) that take orders on stdin and answer JSON lines on stdout. Every
 tool body appends one line to a side-effect log outside the processes; the
-tests count those lines. Trial count: ``REDRIVE_WORKER_TRIALS`` (default 200).
+tests count those lines. Trial count: ``REDRIVE_WORKER_TRIALS`` (default 50: every trial
+raced in a 20-trial run; 200 or more for a deeper run, docs/testing.md).
 
 Also here: a worker SIGSTOPped past its lease, taken over, then SIGCONTed
 writes nothing; a worker SIGKILLed while holding the lease is taken over
@@ -33,7 +34,7 @@ from tests.crash.workerproc import lease_lapsed, wait_until
 pytestmark = pytest.mark.crash
 
 ROOT = Path(__file__).resolve().parents[2]
-TRIALS = int(os.environ.get("REDRIVE_WORKER_TRIALS", "200"))
+TRIALS = int(os.environ.get("REDRIVE_WORKER_TRIALS", "50"))
 TOOLS = ("lookup_customer", "open_ticket", "send_email")
 
 

@@ -79,7 +79,11 @@ def test_timeline_screenshot_is_regenerated(tmp_path: Path) -> None:
     assert _png_size(shot) == (width, height)
     assert shot.stat().st_size > 10_000  # a drawn timeline, not a blank page
     if os.environ.get("CI") == "true" or os.environ.get("REDRIVE_DOCS_SCREENSHOTS") == "write":
-        shutil.copyfile(shot, SCREENSHOT)
+        # beside it, then renamed over it: a reader in another process (the site build, the
+        # view test's size check) sees the old screenshot or the new one, never a torn one
+        partial = SCREENSHOT.with_name(f".{SCREENSHOT.name}.{os.getpid()}")
+        shutil.copyfile(shot, partial)
+        os.replace(partial, SCREENSHOT)
 
 
 def test_site_builds_strictly_offline(tmp_path: Path) -> None:
