@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import DivergenceError
 from ..frames import Frame, call_key
-from ._bycontent import ByContent
+from ._bycontent import by_content
 from ._callers import IdenticalRequests
 from ._callers import point as _point
 from ._callers import position as _position
@@ -64,7 +64,6 @@ class Cursor:
         self._warns = "warn" in (policy.tool, policy.model, policy.value)
         #: a lenient rule matches by content, out of issue positions
         self._reorders = "lenient" in (policy.tool, policy.model, policy.value)
-        self._content: ByContent | None = None
         if self._reorders:
             self._idx.load_all()
 
@@ -324,8 +323,8 @@ class Cursor:
         if rule == "lenient":
             found = self._idx.first_alive(self._idx.by_key, (kind, name, key))
             if found is not None and issue is not None and _position(found) is not None:
-                # identical requests: the one that is the caller's (see ByContent)
-                found = self._by_content().answer(kind, name, key, turn, issue)
+                # identical requests: the one that is the caller's (see by_content)
+                found = by_content(self._idx, kind, name, key, turn, issue)
             if found is None and kind == "tool":
                 # no recorded call has these arguments; but a call of this tool whose
                 # outcome is unknown must not be silently followed by another one
@@ -382,12 +381,6 @@ class Cursor:
             return self.consume(step)
         expected = same_name[0] if same_name else head
         raise self.divergence(expected, Found(kind, name, key, args))
-
-    def _by_content(self) -> ByContent:
-        """The lenient choice among identical records (made once, on first use)."""
-        if self._content is None:
-            self._content = ByContent(self._idx)
-        return self._content
 
     def key_of(self, kind: str, name: str, args: Any) -> str:
         """The key ``args`` match recorded steps by (the policy's ``ignore`` paths left out)."""
