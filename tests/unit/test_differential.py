@@ -4,10 +4,11 @@ Hypothesis draws an agent program (model steps, side-effecting and read-only too
 steps, approvals, parallel batches from asyncio tasks or threads with identical requests),
 a crash of its first attempt at a step boundary, a code change before the next attempt
 (insert, drop, reorder, rename, change an argument, add a defaulted parameter, change a
-prompt), a replay policy and a face (``tests/model/scenarios.py``). It runs the attempts through the real library
-(``tests/model/driver.py``) and through ``tests/model/resume_model.py`` and compares,
-attempt by attempt: the tool bodies that ran (an outside ledger), the answer each caller
-got (recorded: whose; or live), the error class and where, the run's status. On every
+prompt), a replay policy and a face (``tests/model/scenarios.py``). It runs the attempts
+through the real library (``tests/model/driver.py``) and through
+``tests/model/resume_model.py`` and compares, attempt by attempt: the tool bodies that
+ran (an outside ledger), the answer each caller got (recorded: whose; or live), the
+error class and where, the run's status. On every
 example it also checks, independently of the model: a side-effecting body runs at most
 once per idempotency key; a proposed fork re-runs no side effect; what-changed and a
 strict resume agree (CONTRACT C10). An error's first next step is taken (C5) and the run
