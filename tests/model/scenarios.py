@@ -134,12 +134,16 @@ def scenarios(draw: Any) -> dict[str, Any]:
             draw(st.sampled_from(("kill", "retryable"))),
         )
     new = _call(draw(st.sampled_from(("model", "effect", "read"))), draw)
+    pos = draw(st.integers(0, 9))
+    policy = draw(st.sampled_from(policies))
+    if policy == "live_tools":  # nor a code change that inserts a retry signal (A10)
+        new = dataclasses.replace(new, retry_signal=False)
     return {
         "program": program,
-        "changed": change(program, how, draw(st.integers(0, 9)), new),
+        "changed": change(program, how, pos, new),
         "how": how,
         "crash": crash,
-        "policy": draw(st.sampled_from(policies)),
+        "policy": policy,
         "face": face,
         "duckdb": draw(st.integers(0, 9)) == 0,
     }
