@@ -76,23 +76,32 @@ from tests.model import resume_model as m
 #:       (ReplayMissError), the engine replays; DESIGN.md does not settle lenient matching,
 #:       so neither side was changed. (i) a model step superseded under a lenient model rule
 #:       leaves no note in the journal (continue_live writes `reasked`): a later replay finds
-#:       the superseded record alive and hands it out (a batch member got it). (j) continue_
-#:       live, async, [chat q, Batch(chat q, send a, send a), chat p, send a] cut in flight at
-#:       the last send, the first chat q dropped (also on main before these fixes; memory
-#:       and DuckDB): member chat q took the dropped root chat q's record, then both sends
-#:       went live, each running its body again under a new key while its finished record
-#:       waited (I15 broken), and the `reasked` note was written with step None
-#:       (JournalWriteError); the model diverges at the first send. (k) advice: fork where
-#:       the model says person (seeds 11 and 33, both under C6).
+#:       the superseded record alive and hands it out (a batch member got it). (k) advice:
+#:       fork where the model says person (seeds 11 and 33, both under C6). Also seen: a
+#:       `reasked` note for a model step inserted under continue_live with no model record
+#:       left in its turn carries step None, which the frame checks refuse
+#:       (JournalWriteError after the model call; _drift.continue_live).
+#:   Not gated by C6 (found under C6, thorough seed 11; strict, async too; a side effect run
+#:   again): [chat q, Batch(chat q, send a, send a), chat p, send a] cut in flight at the
+#:   last send, the first chat q dropped: member chat q took the root's chat q record, so
+#:   no step of the starter waited at its point (_starter_waits) and both sends went live
+#:   past "their flow's record", each running again under a new key (I15). Fixed: a tool
+#:   call is not past its flow's record while a side effect recorded after the caller's
+#:   point waits (_frontier._descends, model rule A1); kept as an @example (strict).
 #:   C7: (d) [send a, send a(retry)] reordered: the replayed retry signal leaves the loop (the
 #:       driver catches it only where declared), the model took it as an answer, and
 #:       what-changed reported nothing (its dry replay counted the raise as the code failing).
 #:       Model fixed (R9: a replayed retry signal its caller does not catch ends the attempt,
 #:       error RetrySignal, the run failed, as the library does); what-changed fixed: the code
 #:       raising where a finished run succeeded breaks the replay (as `check` fails it).
-#:       Still open (C7 stays off; thorough, seed 33): warn, [chat p, lookup a, send a(retry),
-#:       ...] with the lookup dropped: the model replays the retry record and its twin while
-#:       the library diverges at the next model step (bodies and answers differ).
+#:       (thorough, seed 33) warn, [chat p, lookup a, send a(retry), chat q, lookup a] cut
+#:       in flight, the first lookup dropped: chat q's record, the very request, follows the
+#:       unreplayed lookup; the model replayed it as drift, the library diverges. The model
+#:       was wrong: warn relaxes drifted arguments only (ReplayPolicy; R5 "other
+#:       arguments"); the order of steps is strict's. Model fixed (R5); not C7's own (the
+#:       retry only makes it likelier). (thorough, seed 7) live_tools with a code change
+#:       that inserts a retry signal: outside A10, which the generator checked on the
+#:       recorded program only. Generator fixed.
 #:   Not gated by C6/C7 (found with C7 on, thorough seed 44; a side effect run again):
 #:   strict, [chat p, Batch(send a, send a), chat p, chat p] cut before the second chat p,
 #:   the first chat p dropped: both batch members went live (the frontier rule did not count
