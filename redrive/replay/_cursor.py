@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import DivergenceError
 from ..frames import Frame, call_key
+from ._bycontent import by_content
 from ._callers import IdenticalRequests
 from ._callers import point as _point
 from ._callers import position as _position
@@ -322,15 +323,8 @@ class Cursor:
         if rule == "lenient":
             found = self._idx.first_alive(self._idx.by_key, (kind, name, key))
             if found is not None and issue is not None and _position(found) is not None:
-                # identical requests in flight together: the one its caller issued
-                found = next(
-                    (
-                        s
-                        for s in self._idx.by_key[(kind, name, key)]
-                        if s.seq in self._idx.steps and _position(s) == issue.position
-                    ),
-                    found,
-                )
+                # identical requests: the one that is the caller's (see by_content)
+                found = by_content(self._idx, kind, name, key, turn, issue)
             if found is None and kind == "tool":
                 # no recorded call has these arguments; but a call of this tool whose
                 # outcome is unknown must not be silently followed by another one

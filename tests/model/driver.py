@@ -231,8 +231,15 @@ class Program:
                     got[caller + "'"] = await self.async_call(item)
                 continue
             names = next(batches)
-            answers = await asyncio.gather(*(self.async_call(c) for c in item.calls))
-            got.update(zip(names, answers, strict=True))
+            # every member runs to its end, as the sync face's pool does; the loop sees the
+            # answers in member order up to the first error, which it raises (as sync does)
+            answers = await asyncio.gather(
+                *(self.async_call(c) for c in item.calls), return_exceptions=True
+            )
+            for caller, answer in zip(names, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    raise answer
+                got[caller] = answer
         return got
 
 

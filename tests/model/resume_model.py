@@ -29,7 +29,10 @@ Rules implemented (CONTRACT = /work/wt/CONTRACT.md, "Cn"; DESIGN invariant numbe
 * R5 (I5, C3) Drift (no match; the record at the caller's position has its name, other
   arguments): strict -> DivergenceError before the call; warn -> the recorded answer
   replays (with a warning), except a side-effecting tool's, which never answers another
-  call (DivergenceError: the drifted call may be a new side effect); lenient -> a record
+  call (DivergenceError: the drifted call may be a new side effect); a record at the
+  caller's position with the caller's very arguments did not drift: it stopped matching
+  only because steps recorded before it were not replayed (R3's order), which warn
+  treats as strict does (ReplayPolicy: warn relaxes drifted arguments only); lenient -> a record
   with the same key in any turn answers it, else the call goes live;
   on_drift="continue_live" -> a model step is re-asked live (sync and async faces alike).
 * R6 (C2) A model step re-asked live takes the superseded recorded model step's place:
@@ -310,6 +313,7 @@ class _Sim:
             and drifted is not None
             and drifted.call.kind != "effect"
             and drifted.state != "in_flight"
+            and drifted.call.key != call.key  # same request: out of order (R3), no drift
             and not again
         ):
             self.out.warned.append(caller)

@@ -4,10 +4,11 @@ Hypothesis draws an agent program (model steps, side-effecting and read-only too
 steps, approvals, parallel batches from asyncio tasks or threads with identical requests),
 a crash of its first attempt at a step boundary, a code change before the next attempt
 (insert, drop, reorder, rename, change an argument, add a defaulted parameter, change a
-prompt), a replay policy and a face. It runs the attempts through the real library
-(``tests/model/driver.py``) and through ``tests/model/resume_model.py`` and compares,
-attempt by attempt: the tool bodies that ran (an outside ledger), the answer each caller
-got (recorded: whose; or live), the error class and where, the run's status. On every
+prompt), a replay policy and a face (``tests/model/scenarios.py``). It runs the attempts
+through the real library (``tests/model/driver.py``) and through
+``tests/model/resume_model.py`` and compares, attempt by attempt: the tool bodies that
+ran (an outside ledger), the answer each caller got (recorded: whose; or live), the
+error class and where, the run's status. On every
 example it also checks, independently of the model: a side-effecting body runs at most
 once per idempotency key; a proposed fork re-runs no side effect; what-changed and a
 strict resume agree (CONTRACT C10). An error's first next step is taken (C5) and the run
@@ -29,144 +30,11 @@ from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 from tests.conftest import hypothesis_profile
 from tests.model import resume_model as m
-from tests.model.harness import NAMES, POLICIES, RELAXED, RULES, check, on
-
-# -- generators ----------------------------------------------------------------------------
-
-ARGS = ("a", "b")
-
-
-def _call(kind: str, draw: Any) -> m.Call:
-    if kind == "model":
-        return m.Call("model", "chat", draw(st.sampled_from(("p", "q"))))
-    if kind in NAMES:
-        retry = kind == "effect" and on("C7") and draw(st.integers(0, 5)) == 0
-        name = draw(st.sampled_from(NAMES[kind]))
-        return m.Call(kind, name, draw(st.sampled_from(ARGS)), retry_signal=retry)  # type: ignore[arg-type]
-    if kind == "value":
-        return m.Call("value", draw(st.sampled_from(("now", "uuid4"))))
-    return m.Call("approval", "ok")
-
-
-@st.composite
-def programs(draw: Any) -> tuple[m.Item, ...]:
-    """1-5 items: single calls of the main flow, or batches of 2-3 (identical ones common)."""
-    items: list[m.Item] = []
-    approvals = 0
-    for _ in range(draw(st.integers(1, 5))):
-        if draw(st.integers(0, 3)) == 0:
-            pool = [_call(draw(st.sampled_from(("model", "read", "effect"))), draw)]
-            pool.append(draw(st.sampled_from([pool[0], _call("model", draw)])))
-            calls = tuple(draw(st.sampled_from(pool)) for _ in range(draw(st.integers(2, 3))))
-            items.append(m.Batch(tuple(dataclasses.replace(c, retry_signal=False) for c in calls)))
-            continue
-        kinds = ["model", "effect", "read", "value"] + (["approval"] if approvals == 0 else [])
-        call = _call(draw(st.sampled_from(kinds)), draw)
-        approvals += call.kind == "approval"
-        items.append(call)
-    return tuple(items)
-
-
-CHANGES = ("none", "insert", "drop", "reorder", "rename", "arg", "prompt", "add_default")
-RENAME = {"send": "refund", "refund": "send", "lookup": "search", "search": "lookup"}
-
-
-def change(items: tuple[m.Item, ...], how: str, pos: int, new: m.Call) -> tuple[m.Item, ...]:
-    """``items`` with one code change at the ``pos``-th main-flow call (modulo).
-
-    Value steps and approvals are never moved, added, dropped or renamed: the contract
-    does not say where a value step waits (resume_model A8).
-    """
-    mains = [
-        i
-        for i, item in enumerate(items)
-        if isinstance(item, m.Call) and item.kind not in ("value", "approval")
-    ]
-    out = list(items)
-    if how == "insert":
-        out.insert(pos % (len(items) + 1), new)
-        return tuple(out)
-    if how == "none" or not mains:
-        return items
-    at = mains[pos % len(mains)]
-    call = out[at]
-    assert isinstance(call, m.Call)
-    if how == "drop":
-        del out[at]
-    elif how == "reorder" and len(mains) > 1:
-        other = mains[(pos + 1) % len(mains)]
-        out[at], out[other] = out[other], out[at]
-    elif how == "rename" and call.name in RENAME and call.kind in NAMES:
-        out[at] = dataclasses.replace(call, name=RENAME[call.name])
-    elif how == "arg" and call.kind in NAMES:
-        out[at] = dataclasses.replace(call, arg="c" if call.arg != "c" else "a")
-    elif how == "prompt" and call.kind == "model":
-        out[at] = dataclasses.replace(call, arg=call.arg + "!")
-    elif how == "add_default" and call.kind in NAMES:
-        out[at] = dataclasses.replace(call, added_default=True)
-    return tuple(out)
-
-
-@st.composite
-def scenarios(draw: Any) -> dict[str, Any]:
-    """A program, its first attempt's crash, a code change, a policy, a face, a journal."""
-    program = draw(programs())
-    face = draw(st.sampled_from(("sync", "async")))
-    changes = [c for c in CHANGES if c != "add_default" or on("C1")]
-    if any(isinstance(item, m.Batch) for item in program) and not on("C1-order"):
-        # a code change next to a parallel batch meets the C1-order bug (see the examples:
-        # a main-flow call and the batch's first member share one issue position)
-        changes = ["none"]
-    how = draw(st.sampled_from(changes))
-    retries = any(call.retry_signal for _c, _f, call in m.callers(program))
-    policies = [
-        p
-        for p in POLICIES
-        if (p != "live_tools" or not retries)  # resume_model A10
-        and (
-            how == "none"
-            or (p == "warn" and on("warn-drift"))
-            or (p not in RELAXED and p != "warn")
-            or (
-                on("C2")
-                and on("C4")
-                and on("C6")
-                and (face == "sync" or on("C3") or p != "continue_live")
-            )
-        )
-    ]
-    # a crash is aimed at the n-th passage of a step name's boundary: a retry-signalling
-    # call passes its boundaries twice, where the model's caller ids count it once
-    signalled = {call.name for _c, _f, call in m.callers(program) if call.retry_signal}
-    crashable = [
-        (caller, call)
-        for caller, flow, call in m.callers(program)
-        if flow == "m" and call.kind in ("model", "effect", "read") and call.name not in signalled
-    ]
-    crash = None
-    if crashable and draw(st.integers(0, 3)) != 0:  # an unfinished run: resumed live
-        caller, call = draw(st.sampled_from(crashable))
-        bounds = m.MODEL_BOUNDARIES if call.kind == "model" else m.TOOL_BOUNDARIES
-        crash = (
-            caller,
-            draw(st.sampled_from(bounds)),
-            draw(st.sampled_from(("kill", "retryable"))),
-        )
-    new = _call(draw(st.sampled_from(("model", "effect", "read"))), draw)
-    return {
-        "program": program,
-        "changed": change(program, how, draw(st.integers(0, 9)), new),
-        "how": how,
-        "crash": crash,
-        "policy": draw(st.sampled_from(policies)),
-        "face": face,
-        "duckdb": draw(st.integers(0, 9)) == 0,
-    }
-
+from tests.model.harness import RULES, check, on
+from tests.model.scenarios import scenarios
 
 #: Examples per profile: the default one fits the edit-test loop (~30 s here), ``ci`` is
 #: derandomized, ``thorough`` draws 10x more at random.
@@ -422,6 +290,94 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "policy": "strict",
         "face": "sync",
         "duckdb": True,
+    },
+)
+@example(  # C6 (e) (thorough profile, seed 11): lenient, a model step inserted before a
+    # batch of two identical ones: the lenient fallback handed the inserted call batch
+    # member 0's record (a flow it starts: never its own, C8, invariant 11), the members
+    # shifted and the last went live; now the inserted call goes live, each member replays
+    scenario={
+        "program": (m.Batch((P, P)), m.Call("approval", "ok")),
+        "changed": (P, m.Batch((P, P)), m.Call("approval", "ok"))
+        if on("C6")
+        else (m.Batch((P, P)), m.Call("approval", "ok")),
+        "how": "insert",
+        "crash": None,
+        "policy": "lenient" if on("C6") else "strict",
+        "face": "sync",
+        "duckdb": False,
+    },
+)
+@example(  # C6 (f) (thorough profile): lenient, a finished [chat p, chat p, lookup a, chat p]
+    # replayed with the second chat p dropped: the last chat p took the record after the
+    # lookup (its position, one turn ahead, recorded after the unreplayed chat p); a model
+    # record answers only once the steps recorded before it replayed (R3): the dropped one's
+    scenario={
+        "program": (P, P, m.Call("read", "lookup", "a"), P),
+        "changed": (P, m.Call("read", "lookup", "a"), P)
+        if on("C6")
+        else (P, P, m.Call("read", "lookup", "a"), P),
+        "how": "drop",
+        "crash": None,
+        "policy": "lenient" if on("C6") else "strict",
+        "face": "sync",
+        "duckdb": False,
+    },
+)
+@example(  # C6 (thorough profile, seed 11): continue_live, a send cut in flight dropped before
+    # a batch (lookup a, chat p), async: the chat diverges (the send waits) after the lookup
+    # answered its caller; the async driver lost that answer (gather raised at once)
+    scenario={
+        "program": (E, m.Batch((m.Call("read", "lookup", "a"), P))),
+        "changed": (m.Batch((m.Call("read", "lookup", "a"), P)),)
+        if on("C6")
+        else (E, m.Batch((m.Call("read", "lookup", "a"), P))),
+        "how": "drop",
+        "crash": ("m0", "tool_claimed", "kill"),
+        "policy": "continue_live" if on("C6") else "strict",
+        "face": "async",
+        "duckdb": True,
+    },
+)
+@example(  # C7 (thorough profile, seed 33): warn, [chat p, lookup a, send a(retry), chat q,
+    # lookup a] cut in flight at the last lookup, the first lookup dropped: chat q's record,
+    # same request, follows the unreplayed lookup; the model replayed it as drift, the library
+    # diverges: the arguments did not drift, the order did (warn relaxes arguments only, R5)
+    scenario={
+        "program": (
+            P,
+            m.Call("read", "lookup", "a"),
+            dataclasses.replace(E, retry_signal=on("C7")),
+            Q,
+            m.Call("read", "lookup", "a"),
+        ),
+        "changed": (
+            P,
+            dataclasses.replace(E, retry_signal=on("C7")),
+            Q,
+            m.Call("read", "lookup", "a"),
+        ),
+        "how": "drop",
+        "crash": ("m4", "tool_claimed", "kill"),
+        "policy": "warn",
+        "face": "sync",
+        "duckdb": True,
+    },
+)
+@example(  # I15 (thorough profile, found under C6 with continue_live; strict, async too):
+    # [chat q, Batch(chat q, send a, send a), chat p, send a] cut in flight at the last send,
+    # the first chat q dropped: member chat q took the root's chat q record, then both sends
+    # went live past "their flow's record", each running again under a new key while its
+    # finished record waited; now a side effect recorded after the caller's point keeps it
+    # from going live (_frontier._descends)
+    scenario={
+        "program": (Q, m.Batch((Q, E, E)), P, E),
+        "changed": (m.Batch((Q, E, E)), P, E),
+        "how": "drop",
+        "crash": ("m2", "tool_claimed", "kill"),
+        "policy": "strict",
+        "face": "async",
+        "duckdb": False,
     },
 )
 def test_the_library_follows_the_model(scenario: dict[str, Any]) -> None:
