@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -75,7 +76,11 @@ class RunBlock:
 
     Args:
         owner: the Run this block belongs to (what the process registry, the
-            context and the lifecycle log name).
+            context and the lifecycle log name). Held by a weak reference: the Run
+            owns its block, and a back reference would make every Run a reference
+            cycle, freed (with its journal and every frame it holds) only by the
+            cyclic collector; once it outlived the younger passes, by a full pass,
+            which a process holding many objects makes rare.
         state: the run's state.
         writer: the run's journal writer.
         lease: the run's lease keeper.
@@ -94,7 +99,7 @@ class RunBlock:
         matcher: Matcher,
         appender: Appender,
     ) -> None:
-        self._owner = owner
+        self._owner_ref: weakref.ref[Any] = weakref.ref(owner)
         self._state = state
         self._config = state.config
         self._writer = writer
@@ -105,6 +110,11 @@ class RunBlock:
         self._opener = Opener(state, writer, lease, flows)
         self._flow_token: contextvars.Token[Flow | None] | None = None
         self._unwatch: Callable[[], None] = nothing
+
+    @property
+    def _owner(self) -> Any:
+        """The Run this block belongs to (alive while it calls its block's methods)."""
+        return self._owner_ref()
 
     def bind(self) -> None:
         """Make the run the current one in the caller's context (after :meth:`opening`)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import tracemalloc
 from collections.abc import Iterator
 from typing import Any
@@ -171,6 +172,37 @@ def test_reading_a_long_run_takes_bounded_memory() -> None:
         small, large = _peak(make(100)), _peak(make(4_000))
         # holding every step of 4,000 turns would take megabytes more
         assert large < small + 100_000, (make.__name__, small, large)
+
+
+@redrive.tool(read_only=True)
+def _item(n: int) -> str:
+    return "r" * 50
+
+
+def test_a_long_read_after_a_finished_run_takes_bounded_memory() -> None:
+    """A finished run's frames do not outlive it: a long read after it stays bounded.
+
+    The collector is off throughout, as when a full pass does not come: a finished
+    run that was a reference cycle kept its 4,000 frames, their entries in the
+    identity memos with them, and the read's churn resized those memos' tables
+    (some 600 KB more at its peak).
+    """
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        with redrive.run(MemoryJournal(), "finished"):
+            for n in range(2_000):
+                _item(n)
+
+        def read(turns: int) -> Any:
+            return lambda: sum(1 for _ in iter_steps(_long_run(turns), "long"))
+
+        small, large = _peak(read(100)), _peak(read(4_000))
+    finally:
+        if was:
+            gc.enable()
+    assert large < small + 100_000, (small, large)
 
 
 def _attempts(retryable: bool, *then: tuple[Kind, dict[str, Any]]) -> list[Frame]:
