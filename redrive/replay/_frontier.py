@@ -62,13 +62,6 @@ def past_flow_record(
     steps = [s for s in idx.order if s.seq in idx.steps and s.kind in kinds]
     if any(position(s) is None for s in steps):
         return False
-    if kind == "tool" and any(
-        s.kind == "tool" and not s.harmless and _descends(idx, s, issue.parent) for s in steps
-    ):
-        # a recorded side effect issued after the caller's point (by its flow, or by one
-        # started there since, whoever asked for the steps between) still waits: a new tool
-        # call there is no step past the flow's record (invariant 15; model rule A1)
-        return False
     # any step recorded from this flow's point, or by a flow it starts there, and not yet
     # replayed keeps it from going live: a renamed, dropped or moved call must diverge;
     # so does a step no flow of this execution can ask for any more (its point was left
@@ -95,16 +88,6 @@ def _starter_waits(step: RecordedStep, issue: Issue) -> bool:
     parent, spawn = found
     mine = issue.spawn
     return parent == issue.parent and len(spawn) < len(mine) and mine[: len(spawn)] == spawn
-
-
-def _descends(idx: RecordedIndex, step: RecordedStep, parent: int) -> bool:
-    """True when ``step`` was issued after step ``parent`` (-1: the run's start) on its path."""
-    if parent < 0:
-        return True
-    up = idx.parents.get(step.seq, -1)
-    while up >= 0 and up != parent:
-        up = idx.parents.get(up, -1)
-    return up == parent
 
 
 def _orphaned(idx: RecordedIndex, step: RecordedStep, claimable: Claimable | None) -> bool:

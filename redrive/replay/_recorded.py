@@ -13,7 +13,7 @@ from re import Pattern
 from typing import Any
 
 from ..frames import Frame, Kind, call_key
-from ._callers import IdenticalRequests, position
+from ._callers import IdenticalRequests
 from ._fingerprint import REASKED
 from ._flows import FLOWS_FLAG, SPAWN_RULE
 from ._policy import match_view
@@ -68,8 +68,6 @@ class RecordedIndex:
         self.causal_turns = False
         #: which of identical requests recorded at other points answers a caller
         self.callers = IdenticalRequests()
-        #: each positioned step's parent (seq -> seq), consumed or not, as read so far
-        self.parents: dict[int, int] = {}
 
     def load_one(self) -> bool:
         if self.frames is None:
@@ -104,9 +102,6 @@ class RecordedIndex:
             self.saw_model = True
         if step.kind in ISSUED_KINDS and "issue" in step.data:
             self.positioned.add(step.kind)
-            found = position(step)
-            if found is not None:
-                self.parents[step.seq] = found[0]
             if self.spawn_rule:
                 self.callers.read(step)
         return True

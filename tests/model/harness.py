@@ -85,9 +85,13 @@ from tests.model import resume_model as m
 #:   again): [chat q, Batch(chat q, send a, send a), chat p, send a] cut in flight at the
 #:   last send, the first chat q dropped: member chat q took the root's chat q record, so
 #:   no step of the starter waited at its point (_starter_waits) and both sends went live
-#:   past "their flow's record", each running again under a new key (I15). Fixed: a tool
-#:   call is not past its flow's record while a side effect recorded after the caller's
-#:   point waits (_frontier._descends, model rule A1); kept as an @example (strict).
+#:   past "their flow's record", each running again under a new key (I15). OPEN: a fix
+#:   (a tool call is not past its flow's record while any side effect recorded after the
+#:   caller's point waits) was merged and reverted the same day: it also stopped LangGraph's
+#:   parallel tool calls resumed in another order (test_langgraph_reported_shapes,
+#:   test_langgraph_inflight: a new draw diverged while a sibling task's recorded draw
+#:   waited to be asked). The rule must tell a sibling flow's waiting record from the
+#:   caller's own; until then this shape is not an @example.
 #:   C7: (d) [send a, send a(retry)] reordered: the replayed retry signal leaves the loop (the
 #:       driver catches it only where declared), the model took it as an answer, and
 #:       what-changed reported nothing (its dry replay counted the raise as the code failing).
