@@ -20,6 +20,8 @@ re-ask it live (superseding the recorded step), or diverge.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import attrs
 
 from ..frames import Kind
@@ -280,7 +282,7 @@ def ended_run(ask: ToolAsk) -> bool:
 _TOOL_DONE = Kind.TOOL_DONE.value
 
 
-def replays_whatever_asked(step: RecordedStep | None) -> bool:
+def replays_whatever_asked(step: RecordedStep | None) -> TypeGuard[RecordedStep]:
     """True when :func:`decide_tool` replays ``step`` whatever else its ask holds.
 
     A step with a recorded result (``tool_done``): only an error's outcome

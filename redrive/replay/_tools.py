@@ -265,7 +265,6 @@ class ToolSteps:
                 "tool", spec.name, stored, key, turn=turn, issue=issue, harmless=harmless
             )
             if replays_whatever_asked(step):  # a recorded result: the rest of the ask is moot
-                assert step is not None
                 return self._replay(spec, step, key)
             ask = self._ask(spec, step, key)
             decision = decide_tool(ask)
