@@ -56,9 +56,12 @@ def default_record_mode(config: pytest.Config) -> str:
     return record_mode(config.getoption("--redrive-record-mode", default=None), _ci(), None)[0]
 
 
-def _suffix(node: pytest.Item | pytest.Collector) -> str:
-    """The journal file suffix: the marker's ``journal_format``, else the command line's."""
-    marker = node.get_closest_marker("redrive")
+def _suffix(node: pytest.Item | pytest.Collector, marker: pytest.Mark | None = None) -> str:
+    """The journal file suffix: the marker's ``journal_format``, else the command line's.
+
+    ``marker``: the node's closest ``redrive`` marker when the caller has it (else looked up).
+    """
+    marker = marker if marker is not None else node.get_closest_marker("redrive")
     chosen = marker.kwargs.get("journal_format") if marker is not None else None
     chosen = chosen or node.config.getoption("--redrive-journal-format", default=None) or "rdj"
     return FORMATS[str(chosen)]
@@ -80,6 +83,8 @@ def file_name(name: str, unique: str) -> str:
 
 #: Each test's journal file, worked out once (the marker and the options do not change).
 _JOURNAL_PATH = pytest.StashKey[Path]()
+#: Each test file's journal folder (``<dir>/journals/<module>``), worked out once per file.
+_FOLDERS = pytest.StashKey[dict[Path, Path]]()
 
 
 def journal_path(item: pytest.Item) -> Path:
@@ -108,8 +113,11 @@ def _journal_path(item: pytest.Item) -> Path:
         return Path(item.path).parent / str(marker.kwargs["path"])
     in_module = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
     name = file_name(item.name, in_module)
-    folder = Path(item.path).parent / "journals" / Path(item.path).stem
-    return folder / f"{name}{_suffix(item)}"
+    folders = item.config.stash.setdefault(_FOLDERS, {})
+    folder = folders.get(item.path)
+    if folder is None:
+        folder = folders[item.path] = Path(item.path).parent / "journals" / Path(item.path).stem
+    return folder / f"{name}{_suffix(item, marker)}"
 
 
 def _text(path: Path) -> bool:

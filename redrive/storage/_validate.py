@@ -256,10 +256,15 @@ def run_problem(record: RunRecord) -> str | None:
 def _row_fields_fine(record: RunRecord) -> bool:
     """A sufficient test (one expression, the common case) for :func:`_row_field_problem`.
 
-    As :func:`_frame_fields_fine`: True only when every check passes (no output,
-    no error, ASCII text); False proves nothing.
+    As :func:`_frame_fields_fine`: True only when every check passes (an output that
+    decodes, ASCII text); False proves nothing.
     """
-    owner, expires = record.lease_owner, record.lease_expires
+    owner, expires, output, error = (
+        record.lease_owner,
+        record.lease_expires,
+        record.output,
+        record.error,
+    )
     created, updated, seq, epoch = (
         record.created_at,
         record.updated_at,
@@ -280,8 +285,8 @@ def _row_fields_fine(record: RunRecord) -> bool:
         and math.isfinite(created)
         and type(updated) is float
         and math.isfinite(updated)
-        and record.output is None
-        and record.error is None
+        and (output is None or (type(output) is bytes and _output(output) is None))
+        and (error is None or (type(error) is str and error.isascii()))
         and (owner is None or _ascii(owner))
         and type(epoch) is int
         and 0 <= epoch <= BIGINT_MAX

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,3 +107,7 @@ def test_the_fast_tests_pass_the_common_frame_and_row() -> None:
     )
     assert _frame_fields_fine(frame)
     assert _row_fields_fine(RunRecord(run_id="r", last_chain=_HEX, input_fp=_HEX))
+    # a finished run's row (a replayed recording's header): its output decodes
+    done = RunRecord(run_id="r", status="succeeded", last_chain=_HEX, input_fp=_HEX, output=b"\x90")
+    assert _row_fields_fine(done)
+    assert not _row_fields_fine(attrs.evolve(done, output=b"\xc1"))  # not msgpack

@@ -29,6 +29,7 @@ reason, the byte offset and the last good seq.
 from __future__ import annotations
 
 import math
+import re
 import struct
 import time
 from typing import Any, Final
@@ -78,7 +79,6 @@ TAG_FRAME = b"F"
 TAG_END = b"E"
 _KINDS = frozenset(k.value for k in Kind)
 _STATUSES = frozenset(s.value for s in RunStatus)
-_HEX = frozenset("0123456789abcdef")
 BATCH = 1000
 
 
@@ -165,7 +165,7 @@ def _check(cond: bool, what: str) -> None:
 
 
 def _is_hex32(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == 32 and set(value) <= _HEX
+    return isinstance(value, str) and _HEX32.fullmatch(value) is not None
 
 
 def _opt(value: Any, kind: type | tuple[type, ...]) -> bool:
@@ -220,7 +220,54 @@ def parse_header(data: Any) -> RdjHeader:
     )
 
 
+#: 32 lowercase hex digits (a key or a chain)
+_HEX32: Final = re.compile("[0-9a-f]{32}")
+
+
 def parse_frame(run_id: str, data: Any) -> Frame:
+    """The frame of run ``run_id`` in a decoded ``F`` record body.
+
+    ``data``: ``[seq, kind, name, key, payload, chain, at, epoch]`` as decoded.
+
+    Raises:
+        ValueError: a field of the wrong type or out of range (the message names it).
+    """
+    if type(data) is list and len(data) == 8:
+        # the usual record, told by one expression of exact types; anything else (an int
+        # time, a subclass, a bad field) takes the checks below, which name the problem
+        seq, kind, name, key, payload, chain, at, epoch = data
+        if (
+            type(seq) is int
+            and seq >= 0
+            and type(kind) is str
+            and kind in _KINDS
+            and type(name) is str
+            and type(key) is str
+            and (key == "" or _HEX32.fullmatch(key) is not None)
+            and type(payload) is bytes
+            and type(chain) is str
+            and _HEX32.fullmatch(chain) is not None
+            and type(at) is float
+            and math.isfinite(at)
+            and type(epoch) is int
+            and epoch >= 0
+        ):
+            return Frame(
+                run_id=run_id,
+                seq=seq,
+                kind=kind,
+                name=name,
+                key=key,
+                payload=payload,
+                chain=chain,
+                at=at,
+                epoch=epoch,
+            )
+    return _parse_frame_checked(run_id, data)
+
+
+def _parse_frame_checked(run_id: str, data: Any) -> Frame:
+    """:func:`parse_frame` by its ordered checks (the first problem's message)."""
     _check(isinstance(data, list) and len(data) == 8, "not an 8-item array")
     seq, kind, name, key, payload, chain, at, epoch = data
     _check(isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0, "bad seq")
