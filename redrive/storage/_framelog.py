@@ -445,14 +445,15 @@ class FrameLog:
             )
         salt = self._salt()
         assert self._next is not None and self._end is not None
-        record = blob = record_bytes(salt, self._next, body)
+        blob = record_bytes(salt, self._next, body)
         end = self._end
-        if end + len(record) > self._cap:
-            blob = record + bytes(tail_chunk(end + len(record)))
+        grow = tail_chunk(end + len(blob)) if end + len(blob) > self._cap else 0
+        writes = [(bytes(grow), end + len(blob))] if grow else []  # calloc'd: no memset
         try:
-            written = os.pwrite(self._fd, blob, end)
-            if written != len(blob):
-                raise OSError(f"{self.path}: short write ({written} of {len(blob)} bytes)")
+            for data, at in [*writes, (blob, end)]:
+                written = os.pwrite(self._fd, data, at)
+                if written != len(data):
+                    raise OSError(f"{self.path}: short write ({written} of {len(data)} bytes)")
             if sync:
                 _sync(self._fd)
         except OSError:
@@ -460,10 +461,10 @@ class FrameLog:
                 os.ftruncate(self._fd, end)
                 self._cap = end
             raise
-        self._cap = max(self._cap, end + len(blob))
-        self._end = end + len(record)
+        self._cap = max(self._cap, end + len(blob) + grow)
+        self._end = end + len(blob)
         self._next += 1
-        return len(record)
+        return len(blob)
 
     def size(self) -> int:
         """Return the bytes of the log's records and header (0 when read-only and missing).

@@ -201,3 +201,31 @@ def test_only_zeros_after_the_header_are_no_records(tmp_path: Path) -> None:
     assert not _log_holds_records(path)
     written(path, 1)
     assert _log_holds_records(path)
+
+
+def test_a_failed_tail_extension_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Disk full while growing the tail: the append raises, the log is as it was."""
+    path = str(tmp_path / "x.rdlog")
+    log = FrameLog(path)
+    log.append(["kept"])
+    while os.path.getsize(path) - log.size() > 3000:  # fill the first chunk
+        log.append(["filler", "y" * 1000])
+    before = list(FrameLog(path, read_only=True).records())
+    real = os.pwrite
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        if len(data) >= TAIL_MIN:
+            raise OSError(28, "No space left on device")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(framelog.os, "pwrite", full)
+    with pytest.raises(OSError, match="No space"):
+        log.append(["lost", "z" * 4000])
+    monkeypatch.undo()
+    assert os.path.getsize(path) == log.size()
+    assert list(FrameLog(path, read_only=True).records()) == before
+    log.append(["after"])
+    assert list(FrameLog(path, read_only=True).records()) == [*before, ["after"]]
+    log.close()
