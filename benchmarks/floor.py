@@ -28,25 +28,64 @@ def _median(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
+class _Preallocated:
+    """2 KB writes into a zero-filled, fsynced region + ``fdatasync``: the ``.rdlog`` write.
+
+    The region grows 1 MB at a time (zero-filled and fsynced, untimed), as
+    the log's preallocated tail does (:mod:`redrive.storage._framelog`).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.end = self.cap = 0
+
+    def write(self, chunk: bytes) -> float:
+        """Write ``chunk`` over zeros and fdatasync it; return the seconds that took."""
+        if self.end + len(chunk) > self.cap:
+            os.pwrite(self.fd, bytes(1 << 20), self.cap)
+            os.fsync(self.fd)
+            self.cap += 1 << 20
+        t0 = time.perf_counter()
+        os.pwrite(self.fd, chunk, self.end)
+        _fdatasync(self.fd)
+        self.end += len(chunk)
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        os.close(self.fd)
+        os.unlink(self.path)
+
+
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
 def machine_floor(directory: str, *, rounds: int = 300) -> dict[str, float]:
     """Return medians in seconds: fsync of a 2 KB append, msgpack, canonical encode, xxh3.
 
-    Keys: ``fsync_2k``, ``group_fsync_per_frame`` (1,000 appends then one fsync,
-    per frame), ``msgpack_2k`` (pack + unpack), ``canonical_2k`` (redrive's
-    canonical encode + decode), ``xxh3_2k``.
+    Keys: ``fsync_2k``, ``prealloc_fsync_2k`` (a 2 KB write into a
+    zero-filled, fsynced region + fdatasync, as the DuckDB journal's log
+    writes; timed in blocks of 20 alternating with the appends),
+    ``group_fsync_per_frame`` (1,000 appends then one fsync, per frame),
+    ``msgpack_2k`` (pack + unpack), ``canonical_2k`` (redrive's canonical
+    encode + decode), ``xxh3_2k``.
     """
     frame = w.frame_2k()
     blob = msgpack.packb(frame)
     path = os.path.join(directory, "fsync.bin")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    pre = _Preallocated(os.path.join(directory, "prealloc.bin"))
     chunk = blob[:2048].ljust(2048, b"\0")
-    fsyncs = []
+    fsyncs: list[float] = []
+    prealloc: list[float] = []
     try:
-        for _ in range(rounds):
+        for i in range(rounds):
             t0 = time.perf_counter()
             os.write(fd, chunk)
             os.fsync(fd)
             fsyncs.append(time.perf_counter() - t0)
+            if i % 20 == 19:
+                prealloc.extend(pre.write(chunk) for _ in range(20))
         groups = []
         for _ in range(5):
             t0 = time.perf_counter()
@@ -57,6 +96,7 @@ def machine_floor(directory: str, *, rounds: int = 300) -> dict[str, float]:
     finally:
         os.close(fd)
         os.unlink(path)
+        pre.close()
 
     def each(fn: Any, count: int = 2000) -> float:
         samples = []
@@ -69,6 +109,7 @@ def machine_floor(directory: str, *, rounds: int = 300) -> dict[str, float]:
 
     return {
         "fsync_2k": _median(fsyncs),
+        "prealloc_fsync_2k": _median(prealloc),
         "group_fsync_per_frame": _median(groups),
         "frame_bytes": float(len(blob)),
         "msgpack_2k": each(lambda: msgpack.unpackb(msgpack.packb(frame))),
@@ -109,7 +150,9 @@ def step_costs(directory: str, *, rounds: int = 10, steps: int = 20) -> dict[str
 
     Returns lists with one entry per round (seconds): ``tool_step``,
     ``model_step``, ``fsync_tool`` and ``fsync_model`` (the median fsync of
-    the block after each).
+    the block after each), and ``prealloc_tool``: the median of ``steps``
+    2 KB writes into a preallocated, zero-filled region + fdatasync (how the
+    journal's log writes) right after each tool block's fsyncs.
     """
     from redrive.storage.duckdb import DuckDBJournal
 
@@ -127,8 +170,9 @@ def step_costs(directory: str, *, rounds: int = 10, steps: int = 20) -> dict[str
     fd = os.open(sink, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     chunk = b"x" * 2048
     out: dict[str, list[float]] = {
-        k: [] for k in ("tool_step", "model_step", "fsync_tool", "fsync_model")
+        k: [] for k in ("tool_step", "model_step", "fsync_tool", "fsync_model", "prealloc_tool")
     }
+    pre = _Preallocated(os.path.join(directory, "prealloc-steps.bin"))
 
     def fsyncs() -> float:
         samples = []
@@ -148,6 +192,7 @@ def step_costs(directory: str, *, rounds: int = 10, steps: int = 20) -> dict[str
                     tool(f"{i:09d}")
                 out["tool_step"].append((time.perf_counter() - t0) / steps)
             out["fsync_tool"].append(fsyncs())
+            out["prealloc_tool"].append(_median([pre.write(chunk) for _ in range(steps)]))
             with redrive.run(journal, f"models-{r}", model_commit="write"):
                 model(w.model_request(0))
                 t0 = time.perf_counter()
@@ -158,6 +203,7 @@ def step_costs(directory: str, *, rounds: int = 10, steps: int = 20) -> dict[str
     finally:
         os.close(fd)
         os.unlink(sink)
+        pre.close()
         journal.close()
     for suffix in ("", ".rdlog", ".wal"):
         if os.path.exists(path + suffix):

@@ -238,6 +238,13 @@ def report(data: dict[str, Any]) -> str:
         f"- append 2 KB + fsync: {_fmt_time(fl['fsync_2k'])}; "
         f"1,000 appends + one fsync, per frame: {_fmt_time(fl['group_fsync_per_frame'])}"
     )
+    if "prealloc_fsync_2k" in fl:
+        lines.append(
+            f"- write 2 KB into a preallocated, zero-filled region + fdatasync (how the DuckDB "
+            f"journal's log writes: no file size change, so no file-system journal commit): "
+            f"{_fmt_time(fl['prealloc_fsync_2k'])} = "
+            f"{fl['prealloc_fsync_2k'] / fl['fsync_2k']:.2f}x the append + fsync"
+        )
     lines.append(
         f"- msgpack pack+unpack of a {fl['frame_bytes']:.0f} B frame: "
         f"{_fmt_time(fl['msgpack_2k'])}; redrive canonical encode+decode: "

@@ -17,6 +17,7 @@ from typing import Final, Protocol
 
 from ..errors import JournalLockedError
 from ._duckdb_store import _locked_elsewhere, _Store
+from ._framelog import MAGIC_V1 as _LOG_MAGIC_V1
 from ._framelog import START as _LOG_START
 
 
@@ -173,11 +174,20 @@ def _abandon(opening: _Opening) -> None:
 
 
 def _log_holds_records(path: str) -> bool:
-    """True when the log file at ``path`` is longer than a header (it may hold records)."""
+    """True when the log file at ``path`` has bytes past its header other than zeros.
+
+    A log left by a killed writer may end in its preallocated zero tail (see
+    :mod:`._framelog`): zeros right after the header mean no records.
+    """
     try:
-        return os.path.getsize(path) > _LOG_START
+        with open(path, "rb") as f:
+            head = f.read(_LOG_START + 64)
     except OSError:
         return False
+    rest = head[_LOG_START:]
+    if head[: len(_LOG_MAGIC_V1)] == _LOG_MAGIC_V1:
+        return bool(rest)
+    return rest.count(0) != len(rest)
 
 
 def _claim(key: str | tuple[int, int], path: str, journal: _Holder) -> None:

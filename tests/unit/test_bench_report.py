@@ -52,6 +52,7 @@ def _figures(tmp_path: Path) -> dict[str, Any]:
         "langgraph": {"resume": {10: 0.01, 1000: 0.01}},
         "floor": {
             "fsync_2k": 0.002,
+            "prealloc_fsync_2k": 0.001,
             "group_fsync_per_frame": 1e-5,
             "frame_bytes": 2048.0,
             "msgpack_2k": 5e-6,
@@ -142,6 +143,22 @@ def test_the_page_is_the_printed_report(figures: dict[str, Any]) -> None:
     text = page.render(saved)
     assert run.full_report(figures) in text
     assert "load average" in text and "```" not in text  # no code block to execute
+
+
+def test_the_preallocated_write_floor_is_printed_next_to_the_append(
+    figures: dict[str, Any],
+) -> None:
+    """Issue 26 item 6: readers see why the journal's tool step can beat two appends + fsync."""
+    from benchmarks.report import report
+
+    text = report(figures)
+    assert "append 2 KB + fsync" in text
+    assert "preallocated, zero-filled region + fdatasync" in text and "0.50x the append" in text
+    tool = next(row for _, row in run.goal_table(figures) if row[0].startswith("side-effecting"))
+    assert "preallocated tail + fdatasync" in tool[2]
+    older = {**figures, "floor": {k: v for k, v in figures["floor"].items() if "prealloc" not in k}}
+    older["steps"] = {k: v for k, v in figures["steps"].items() if k != "prealloc_tool"}
+    assert "preallocated" not in report(older)  # a run saved before it still renders
 
 
 def test_the_published_page_is_generated_from_its_saved_run() -> None:

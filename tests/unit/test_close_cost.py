@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from redrive.frames import GENESIS, Frame, Kind, make_frame
 from redrive.storage import RunRecord, RunUpdate, _duckdb_held, _duckdb_journal
+from redrive.storage._framelog import FrameLog
 from redrive.storage.duckdb import DuckDBJournal
 
 
@@ -62,8 +63,12 @@ def _crash(journal: DuckDBJournal) -> None:
 
 
 def _log_identity(path: str) -> tuple[int, bytes]:
+    """The log's inode and bytes up to its last record (not a writer's preallocated zeros)."""
     log = path + ".rdlog"
-    return os.stat(log).st_ino, Path(log).read_bytes()
+    reader = FrameLog(log, read_only=True)
+    for _ in reader.entries():
+        pass
+    return os.stat(log).st_ino, Path(log).read_bytes()[: reader._end]
 
 
 def test_closing_after_a_read_of_an_unfinished_run_opens_nothing(

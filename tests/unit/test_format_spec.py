@@ -112,6 +112,19 @@ def test_each_rdlog_version_reads_alike_in_both_readers(version: int, tmp_path: 
         journal.close()
 
 
+def test_a_zero_tail_is_the_end_of_a_log_in_both_readers(tmp_path: Path) -> None:
+    """A format-2 log that ends in its writer's preallocated zeros is whole, not torn."""
+    data = (FORMATS / "v2" / "journal.rdlog").read_bytes()
+    tailed = tmp_path / "tailed.rdlog"
+    tailed.write_bytes(data + bytes(65536))
+    mine = spec.read_rdlog(tailed)
+    assert not mine.torn_tail and len(mine.records) == 4
+    assert list(FrameLog(str(tailed), read_only=True).records()) == mine.records
+    tailed.write_bytes(data[:-7] + bytes(65536))  # the last record torn inside the tail
+    assert spec.read_rdlog(tailed).records == mine.records[:3]
+    assert list(FrameLog(str(tailed), read_only=True).records()) == mine.records[:3]
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_torn_tail_is_told_apart_from_damage_in_both_readers(
     version: int, tmp_path: Path
