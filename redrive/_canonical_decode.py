@@ -98,6 +98,13 @@ def _ext(code: int, data: bytes, *, nested: bool) -> Any:
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _EXT_STORED and _STORED_UNPACK:
+        # every response and tool result is one: unpacked without the two calls of
+        # _ext and _ext_value (what they raise is raised the same way)
+        try:
+            return _STORED_UNPACK[0](data)
+        except Exception:
+            pass
     return _ext(code, data, nested=False)
 
 

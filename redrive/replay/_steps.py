@@ -226,7 +226,10 @@ class StepReader:
         self.frames_read = 0
         #: the last full model request per step name (to resolve prefix deltas)
         self.expander = Expander()
-        self._chain = ChainCheck(run_id, advice="Nothing was replayed from it. " + VERIFY_ADVICE)
+        # each frame is checked once and let go: no memo of it is kept (remember=False)
+        self._chain = ChainCheck(
+            run_id, advice="Nothing was replayed from it. " + VERIFY_ADVICE, remember=False
+        )
 
     @property
     def last_chain(self) -> str:
@@ -270,7 +273,8 @@ class StepReader:
                 turn=int(data.get("turn", 0)),
                 data=data,
             )
-            self._settle_before(step.turn)
+            if self._followed:
+                self._settle_before(step.turn)
             self.steps[frame.seq] = step
             return step
         if kind in END_KINDS or kind == Kind.NOTE:
