@@ -21,6 +21,10 @@ from ._steps import RecordedStep, StepReader
 
 __all__ = ["CAUSAL_TURNS", "ISSUED_KINDS", "RecordedIndex"]
 
+#: Kinds as plain strings (a frame's kind is a str; an enum member read off its class
+#: costs several times the comparison)
+_RUN_START = Kind.RUN_START.value
+_NOTE = Kind.NOTE.value
 #: The ``turns`` run flag of runs whose model and tool steps record where they were issued.
 CAUSAL_TURNS = "causal"
 #: The step kinds that record where they were issued (their ``issue`` field).
@@ -78,9 +82,9 @@ class RecordedIndex:
             return False
         step = self.reader.feed(frame)
         if step is None:
-            if frame.kind == Kind.RUN_START:
+            if frame.kind == _RUN_START:
                 self.read_flags()
-            elif frame.kind == Kind.NOTE and frame.name == REASKED:
+            elif frame.kind == _NOTE and frame.name == REASKED:
                 # a model step re-asked live after a code change: its record is superseded
                 ref = frame.data().get("step")
                 if isinstance(ref, int):
