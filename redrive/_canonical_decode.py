@@ -151,6 +151,22 @@ def decode(data: bytes) -> Any:
     return value
 
 
+def decode_checked(data: bytes) -> Any:
+    """:func:`decode` of bytes that already decoded once within the depth bound.
+
+    For a frame that passed the journal's full check (its payload decoded by
+    :func:`decode`, or proven to as the writer built it): the same value,
+    without walking it for its depth again. Anything the unpacker raises
+    takes :func:`decode` itself (same value or same ``ValueError``).
+    """
+    try:
+        return msgpack.unpackb(
+            data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
+        )
+    except Exception:
+        return decode(data)
+
+
 #: A tree of at most ``len(data) >> _WALK_SHIFT`` children is walked for its depth at once
 #: (a few containers of long text: the usual payload); counting the header bytes costs a
 #: pass over every byte, walking costs a step per child.
