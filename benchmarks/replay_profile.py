@@ -111,15 +111,18 @@ def _instructions(what: str, steps: int, times: int, source: str) -> tuple[int, 
             os.unlink(out)
 
 
-def callgrind(steps: int, source: str) -> dict[str, float]:
+def callgrind(
+    steps: int, source: str, figures: tuple[str, ...] = ("replay", "msgpack")
+) -> dict[str, float]:
     """Instructions per replayed frame and per msgpack pack+unpack (differences of 2 runs)."""
     result: dict[str, float] = {}
-    for what in ("replay", "msgpack"):
+    for what in figures:
         low, frames = _instructions(what, steps, 1, source)
         high, _ = _instructions(what, steps, 3, source)
         result[f"{what}_ir_per_frame"] = (high - low) / (2 * frames)
         result["frames"] = frames
-    result["ratio"] = result["replay_ir_per_frame"] / result["msgpack_ir_per_frame"]
+    if len(figures) == 2:
+        result["ratio"] = result["replay_ir_per_frame"] / result["msgpack_ir_per_frame"]
     return result
 
 
@@ -183,10 +186,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--sort", default="tottime")
     parser.add_argument("--source", choices=("tables", "log"), default="tables")
+    parser.add_argument(
+        "--only", choices=("replay", "msgpack"), default=None, help="callgrind: one figure"
+    )
     parser.add_argument("--limit", type=int, default=40)
     args = parser.parse_args(argv)
     if args.what == "callgrind":
-        print(callgrind(args.steps or 200, args.source))
+        figures = (args.only,) if args.only else ("replay", "msgpack")
+        print(callgrind(args.steps or 200, args.source, figures))
     elif args.what == "profile":
         profile(args.steps or 200, args.replays, args.sort, args.limit, args.source)
     else:
