@@ -99,7 +99,9 @@ def _instructions(what: str, steps: int, times: int, source: str) -> tuple[int, 
         str(times),
         source,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    # one hash seed: set and dict layouts, so the counts, are the same from run to run
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     try:
         total = re.search(r"Collected : (\d+)", proc.stderr)
         frames = re.search(r"frames=(\d+)", proc.stderr)
