@@ -98,6 +98,13 @@ def _ext(code: int, data: bytes, *, nested: bool) -> Any:
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _EXT_STORED and _STORED_UNPACK:
+        # every response and tool result is one: unpacked without the two calls of
+        # _ext and _ext_value (what they raise is raised the same way)
+        try:
+            return _STORED_UNPACK[0](data)
+        except Exception:
+            pass
     return _ext(code, data, nested=False)
 
 
@@ -142,6 +149,22 @@ def decode(data: bytes) -> Any:
         # too): bytes with no more of those bytes than MAX_DEPTH cannot nest deeper
         _check_depth(value)
     return value
+
+
+def decode_checked(data: bytes) -> Any:
+    """:func:`decode` of bytes that already decoded once within the depth bound.
+
+    For a frame that passed the journal's full check (its payload decoded by
+    :func:`decode`, or proven to as the writer built it): the same value,
+    without walking it for its depth again. Anything the unpacker raises
+    takes :func:`decode` itself (same value or same ``ValueError``).
+    """
+    try:
+        return msgpack.unpackb(
+            data, raw=False, strict_map_key=False, ext_hook=_ext_hook, use_list=True
+        )
+    except Exception:
+        return decode(data)
 
 
 #: A tree of at most ``len(data) >> _WALK_SHIFT`` children is walked for its depth at once

@@ -148,10 +148,12 @@ class Opener:
                 status=record.status,
             )
         limit = record.next_seq
+        # one generator between the journal and the cursor (take_until over this one passed
+        # every frame through: none it yields reaches the limit)
         frames = (f for f in self._state.config.journal.frames(self._state.run_id) if f.seq < limit)
         self._state.cursor = Cursor(
             self._state.run_id,
-            take_until(frames, limit),
+            frames,
             self._state.config.policy,
             source=self._state.config.journal.url,
         )

@@ -21,6 +21,10 @@ from ._steps import RecordedStep, StepReader
 
 __all__ = ["CAUSAL_TURNS", "ISSUED_KINDS", "RecordedIndex"]
 
+#: Kinds as plain strings (a frame's kind is a str; an enum member read off its class
+#: costs several times the comparison)
+_RUN_START = Kind.RUN_START.value
+_NOTE = Kind.NOTE.value
 #: The ``turns`` run flag of runs whose model and tool steps record where they were issued.
 CAUSAL_TURNS = "causal"
 #: The step kinds that record where they were issued (their ``issue`` field).
@@ -78,9 +82,9 @@ class RecordedIndex:
             return False
         step = self.reader.feed(frame)
         if step is None:
-            if frame.kind == Kind.RUN_START:
+            if frame.kind == _RUN_START:
                 self.read_flags()
-            elif frame.kind == Kind.NOTE and frame.name == REASKED:
+            elif frame.kind == _NOTE and frame.name == REASKED:
                 # a model step re-asked live after a code change: its record is superseded
                 ref = frame.data().get("step")
                 if isinstance(ref, int):
@@ -90,16 +94,24 @@ class RecordedIndex:
         if self.ignore:
             step.key = call_key(step.name, match_view(step.args, self.ignore, kind=step.kind))
         self.order.append(step)
-        self.by_turn.setdefault(step.turn, collections.deque()).append(step)
-        self.by_turn_key.setdefault(
-            (step.turn, step.kind, step.name, step.key), collections.deque()
-        ).append(step)
-        if step.kind != "model":
-            self.turn_others.setdefault(step.turn, collections.deque()).append(step)
-        self.by_key.setdefault((step.kind, step.name, step.key), collections.deque()).append(step)
-        self.max_loaded_turn = max(self.max_loaded_turn, step.turn)
-        if step.kind == "model":
+        turn, kind = step.turn, step.kind
+        # each index's queue made only when missing (setdefault built a deque every time)
+        indexes: tuple[tuple[dict[Any, collections.deque[RecordedStep]] | None, Any], ...] = (
+            (self.by_turn, turn),
+            (self.by_turn_key, (turn, kind, step.name, step.key)),
+            (self.turn_others if kind != "model" else None, turn),
+            (self.by_key, (kind, step.name, step.key)),
+        )
+        for index, key in indexes:
+            if index is not None:
+                queue = index.get(key)
+                if queue is None:
+                    queue = index[key] = collections.deque()
+                queue.append(step)
+        if kind == "model":
             self.saw_model = True
+        if turn > self.max_loaded_turn:
+            self.max_loaded_turn = turn
         if step.kind in ISSUED_KINDS and "issue" in step.data:
             self.positioned.add(step.kind)
             if self.spawn_rule:
@@ -178,13 +190,19 @@ class RecordedIndex:
         while not step.settled and step.kind != "value" and self.load_one():
             pass
         self.reader.forget(step.seq)
-        for index, key in (
+        steps = self.steps
+        indexes: tuple[tuple[dict[Any, collections.deque[RecordedStep]], Any], ...] = (
             (self.by_turn, step.turn),
             (self.by_turn_key, (step.turn, step.kind, step.name, step.key)),
             (self.turn_others, step.turn),
             (self.by_key, (step.kind, step.name, step.key)),
-        ):
-            self.first_alive(index, key)  # drops consumed steps from the front
+        )
+        for index, key in indexes:  # drops consumed steps from the front (first_alive, inlined)
+            queue = index.get(key)
+            while queue and queue[0].seq not in steps:
+                queue.popleft()
+            if not queue:
+                index.pop(key, None)
 
     def supersede(self, step: RecordedStep) -> None:
         """Drop a recorded model step the run re-asks live (it is never replayed)."""

@@ -27,8 +27,10 @@ from typing import Any, Literal
 import attrs
 
 from .. import _decoded
+from .._canonical_decode import decode_checked
 from ..errors import JournalCorruptError
 from ..frames import VERIFY_ADVICE, ChainCheck, Frame, Kind, decode, payload_problem
+from ..storage import passed
 from ._delta import Expander
 
 __all__ = [
@@ -49,6 +51,14 @@ STEP_KINDS = {
 }
 #: Frame kinds that record a step's outcome.
 END_KINDS = frozenset({Kind.MODEL_RESPONSE.value, Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value})
+#: The kinds as plain strings, for the per-frame tests of :meth:`StepReader.feed` (a frame's
+#: kind is a str; reading an enum member off its class costs several times a comparison)
+_MODEL_REQUEST = Kind.MODEL_REQUEST.value
+_VALUE = Kind.VALUE.value
+_NOTE = Kind.NOTE.value
+_TOOL_ERROR = Kind.TOOL_ERROR.value
+_RUN_START = Kind.RUN_START.value
+_RUN_END = Kind.RUN_END.value
 
 #: What became of a step: ``"done"`` (an outcome, or a recorded value),
 #: ``"error"`` (the tool raised), ``"blocked"`` (an in-flight tool settled as
@@ -226,7 +236,10 @@ class StepReader:
         self.frames_read = 0
         #: the last full model request per step name (to resolve prefix deltas)
         self.expander = Expander()
-        self._chain = ChainCheck(run_id, advice="Nothing was replayed from it. " + VERIFY_ADVICE)
+        # each frame is checked once and let go: no memo of it is kept (remember=False)
+        self._chain = ChainCheck(
+            run_id, advice="Nothing was replayed from it. " + VERIFY_ADVICE, remember=False
+        )
 
     @property
     def last_chain(self) -> str:
@@ -251,7 +264,7 @@ class StepReader:
         kind = frame.kind
         if kind in STEP_KINDS:
             data = self._payload(frame)
-            if kind == Kind.MODEL_REQUEST:
+            if kind == _MODEL_REQUEST:
                 try:
                     data = self.expander.request(frame, data)
                 except ValueError as exc:
@@ -266,14 +279,15 @@ class StepReader:
                 name=frame.name,
                 key=frame.key,
                 start=frame,
-                end=frame if kind == Kind.VALUE else None,
+                end=frame if kind == _VALUE else None,
                 turn=int(data.get("turn", 0)),
                 data=data,
             )
-            self._settle_before(step.turn)
+            if self._followed:
+                self._settle_before(step.turn)
             self.steps[frame.seq] = step
             return step
-        if kind in END_KINDS or kind == Kind.NOTE:
+        if kind in END_KINDS or kind == _NOTE:
             data = self._payload(frame)
             ref = data.get("step")
             if ref is None:
@@ -290,7 +304,7 @@ class StepReader:
             if kind in END_KINDS:
                 target.end = frame  # the last attempt's outcome is the step's outcome
                 target.end_cache = (frame, data)
-                target.reopenable = kind == Kind.TOOL_ERROR and _retryable(data)
+                target.reopenable = kind == _TOOL_ERROR and _retryable(data)
             elif data.get("event") == "attempt":
                 target.attempts += 1
                 target.last_attempt_seq = frame.seq
@@ -303,9 +317,9 @@ class StepReader:
                 self._followed[ref] = target
             else:
                 self._followed.pop(ref, None)
-        elif kind == Kind.RUN_START:
+        elif kind == _RUN_START:
             self.run_start, self.run_start_frame = self._payload(frame), frame
-        elif kind == Kind.RUN_END:
+        elif kind == _RUN_END:
             self.run_end, self.run_end_frame = self._payload(frame), frame
         return None
 
@@ -353,6 +367,12 @@ class StepReader:
         kept = _decoded.take(frame)  # decoded and checked by the file's reader on open
         if kept is not None:
             return kept
+        if passed(frame):
+            # this frame object passed the journal's full check (a frame held in its log,
+            # written or read back by this process): a map within the depth bound whose
+            # schema passes; a frame read anew (a table row, a file) is checked below
+            checked: dict[str, Any] = decode_checked(frame.payload)
+            return checked
         try:
             data = frame.data()
         except ValueError as exc:

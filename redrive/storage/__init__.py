@@ -30,7 +30,7 @@ from ._copy import copy_run, load_checked
 from ._limits import MAX_VALUE
 from ._prune import PruneResult, prune_runs
 from ._url import JournalURL, parse_journal_url
-from ._validate import check_row, frame_problem, passed_as_built, run_problem
+from ._validate import check_row, frame_problem, passed, passed_as_built, run_problem
 from ._verify import verify_frames, verify_run
 from .memory import MemoryJournal
 
@@ -52,6 +52,7 @@ __all__ = [
     "load_checked",
     "open_journal",
     "parse_journal_url",
+    "passed",
     "passed_as_built",
     "prune_runs",
     "run_problem",

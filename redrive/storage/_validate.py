@@ -141,6 +141,15 @@ def frame_problem(frame: Frame, *, keep: bool = False) -> str | None:
     return found
 
 
+def passed(frame: Frame) -> bool:
+    """True when this very frame object passed :func:`frame_problem` (or :func:`passed_as_built`).
+
+    Its payload then decodes within the depth bound to a map whose schema
+    passes :func:`~redrive.frames.payload_problem` (a frame is frozen).
+    """
+    return _PASSED.holds(id(frame), frame)
+
+
 def passed_as_built(frame: Frame, tree: Any) -> bool:
     """Remember a frame the engine built as passing :func:`frame_problem` when cheap tests prove it.
 
