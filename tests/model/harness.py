@@ -77,10 +77,12 @@ from tests.model import resume_model as m
 #:       so neither side was changed. (i) a model step superseded under a lenient model rule
 #:       leaves no note in the journal (continue_live writes `reasked`): a later replay finds
 #:       the superseded record alive and hands it out (a batch member got it). (k) advice:
-#:       fork where the model says person (seeds 11 and 33, both under C6). Also seen: a
-#:       `reasked` note for a model step inserted under continue_live with no model record
-#:       left in its turn carries step None, which the frame checks refuse
-#:       (JournalWriteError after the model call; _drift.continue_live).
+#:       fork where the model says person (seeds 11 and 33, both under C6). Also seen, now
+#:       fixed: a `reasked` note for a model step inserted under continue_live with no model
+#:       record left in its turn carried step None, which the frame check refuses (`step` is
+#:       a seq wherever it appears): JournalWriteError after the model call. The note now
+#:       carries no `step` (_drift._reasked_note); held by test_differential_found.py and
+#:       test_frames_written.py (every frame written passes the journal's full check).
 #:   Not gated by C6 (found under C6, thorough seed 11; strict, async too; a side effect run
 #:   again): [chat q, Batch(chat q, send a, send a), chat p, send a] cut in flight at the
 #:   last send, the first chat q dropped: member chat q took the root's chat q record, so
