@@ -9,6 +9,8 @@ journal writer.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .._log import log_event
 from ..errors import DivergenceError, NextStep, NextStepAction
 from ..frames import Kind
@@ -173,27 +175,62 @@ def continue_live(
     if old is not None:
         cursor.supersede(old)
     diff = (exc.diff or []) if old is not None and exc.seq == old.seq else []
-    note = {
-        "step": old.seq if old is not None else None,
-        "event": "reasked",
-        "name": name,
-        "recorded_name": old.name if old is not None else None,
-        "turn": turn,
-        "paths": [path for path, _a, _b in diff],
-        "recorded_key": old.key if old is not None else None,
-        "key": key,
-        "reason": "the model request drifted from its record (the code changed); "
-        "re-asked live under on_drift='continue_live'",
-    }
+    note = _reasked_note(old, name, turn, key, [path for path, _a, _b in diff])
     writer.queue(Kind.NOTE, REASKED, note)
     state.reasked.append(note)
+    what = (
+        f"re-asked live (its request drifted from seq {old.seq}"
+        if old is not None
+        else "asked live (inserted by the code change: no recorded model step of its turn "
+        "is left to supersede"
+    )
     log_event(
         "reasked",
         state.run_id,
-        f"run {state.run_id!r}: model step {name!r} re-asked live (its request drifted "
-        f"from seq {note['step']}; on_drift='continue_live')",
-        seq=note["step"],
+        f"run {state.run_id!r}: model step {name!r} {what}; on_drift='continue_live')",
+        seq=old.seq if old is not None else None,
         step=name,
         paths=note["paths"],
     )
     return True
+
+
+def _reasked_note(
+    old: RecordedStep | None, name: str, turn: int, key: str, paths: list[str]
+) -> dict[str, Any]:
+    """The payload of the ``reasked`` note of a model step asked live under continue_live.
+
+    ``step`` (the superseded recorded step's opening seq) is written only when a
+    recorded step is superseded: the frame format types ``step`` as a seq (an int)
+    wherever it appears, so a model step the new code inserted (nothing of its turn
+    left to supersede) carries no ``step``, never ``None`` (the journal's check
+    refuses it, and the note is written with the live step's frames, after the
+    model was asked and paid).
+
+    Args:
+        old: the superseded recorded model step, or None (an inserted step).
+        name: the step asked live.
+        turn: the caller's turn.
+        key: the live request's key.
+        paths: the paths that drifted from ``old``'s request (empty for an inserted step).
+    """
+    note: dict[str, Any] = {"event": "reasked", "name": name}
+    if old is not None:
+        note["step"] = old.seq
+    note.update(
+        {
+            "recorded_name": old.name if old is not None else None,
+            "turn": turn,
+            "paths": paths,
+            "recorded_key": old.key if old is not None else None,
+            "key": key,
+            "reason": (
+                "the model request drifted from its record (the code changed); "
+                "re-asked live under on_drift='continue_live'"
+                if old is not None
+                else "a model step the code change inserted (no recorded model step of its "
+                "turn is left to supersede); asked live under on_drift='continue_live'"
+            ),
+        }
+    )
+    return note

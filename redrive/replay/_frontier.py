@@ -62,6 +62,8 @@ def past_flow_record(
     steps = [s for s in idx.order if s.seq in idx.steps and s.kind in kinds]
     if any(position(s) is None for s in steps):
         return False
+    if kind == "tool" and _own_effect_waits(idx, steps, issue):
+        return False
     # any step recorded from this flow's point, or by a flow it starts there, and not yet
     # replayed keeps it from going live: a renamed, dropped or moved call must diverge;
     # so does a step no flow of this execution can ask for any more (its point was left
@@ -88,6 +90,46 @@ def _starter_waits(step: RecordedStep, issue: Issue) -> bool:
     parent, spawn = found
     mine = issue.spawn
     return parent == issue.parent and len(spawn) < len(mine) and mine[: len(spawn)] == spawn
+
+
+def _own_effect_waits(idx: RecordedIndex, steps: list[RecordedStep], issue: Issue) -> bool:
+    """True when a side effect of the caller's own flow, recorded from a later point, waits.
+
+    The caller is a flow started (spawn path ``S``) by the flow standing at its parent
+    ``p``. A waiting side-effecting tool step recorded by the flow that the same starter
+    started under the same path ``S`` at a later point ``q`` of its own (or by a flow
+    that one started) is the caller's own record: the code changed where the starter
+    starts it (a call of the starter dropped, or taken by a member), so a new tool call
+    of the caller is no step past its flow's record: a side effect must not run again
+    under a new key while its record waits (invariant 15; model rule A1). A sibling's
+    record (another spawn index, the same or another point) does not count: parallel
+    tool calls resumed in another order each go on past their own record.
+
+    A shared flow (silent copies of one context: its spawn path names no caller) and a
+    caller standing at a step of this execution (its starter's path not in the record)
+    are never held by this rule.
+    """
+    mine = issue.spawn
+    parent = issue.parent
+    if not mine or issue.shared or parent > idx.read_to:
+        return False
+    base = idx.lineage.get(parent, ()) if parent >= 0 else ()
+    n, k = len(base), len(mine)
+    for step in steps:
+        if step.kind != "tool" or step.harmless:
+            continue
+        lineage = idx.lineage.get(step.seq, ())
+        if len(lineage) < n + k or lineage[:n] != base:
+            continue
+        branch = lineage[n : n + k]
+        start = branch[0][0]
+        if (
+            start > parent
+            and all(at == start for at, _i in branch)
+            and (tuple(i for _at, i in branch) == mine)
+        ):
+            return True
+    return False
 
 
 def _orphaned(idx: RecordedIndex, step: RecordedStep, claimable: Claimable | None) -> bool:

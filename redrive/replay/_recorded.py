@@ -13,7 +13,7 @@ from re import Pattern
 from typing import Any
 
 from ..frames import Frame, Kind, call_key
-from ._callers import IdenticalRequests
+from ._callers import IdenticalRequests, position
 from ._fingerprint import REASKED
 from ._flows import FLOWS_FLAG, SPAWN_RULE
 from ._policy import match_view
@@ -72,6 +72,13 @@ class RecordedIndex:
         self.causal_turns = False
         #: which of identical requests recorded at other points answers a caller
         self.callers = IdenticalRequests()
+        #: the flow that issued each positioned step, as the branch points ``(parent seq,
+        #: spawn index)`` from the root down to it (consumed or not; a step of the root's
+        #: own flow, ``()``, is not kept): tells a flow's own record, issued from a later
+        #: point of its starter, from a sibling's (see :mod:`._frontier`)
+        self.lineage: dict[int, tuple[tuple[int, int], ...]] = {}
+        #: the seq of the last frame read (a larger seq is a step of this execution)
+        self.read_to = -1
 
     def load_one(self) -> bool:
         if self.frames is None:
@@ -81,6 +88,7 @@ class RecordedIndex:
             self.frames = None
             return False
         step = self.reader.feed(frame)
+        self.read_to = frame.seq
         if step is None:
             if frame.kind == _RUN_START:
                 self.read_flags()
@@ -114,6 +122,12 @@ class RecordedIndex:
             self.max_loaded_turn = turn
         if step.kind in ISSUED_KINDS and "issue" in step.data:
             self.positioned.add(step.kind)
+            found = position(step)
+            if found is not None:
+                parent, spawn, _occ = found
+                lineage = self.lineage.get(parent, ()) + tuple((parent, i) for i in spawn)
+                if lineage:
+                    self.lineage[step.seq] = lineage
             if self.spawn_rule:
                 self.callers.read(step)
         return True

@@ -77,21 +77,25 @@ from tests.model import resume_model as m
 #:       so neither side was changed. (i) a model step superseded under a lenient model rule
 #:       leaves no note in the journal (continue_live writes `reasked`): a later replay finds
 #:       the superseded record alive and hands it out (a batch member got it). (k) advice:
-#:       fork where the model says person (seeds 11 and 33, both under C6). Also seen: a
-#:       `reasked` note for a model step inserted under continue_live with no model record
-#:       left in its turn carries step None, which the frame checks refuse
-#:       (JournalWriteError after the model call; _drift.continue_live).
-#:   Not gated by C6 (found under C6, thorough seed 11; strict, async too; a side effect run
+#:       fork where the model says person (seeds 11 and 33, both under C6). Also seen, now
+#:       fixed: a `reasked` note for a model step inserted under continue_live with no model
+#:       record left in its turn carried step None, which the frame check refuses (`step` is
+#:       a seq wherever it appears): JournalWriteError after the model call. The note now
+#:       carries no `step` (_drift._reasked_note); held by test_differential_found.py and
+#:       test_frames_written.py (every frame written passes the journal's full check).
+#:   Not gated by C6 (found under C6, thorough seed 11; strict, async; a side effect run
 #:   again): [chat q, Batch(chat q, send a, send a), chat p, send a] cut in flight at the
 #:   last send, the first chat q dropped: member chat q took the root's chat q record, so
 #:   no step of the starter waited at its point (_starter_waits) and both sends went live
-#:   past "their flow's record", each running again under a new key (I15). OPEN: a fix
-#:   (a tool call is not past its flow's record while any side effect recorded after the
-#:   caller's point waits) was merged and reverted the same day: it also stopped LangGraph's
-#:   parallel tool calls resumed in another order (test_langgraph_reported_shapes,
-#:   test_langgraph_inflight: a new draw diverged while a sibling task's recorded draw
-#:   waited to be asked). The rule must tell a sibling flow's waiting record from the
-#:   caller's own; until then this shape is not an @example.
+#:   past "their flow's record", each running again under a new key (I15). A first fix (a
+#:   tool call is not past its flow's record while any side effect recorded after the
+#:   caller's point waits) was reverted: it also stopped LangGraph's parallel tool calls
+#:   resumed in another order (a new draw while a sibling task's recorded draw waited).
+#:   Fixed: the rule tells the caller's own flow from a sibling's by the branch points of
+#:   the flow that issued each record (its starter's path and spawn indexes): a waiting side
+#:   effect recorded by the flow the same starter started under the caller's spawn path,
+#:   from a later point of its own, holds the caller; a sibling's (another index) does not
+#:   (_frontier._own_effect_waits). Kept as an @example.
 #:   C7: (d) [send a, send a(retry)] reordered: the replayed retry signal leaves the loop (the
 #:       driver catches it only where declared), the model took it as an answer, and
 #:       what-changed reported nothing (its dry replay counted the raise as the code failing).

@@ -364,6 +364,23 @@ E, R = m.Call("effect", "send", "a"), m.Call("read", "lookup", "b")
         "duckdb": True,
     },
 )
+@example(  # I15 (thorough profile, found under C6; strict, async): [chat q, Batch(chat q,
+    # send a, send a), chat p, send a] cut in flight at the last send, the first chat q
+    # dropped: member chat q took the root's chat q record, and both sends went live past
+    # "their flow's record", each running again under a new key while its record (the same
+    # members, started from the root's later point) waited. Now a waiting side effect of the
+    # caller's own flow recorded from a later point of its starter holds it, a sibling's
+    # does not (_frontier._own_effect_waits; LangGraph's parallel calls go on)
+    scenario={
+        "program": (Q, m.Batch((Q, E, E)), P, E),
+        "changed": (m.Batch((Q, E, E)), P, E),
+        "how": "drop",
+        "crash": ("m2", "tool_claimed", "kill"),
+        "policy": "strict",
+        "face": "async",
+        "duckdb": False,
+    },
+)
 def test_the_library_follows_the_model(scenario: dict[str, Any]) -> None:
     """Random programs, crashes, code changes and policies: the library does what the model
     says (bodies, answers, errors, statuses), and the invariants hold."""

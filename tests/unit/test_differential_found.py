@@ -55,6 +55,21 @@ FOUND = {
         face="async",
         duckdb=True,
     ),
+    # continue_live: [chat p, lookup a] cut in flight at the lookup; the new code asks two
+    # model steps in parallel: one supersedes chat p's record, the other was inserted (no
+    # model record of its turn left): its reasked note carried step None, refused by the
+    # frame check after the model call was made (JournalWriteError); both faces
+    **{
+        f"continue-live-inserted-model-member-{face}": _scenario(
+            (P, A),
+            (m.Batch((Q, m.Call("model", "chat", "r"))), A),
+            "insert",
+            ("m1", "tool_claimed", "kill"),
+            "continue_live",
+            face=face,
+        )
+        for face in ("sync", "async")
+    },
     # warn, a lookup dropped before a retried send: chat q, the very request recorded after
     # the lookup, is out of order, not drifted: it diverges under warn as under strict
     "warn-same-request-out-of-order-diverges": _scenario(
