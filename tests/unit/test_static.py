@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -24,11 +25,26 @@ def _tool(name: str) -> list[str]:
     return [sys.executable, "-m", name]
 
 
+def tool_env() -> dict[str, str]:
+    """The environment for ruff and mypy: this process's, and under a pytest-xdist worker
+    (``PYTEST_XDIST_WORKER``, e.g. ``gw0``) caches of that worker's own
+    (``.mypy_cache/gw0``, ``.ruff_cache/gw0``), so two workers never write one cache."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return dict(os.environ)
+    return {
+        **os.environ,
+        "MYPY_CACHE_DIR": str(ROOT / ".mypy_cache" / worker),
+        "RUFF_CACHE_DIR": str(ROOT / ".ruff_cache" / worker),
+    }
+
+
 def test_ruff_is_clean() -> None:
     """ruff finds nothing in the package, the tests, benchmarks and scripts."""
     result = subprocess.run(
         [*_tool("ruff"), "check", "redrive", "tests", "benchmarks", "fixtures", "examples"],
         cwd=ROOT,
+        env=tool_env(),
         capture_output=True,
         text=True,
     )
@@ -49,6 +65,7 @@ def test_ruff_format_is_clean() -> None:
             "examples",
         ],
         cwd=ROOT,
+        env=tool_env(),
         capture_output=True,
         text=True,
     )
@@ -60,6 +77,7 @@ def test_mypy_strict_is_clean() -> None:
     result = subprocess.run(
         [*_tool("mypy"), "redrive", "tests/typecheck_public_api.py"],
         cwd=ROOT,
+        env=tool_env(),
         capture_output=True,
         text=True,
     )

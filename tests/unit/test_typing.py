@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_static import ROOT, _tool
+from .test_static import ROOT, _tool, tool_env
 
 REJECTS = Path("tests") / "typecheck_rejects.py"
 _MARK = re.compile(r"#\s*rejects:\s*\[([a-z-]+)\]\s*$")
@@ -28,7 +28,11 @@ SNIPPETS = [
 def mypy_errors() -> dict[int, list[tuple[str, str]]]:
     """Run mypy once on the snippets; return line -> [(code, message)] of its errors there."""
     result = subprocess.run(
-        [*_tool("mypy"), str(REJECTS)], cwd=ROOT, capture_output=True, text=True
+        [*_tool("mypy"), str(REJECTS)],
+        cwd=ROOT,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
     )
     errors: dict[int, list[tuple[str, str]]] = {}
     for match in _ERROR.finditer(result.stdout.replace("\r", "")):
