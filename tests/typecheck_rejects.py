@@ -1,4 +1,4 @@
-"""Misuses of the public API that ``mypy --strict`` must reject (run by tests/unit/test_typing.py).
+"""Misuses of the public API that ``mypy --strict`` must reject (run by tests/unit/test_static.py).
 
 Not collected by pytest and never run. Each line ending in ``# rejects: [code]``
 must get a mypy error of that code, and no other line may get one: a typo in

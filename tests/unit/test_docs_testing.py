@@ -30,7 +30,7 @@ def _options_read() -> set[str]:
 
 def test_the_page_has_blocks() -> None:
     """The page is read (a moved page or a changed fence would check nothing)."""
-    assert len(BLOCKS) == 3
+    assert len(BLOCKS) == 4
 
 
 def test_the_option_table_is_every_size_the_tests_read() -> None:
@@ -38,7 +38,20 @@ def test_the_option_table_is_every_size_the_tests_read() -> None:
     listed = set(_TABLE_ROW.findall(PAGE))
     sizes = {name for name in _options_read() if name.endswith(("_TRIALS", "_N", "_MATRIX"))}
     assert sizes <= listed, f"read by tests, missing from docs/testing.md: {sizes - listed}"
-    assert listed <= _options_read() | {"HYPOTHESIS_PROFILE"}, listed - _options_read()
+    known = _options_read() | _script_options() | {"HYPOTHESIS_PROFILE"}
+    assert listed <= known, listed - known
+
+
+def _script_options() -> set[str]:
+    """The options scripts/test reads (``${REDRIVE_...:-default}``)."""
+    return set(re.findall(r"\$\{(REDRIVE_[A-Z_]+):-", (ROOT / "scripts" / "test").read_text()))
+
+
+def test_the_worker_option_is_listed_with_its_default() -> None:
+    """scripts/test's ``REDRIVE_TEST_WORKERS`` is in a table with the default the script uses."""
+    default = re.search(r"\$\{REDRIVE_TEST_WORKERS:-(\d+)\}", (ROOT / "scripts/test").read_text())
+    assert default is not None and _script_options() == {"REDRIVE_TEST_WORKERS"}
+    assert f"| `REDRIVE_TEST_WORKERS` | {default.group(1)} |" in PAGE
 
 
 def test_the_profile_table_is_the_registered_profiles() -> None:

@@ -9,6 +9,7 @@ one line on stderr, stdout stays the program's own, and an unchanged
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -99,3 +100,50 @@ def test_a_failed_install_stops_with_a_line_saying_so(repo: Path) -> None:
     assert "ERROR: no matching distribution" in done.stderr
     assert "scripts/test: pip install failed" in done.stderr
     assert not any("-m pytest" in call for call in _calls(repo))
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "expected"),
+    [
+        ({}, [], "-m pytest -n 2 --dist loadfile"),
+        ({}, ["-x", "tests/unit"], "-m pytest -n 2 --dist loadfile -x tests/unit"),
+        ({"REDRIVE_TEST_WORKERS": "3"}, [], "-m pytest -n 3 --dist loadfile"),
+        ({"REDRIVE_TEST_WORKERS": "0"}, ["-x"], "-m pytest -x"),
+        ({}, ["-n", "1"], "-m pytest -n 1"),
+        ({}, ["-n4"], "-m pytest -n4"),
+        ({}, ["--numprocesses=auto"], "-m pytest --numprocesses=auto"),
+        ({}, ["-p", "no:xdist"], "-m pytest -p no:xdist"),
+        ({}, ["--pdb", "tests/unit"], "-m pytest --pdb tests/unit"),
+    ],
+)
+def test_the_suite_runs_on_two_workers_unless_the_caller_chooses(
+    repo: Path, env: dict[str, str], args: list[str], expected: str
+) -> None:
+    """By default pytest gets ``-n 2 --dist loadfile`` (pytest-xdist, a module per worker);
+    ``REDRIVE_TEST_WORKERS`` changes the count (0: one process), and a caller's own ``-n``,
+    ``-p no:xdist`` or ``--pdb`` is left to choose alone."""
+    done = subprocess.run(
+        [str(repo / "scripts" / "test"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "REDRIVE_TEST_WORKERS": "", **env},
+    )
+    assert _calls(repo)[-1] == expected
+    assert done.stderr.splitlines()[-1].startswith(f"scripts/test: running pytest {expected[10:]}")
+
+
+def test_a_worker_count_that_is_no_number_is_refused(repo: Path) -> None:
+    """``REDRIVE_TEST_WORKERS=two`` stops before any install or test, saying what it takes."""
+    done = subprocess.run(
+        [str(repo / "scripts" / "test")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "REDRIVE_TEST_WORKERS": "two"},
+    )
+    assert done.returncode == 2
+    assert "REDRIVE_TEST_WORKERS=two is not a number of worker processes" in done.stderr
+    assert not (repo / ".venv" / "calls.log").exists()

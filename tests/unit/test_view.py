@@ -10,6 +10,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,29 +51,33 @@ def browse(
     The page's own ``<script>`` elements are cut out of what is returned, so a
     check on the DOM sees what the script drew, not the script's source.
     """
-    base = [
-        chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        "--proxy-server=127.0.0.1:9",  # nothing may load from elsewhere
-        "--proxy-bypass-list=<-loopback>",
-    ]
-    url = page.resolve().as_uri()
-    dom = subprocess.run(
-        [*base, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
-    dom = re.sub(r"<script\b.*?</script>", "", dom, flags=re.S)
-    if screenshot is not None:
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [*base, f"--window-size={size[0]},{size[1]}", f"--screenshot={screenshot}", url],
-            capture_output=True,
-            timeout=120,
-            check=True,
-        )
-        assert screenshot.stat().st_size > 1000
+    # a profile of its own per call: two test processes (pytest-xdist workers) never meet
+    # in one profile's singleton lock
+    with tempfile.TemporaryDirectory(prefix="redrive-chromium-") as profile:
+        base = [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            "--proxy-server=127.0.0.1:9",  # nothing may load from elsewhere
+            "--proxy-bypass-list=<-loopback>",
+        ]
+        url = page.resolve().as_uri()
+        dom = subprocess.run(
+            [*base, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
+        ).stdout
+        dom = re.sub(r"<script\b.*?</script>", "", dom, flags=re.S)
+        if screenshot is not None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [*base, f"--window-size={size[0]},{size[1]}", f"--screenshot={screenshot}", url],
+                capture_output=True,
+                timeout=120,
+                check=True,
+            )
+            assert screenshot.stat().st_size > 1000
     return dom
 
 
