@@ -220,7 +220,13 @@ def _untrusted(what: str, unpack: Callable[[], Any]) -> Any:
     try:
         return unpack()
     except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise ValueError(f"not one {what} value: {exc}") from None
+        # msgpack's StackError carries no message: name what it means instead of nothing
+        why = str(exc) or (
+            "nested deeper than the unpacker allows"
+            if isinstance(exc, msgpack.StackError)
+            else type(exc).__name__
+        )
+        raise ValueError(f"not one {what} value: {why}") from None
     except ValueError as exc:
         raise ValueError(f"not a {what} value: {exc}") from None
     except Exception as exc:

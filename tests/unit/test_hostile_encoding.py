@@ -225,3 +225,15 @@ def test_depth_beside_long_text_is_judged_as_a_full_walk_judges_it(
         node = msgpack.ExtType(9, msgpack.packb([0, [node]], use_bin_type=True))
     data = msgpack.packb({"pad": char * 16 * pad, "top": node}, use_bin_type=True)
     assert _decoded(data) == _walked(data)
+
+
+@pytest.mark.parametrize("depth", [2_000, 100_000])
+def test_a_payload_nested_past_the_unpacker_names_why(depth: int) -> None:
+    """msgpack's StackError has no message; the refusal still says why (it ended in ': ')."""
+    from redrive._canonical_decode import decode
+
+    data = b"\x91" * depth + b"\xc0"  # arrays of one, nested `depth` deep, around nil
+    with pytest.raises(ValueError) as caught:
+        decode(data)
+    reason = str(caught.value).rsplit(":", 1)[-1].strip()
+    assert reason, f"empty reason in {str(caught.value)!r}"
