@@ -144,6 +144,7 @@ def test_a_replay_of_a_file_checked_on_open_decodes_and_hashes_each_frame_once(
     decoded: list[bytes] = []
     hashed: list[int] = []
     real_decode, real_chain = frames_module.decode, frames_module.Frame.expected_chain
+    real_holds = frames_module._chain_holds
 
     def counting_decode(data: bytes) -> object:
         decoded.append(data)
@@ -155,7 +156,13 @@ def test_a_replay_of_a_file_checked_on_open_decodes_and_hashes_each_frame_once(
 
     monkeypatch.setattr(frames_module, "decode", counting_decode)
     monkeypatch.setattr(_validate, "decode", counting_decode)
+    def counting_holds(frame: frames_module.Frame, prev: str) -> bool:
+        # the chain check's one-call form (its fallback is expected_chain, counted above)
+        hashed.append(frame.seq)
+        return real_holds(frame, prev)
+
     monkeypatch.setattr(frames_module.Frame, "expected_chain", counting_chain)
+    monkeypatch.setattr(frames_module, "_chain_holds", counting_holds)
     _validate._PASSED.clear()
     source = RdjJournal(path, keep_payloads=True, data=path.read_bytes())
     held = tuple(source.frames(source.run_id))
