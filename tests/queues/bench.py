@@ -141,9 +141,8 @@ class Bench:
             listed = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
             return listed.get(run_id)
 
-        seq = str(
-            wait_for(f"{run_id} to be listed blocked", blocked, logs=self.logs)["blocked_seq"]
-        )
+        listed = wait_for(f"{run_id} to be listed blocked", blocked, 180.0, logs=self.logs)
+        seq = str(listed["blocked_seq"])
         done = json.dumps({"ticket": f"T-{job}"})
         why = ["--by", "ops", "--reason", "the ticket is in the ticket system"]
         assert cli(["--journal", journal_url, "resolve", run_id, seq, "--done", done, *why]) == 0

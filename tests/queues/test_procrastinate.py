@@ -73,7 +73,7 @@ class ProcrastinateBench:
         """Play the periodic sweeper (requeue the jobs of dead workers) until ``done()``."""
 
         def sweep() -> Any:
-            self._aio(lambda: requeue_stalled(self.app, seconds_since_heartbeat=1.5))
+            self._aio(lambda: requeue_stalled(self.app, seconds_since_heartbeat=5.0))
             return done()
 
         wait_for(what, sweep, logs=self.bench.logs)
