@@ -306,10 +306,7 @@ class ChainCheck:
         found = self.problem(frame)
         if found is not None:
             raise self.error(frame.seq, *found, run_id=frame.run_id)
-        if self.run_id is None:
-            self.run_id = frame.run_id
-        self.prev_chain = frame.chain  # advance(), inlined: this runs for every frame read
-        self.next_seq = frame.seq + 1
+        self.advance(frame)
         return frame
 
     def error(
