@@ -204,19 +204,13 @@ class RecordedIndex:
         while not step.settled and step.kind != "value" and self.load_one():
             pass
         self.reader.forget(step.seq)
-        steps = self.steps
-        indexes: tuple[tuple[dict[Any, collections.deque[RecordedStep]], Any], ...] = (
+        for index, key in (
             (self.by_turn, step.turn),
             (self.by_turn_key, (step.turn, step.kind, step.name, step.key)),
             (self.turn_others, step.turn),
             (self.by_key, (step.kind, step.name, step.key)),
-        )
-        for index, key in indexes:  # drops consumed steps from the front (first_alive, inlined)
-            queue = index.get(key)
-            while queue and queue[0].seq not in steps:
-                queue.popleft()
-            if not queue:
-                index.pop(key, None)
+        ):
+            self.first_alive(index, key)  # drops consumed steps from the front
 
     def supersede(self, step: RecordedStep) -> None:
         """Drop a recorded model step the run re-asks live (it is never replayed)."""
