@@ -19,6 +19,7 @@ from ..errors import JournalLockedError
 from ._duckdb_store import _locked_elsewhere, _Store
 from ._framelog import MAGIC_V1 as _LOG_MAGIC_V1
 from ._framelog import START as _LOG_START
+from ._logformat import _zeros_from
 
 
 class _Holder(Protocol):
@@ -177,17 +178,18 @@ def _log_holds_records(path: str) -> bool:
     """True when the log file at ``path`` has bytes past its header other than zeros.
 
     A log left by a killed writer may end in its preallocated zero tail (see
-    :mod:`._framelog`): zeros right after the header mean no records.
+    :mod:`._framelog`): zeros from the header to the end mean no records.
     """
     try:
         with open(path, "rb") as f:
-            head = f.read(_LOG_START + 64)
+            size = os.fstat(f.fileno()).st_size
+            if size <= _LOG_START:
+                return False
+            if f.read(len(_LOG_MAGIC_V1)) == _LOG_MAGIC_V1:
+                return True
+            return not _zeros_from(f, _LOG_START, size)
     except OSError:
         return False
-    rest = head[_LOG_START:]
-    if head[: len(_LOG_MAGIC_V1)] == _LOG_MAGIC_V1:
-        return bool(rest)
-    return rest.count(0) != len(rest)
 
 
 def _claim(key: str | tuple[int, int], path: str, journal: _Holder) -> None:

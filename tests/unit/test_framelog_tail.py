@@ -229,3 +229,17 @@ def test_a_failed_tail_extension_writes_nothing(
     log.append(["after"])
     assert list(FrameLog(path, read_only=True).records()) == [*before, ["after"]]
     log.close()
+
+
+@pytest.mark.parametrize(("zeros", "holds"), [(0, False), (64, True), (70_000, True)])
+def test_the_journal_tells_a_zero_tail_from_records_after_zeros(
+    tmp_path: Path, zeros: int, holds: bool
+) -> None:
+    """Only zeros from the header to the end mean no records, however far they reach."""
+    from redrive.storage._duckdb_open import _log_holds_records
+    from redrive.storage._framelog import MAGIC, START
+
+    path = tmp_path / "j.duckdb.rdlog"
+    tail = bytes(zeros) + (b"\x01" if holds else b"")
+    path.write_bytes(MAGIC + b"\x07" * (START - len(MAGIC)) + tail + bytes(4096))
+    assert _log_holds_records(str(path)) is holds
