@@ -125,27 +125,39 @@ class Bench:
                 proc.wait(timeout=30)
         return pid
 
-    def resolve_parked(self, journal_url: str, job: str, capsys: Any) -> None:
+    def resolve_parked(self, journal_url: str, job: str) -> None:
         """Play the operator: find the job's run in ``redrive runs --status blocked``, check
         the ticket system (the ticket exists) and ``redrive resolve`` the step as done.
 
-        A copy of the job still being handed out (a sweeper that took a busy worker for a
-        dead one) holds the run's lease for a moment: the run is listed once it is let go."""
-        from redrive.cli import main as cli
-
+        The commands run in a process of their own, as an operator's do: a tool's
+        declaration is per process, and this test process may hold another module's
+        ``open_ticket`` (declared restart-safe, or with ``recover()``), under which the step
+        would not be blocked. A copy of the job still being handed out (a sweeper that took
+        a busy worker for a dead one) holds the run's lease for a moment: the run is listed
+        once it is let go."""
         run_id = f"support:{job}"
 
+        def redrive(*argv: str) -> str:
+            done = subprocess.run(
+                [sys.executable, "-m", "redrive.cli", "--journal", journal_url, *argv],
+                cwd=ROOT,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, f"redrive {' '.join(argv)}: {done.stdout}{done.stderr}"
+            return done.stdout
+
         def blocked() -> dict[str, Any] | None:
-            capsys.readouterr()
-            assert cli(["--json", "--journal", journal_url, "runs", "--status", "blocked"]) == 0
-            listed = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
-            return listed.get(run_id)
+            listed = json.loads(redrive("--json", "runs", "--status", "blocked"))["runs"]
+            return {r["run_id"]: r for r in listed}.get(run_id)
 
         listed = wait_for(f"{run_id} to be listed blocked", blocked, 180.0, logs=self.logs)
         seq = str(listed["blocked_seq"])
         done = json.dumps({"ticket": f"T-{job}"})
         why = ["--by", "ops", "--reason", "the ticket is in the ticket system"]
-        assert cli(["--journal", journal_url, "resolve", run_id, seq, "--done", done, *why]) == 0
+        redrive("resolve", run_id, seq, "--done", done, *why)
 
     def model_calls(self, job: str) -> dict[int, int]:
         """Requests the model server received for ``job``, per turn (0, 1, 2)."""

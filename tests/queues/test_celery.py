@@ -157,7 +157,7 @@ def test_a_worker_killed_after_a_model_call_is_resumed_without_paying_it_again(
 
 
 def test_a_worker_killed_inside_a_side_effect_parks_the_run_for_a_person(
-    celery_bench: CeleryBench, pg_url: str, queue_schema: str, capsys: pytest.CaptureFixture[str]
+    celery_bench: CeleryBench, pg_url: str, queue_schema: str
 ) -> None:
     """SIGKILL inside open_ticket (not restart-safe): the redelivered job does not open a second
     ticket, and is not silently acknowledged either: the task fails with RunParkedError naming
@@ -185,7 +185,7 @@ def test_a_worker_killed_inside_a_side_effect_parks_the_run_for_a_person(
         assert len(celery_bench.bench.started(job, "open_ticket")) == 1
         assert celery_bench.bench.model_calls(job) == {0: 1}
 
-        celery_bench.bench.resolve_parked(url, job, capsys)  # a person settles it
+        celery_bench.bench.resolve_parked(url, job)  # a person settles it
         celery_bench.send(job)
         _finished(celery_bench, pg_url, queue_schema, [job])
         celery_bench.bench.assert_once(job)

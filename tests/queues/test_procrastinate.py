@@ -149,7 +149,7 @@ def test_a_worker_killed_after_a_model_call_is_resumed_without_paying_it_again(
 
 
 def test_a_worker_killed_inside_a_side_effect_parks_the_run_for_a_person(
-    pq: ProcrastinateBench, capsys: pytest.CaptureFixture[str]
+    pq: ProcrastinateBench,
 ) -> None:
     """SIGKILL inside open_ticket (not restart-safe): the job handed out again does not open a
     second ticket; it fails with RunParkedError (procrastinate does not retry it), and
@@ -169,7 +169,7 @@ def test_a_worker_killed_inside_a_side_effect_parks_the_run_for_a_person(
         assert len(pq.bench.started(job, "open_ticket")) == 1
         assert pq.bench.model_calls(job) == {0: 1}
 
-        pq.bench.resolve_parked(url, job, capsys)  # a person settles it
+        pq.bench.resolve_parked(url, job)  # a person settles it
         _succeeded(pq, job, [pq.send(job)])
         pq.bench.assert_once(job)
 

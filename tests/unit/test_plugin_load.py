@@ -156,6 +156,7 @@ def test_a_replay_of_a_file_checked_on_open_decodes_and_hashes_each_frame_once(
 
     monkeypatch.setattr(frames_module, "decode", counting_decode)
     monkeypatch.setattr(_validate, "decode", counting_decode)
+
     def counting_holds(frame: frames_module.Frame, prev: str) -> bool:
         # the chain check's one-call form (its fallback is expected_chain, counted above)
         hashed.append(frame.seq)
