@@ -94,20 +94,56 @@ class ToolSpec:
     params: ToolParams = attrs.field(factory=ToolParams, eq=False)
 
 
-_SPECS: dict[str, ToolSpec] = {}
+#: per tool name, its distinct resume behaviours declared in this process (latest spec of each)
+_SPECS: dict[str, dict[tuple[bool, bool, str | None], ToolSpec]] = {}
 _SPECS_LOCK = threading.Lock()
 
 
+def _behaviour(spec: ToolSpec) -> tuple[bool, bool, str | None]:
+    """What of ``spec`` decides a resume: restart safe, read-only, which ``recover()``.
+
+    The hook is named by module and qualified name: a module imported again declares the
+    same hook.
+    """
+    hook = spec.recover
+    where = None
+    if hook is not None:
+        where = f"{getattr(hook, '__module__', '?')}.{getattr(hook, '__qualname__', repr(hook))}"
+    return (spec.restart_safe, spec.read_only, where)
+
+
 def remember_spec(spec: ToolSpec) -> None:
-    """Note how tool ``spec.name`` behaves on resume, as declared in this process (latest wins)."""
+    """Note how tool ``spec.name`` behaves on resume, as declared in this process."""
     with _SPECS_LOCK:
-        _SPECS[spec.name] = spec
+        kinds = _SPECS.setdefault(spec.name, {})
+        kinds.pop(_behaviour(spec), None)  # the latest declaration last
+        kinds[_behaviour(spec)] = spec
 
 
 def declared_spec(name: str) -> ToolSpec | None:
-    """How tool ``name`` behaves on resume as declared in this process, or None (not defined)."""
+    """How tool ``name`` behaves on resume as declared in this process, or None (not defined).
+
+    One process may declare two tools of the same name (two agents in one worker, a
+    test session): they may disagree. The answer is then the most careful of them,
+    whatever the order they were declared in: restart safe (or read-only) only when every
+    declaration says so, a ``recover()`` hook only when every declaration has the same
+    one. A report made from it (``redrive plan``, ``runs --status blocked``, ``recover``)
+    never takes a side effect for safe to re-run because another tool of its name is.
+    """
     with _SPECS_LOCK:
-        return _SPECS.get(name)
+        declared = list(_SPECS.get(name, {}).values())
+    if not declared:
+        return None
+    latest = declared[-1]
+    if len(declared) == 1:
+        return latest
+    hooks = {_behaviour(spec)[2] for spec in declared}
+    return attrs.evolve(
+        latest,
+        restart_safe=all(spec.restart_safe or spec.read_only for spec in declared),
+        read_only=all(spec.read_only for spec in declared),
+        recover=latest.recover if len(hooks) == 1 else None,
+    )
 
 
 @attrs.define
