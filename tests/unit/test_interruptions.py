@@ -6,7 +6,8 @@ job runner's ``task.cancel()``, ``KeyboardInterrupt`` (SIGINT), ``SystemExit``
 would: frames already made are journaled, a tool body cut off stays in flight
 with its claim, a model call cut off before its response is not recorded, and
 a redelivery resumes it. ``run.cancel()`` and ``journal.cancel()`` end it
-``cancelled``, naming who and why.
+``cancelled``, naming who and why. Real timeouts and a runner's cancel of an async job:
+:mod:`tests.unit.test_interruptions_async` and :mod:`tests.unit.test_cancel_points`.
 """
 
 from __future__ import annotations
@@ -148,78 +149,6 @@ def test_a_model_call_cut_off_is_not_recorded(drive: Drive, journal: MemoryJourn
         drive.run(journal, "job:2", job)
     assert [f.kind for f in journal.frames("job:2")] == [Kind.RUN_START.value]
     assert _status(journal, "job:2") == "running"
-
-
-# -- async only: real timeouts and a job runner's cancel -------------------------------------
-
-
-def _hanging_job(journal: MemoryJournal, provider: Provider, hang: dict[str, bool]) -> Any:
-    """An async job: charge_card (hangs once when hang["tool"]), then a model call that hangs
-    once when hang["model"]. Returns the job coroutine function."""
-
-    @redrive.tool(restart_safe=True)
-    async def charge_card(cents: int) -> str:
-        key = redrive.idempotency_key()
-        assert key is not None
-        provider.charge(key)
-        if hang.pop("tool", False):
-            await asyncio.sleep(3600)
-        return f"charged {cents}"
-
-    @redrive.model
-    async def ask(prompt: str) -> str:
-        provider.model_calls += 1
-        if hang.pop("model", False):
-            await asyncio.sleep(3600)
-        return f"answer to {prompt}"
-
-    async def job(order: str) -> Any:
-        async with redrive.run(journal, f"job:{order}", input=order) as run:
-            charged = await charge_card(500)
-            return run.finish([charged, await ask("summarize")])
-
-    return job
-
-
-async def _wait_for(job: Callable[[str], Any]) -> Any:
-    return await asyncio.wait_for(job("42"), 0.05)
-
-
-async def _timeout(job: Callable[[str], Any]) -> Any:
-    async with asyncio.timeout(0.05):
-        return await job("42")
-
-
-async def _runner_cancel(job: Callable[[str], Any]) -> Any:
-    task = asyncio.create_task(job("42"))
-    await asyncio.sleep(0.05)
-    task.cancel()
-    return await task
-
-
-STOPS = {"wait_for": _wait_for, "asyncio.timeout": _timeout, "task.cancel": _runner_cancel}
-
-
-@pytest.mark.parametrize("stop", list(STOPS))
-@pytest.mark.parametrize("hangs", ["model", "tool"])
-def test_a_timeout_or_runner_cancel_leaves_the_job_resumable(
-    journal: MemoryJournal, stop: str, hangs: str
-) -> None:
-    """wait_for, asyncio.timeout or task.cancel during a hanging model call or tool body:
-    the run stays running and the queue's redelivery finishes it with one charge."""
-    provider = Provider()
-    job = _hanging_job(journal, provider, {hangs: True})
-    expected: type[BaseException] = (
-        asyncio.CancelledError if stop == "task.cancel" else TimeoutError
-    )
-    with pytest.raises(expected):
-        asyncio.run(STOPS[stop](job))
-    assert _status(journal, "job:42") == "running"
-    frames = [f.kind for f in journal.frames("job:42")]
-    assert Kind.MODEL_REQUEST.value not in frames  # the cut-off model call is not recorded
-    assert asyncio.run(job("42")) == ["charged 500", "answer to summarize"]
-    assert _status(journal, "job:42") == "succeeded"
-    assert list(provider.charges.values()) == [1]
 
 
 # -- an explicit cancel: the only way to end a run cancelled -----------------------------------
