@@ -35,7 +35,7 @@ from .errors import (
     UnknownRunError,
 )
 from .frames import Frame, Kind, register_codec
-from .recorders import model, now, random, tool, uuid4, wrap
+from .recorders import model, now, random, tool, uuid4
 from .replay import (
     Pause,
     PauseRun,
@@ -69,14 +69,16 @@ if _TYPE_CHECKING:  # what the names below resolve to, for type checkers and rea
     from ._resumable import paused_reason
     from ._runcheck import import_run
     from ._whatchanged import WhatChanged, run_fingerprint, what_changed
+    from .recorders import wrap
     from .storage.rdj import export_run
 
     __version__: str
 
 #: public name -> the module defining it, imported on first use of the name (PEP 562):
 #: the checks, plans, recovery and export behind them are what the command line and
-#: operators use; a recording or replaying loop (a worker, a pytest test) never needs
-#: them, and importing them cost every process tens of milliseconds (issue 26)
+#: operators use, and ``wrap`` brings an SDK client's HTTP recording; a loop of
+#: decorated tools and models (a worker, a pytest test) needs none of them, and
+#: importing them cost every process tens of milliseconds (issue 26)
 _LAZY = {
     "CheckReport": "._check",
     "CheckResult": "._check",
@@ -96,6 +98,7 @@ _LAZY = {
     "run_fingerprint": "._whatchanged",
     "what_changed": "._whatchanged",
     "export_run": ".storage.rdj",
+    "wrap": ".recorders",  # an SDK client's HTTP recording (see redrive.recorders)
 }
 
 

@@ -31,6 +31,12 @@ DEFERRED = (
     "redrive._runcheck",
     "redrive._whatchanged",
     "redrive.cli",
+    # an SDK client's HTTP recording (``redrive.wrap``): decorated tools and models skip it
+    "redrive.recorders._recorder",
+    "redrive.recorders._transports",
+    "redrive.recorders._wrap",
+    "redrive.recorders.anthropic",
+    "redrive.recorders.openai",
     # export to a file (the pytest plugin imports it when a test replays one)
     "redrive.storage.rdj",
     # what only they import from the standard library
@@ -45,12 +51,23 @@ DEFERRED = (
     "rich",
 )
 
+#: what ``import redrive`` leaves out but ``import pytest`` loads itself: the installed
+#: metadata (read on first use: a new run's start), and what only ``wrap`` needs
+NOT_WITH_THE_PACKAGE = (
+    "difflib",
+    "gzip",
+    "importlib.metadata",
+    "pathlib",
+    "urllib.parse",
+    "zipfile",
+)
 
-def _loaded(statement: str) -> list[str]:
-    """The :data:`DEFERRED` modules a fresh interpreter holds after ``statement``."""
+
+def _loaded(statement: str, modules: tuple[str, ...] = DEFERRED) -> list[str]:
+    """Which of ``modules`` a fresh interpreter holds after ``statement``."""
     code = (
         f"import sys, json; {statement}; "
-        f"print(json.dumps(sorted(set({list(DEFERRED)!r}) & set(sys.modules))))"
+        f"print(json.dumps(sorted(set({list(modules)!r}) & set(sys.modules))))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
@@ -63,6 +80,11 @@ def _loaded(statement: str) -> list[str]:
 def test_import_leaves_the_tooling_unloaded(statement: str) -> None:
     """Importing the package, or the plugin, loads none of the deferred modules."""
     assert _loaded(statement) == []
+
+
+def test_import_redrive_leaves_the_metadata_and_http_modules_unloaded() -> None:
+    """Without pytest, ``import redrive`` imports neither importlib.metadata nor urllib.parse."""
+    assert _loaded("import redrive", NOT_WITH_THE_PACKAGE) == []
 
 
 def test_every_public_name_resolves_in_a_fresh_interpreter() -> None:
@@ -89,5 +111,6 @@ def test_a_lazy_name_is_the_defining_modules_object() -> None:
     assert redrive.check_run is check_run
     assert redrive.plan is plan
     assert redrive.export_run is export_run
+    assert redrive.wrap is redrive.recorders.wrap
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         redrive.no_such_name  # noqa: B018
