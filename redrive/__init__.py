@@ -48,7 +48,6 @@ from .replay import (
     RunUsage,
     await_approval,
     current_run,
-    diff_runs,
     executor,
     fencing_token,
     fork,
@@ -70,6 +69,7 @@ if _TYPE_CHECKING:  # what the names below resolve to, for type checkers and rea
     from ._runcheck import import_run
     from ._whatchanged import WhatChanged, run_fingerprint, what_changed
     from .recorders import wrap
+    from .replay import diff_runs
     from .storage.rdj import export_run
 
     __version__: str
@@ -98,6 +98,7 @@ _LAZY = {
     "run_fingerprint": "._whatchanged",
     "what_changed": "._whatchanged",
     "export_run": ".storage.rdj",
+    "diff_runs": ".replay",  # comparing two runs (see redrive.replay)
     "wrap": ".recorders",  # an SDK client's HTTP recording (see redrive.recorders)
 }
 

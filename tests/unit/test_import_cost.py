@@ -37,6 +37,11 @@ DEFERRED = (
     "redrive.recorders._wrap",
     "redrive.recorders.anthropic",
     "redrive.recorders.openai",
+    # comparing runs and rendering a run's timeline page (the command line, reports)
+    "redrive._volatile",
+    "redrive.replay._history",
+    "redrive.replay._rundiff",
+    "redrive.replay._timeline",
     # export to a file (the pytest plugin imports it when a test replays one)
     "redrive.storage.rdj",
     # what only they import from the standard library
@@ -52,10 +57,12 @@ DEFERRED = (
 )
 
 #: what ``import redrive`` leaves out but ``import pytest`` loads itself: the installed
-#: metadata (read on first use: a new run's start), and what only ``wrap`` needs
+#: metadata (read on first use: a new run's start), what only ``wrap`` needs, and
+#: ``html`` (a run's timeline page)
 NOT_WITH_THE_PACKAGE = (
     "difflib",
     "gzip",
+    "html",
     "importlib.metadata",
     "pathlib",
     "urllib.parse",
@@ -112,5 +119,6 @@ def test_a_lazy_name_is_the_defining_modules_object() -> None:
     assert redrive.plan is plan
     assert redrive.export_run is export_run
     assert redrive.wrap is redrive.recorders.wrap
+    assert redrive.diff_runs is redrive.replay.diff_runs
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         redrive.no_such_name  # noqa: B018
