@@ -8,6 +8,7 @@ No test here times anything: each asserts which modules a fresh interpreter hold
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -122,3 +123,10 @@ def test_a_lazy_name_is_the_defining_modules_object() -> None:
     assert redrive.diff_runs is redrive.replay.diff_runs
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         redrive.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("package", ["redrive", "redrive.replay"])
+def test_every_lazy_name_is_exported(package: str) -> None:
+    """A name loaded on first use is in the package's ``__all__`` (so the layout checks see it)."""
+    module = importlib.import_module(package)
+    assert sorted(set(module._LAZY) - set(module.__all__)) == []
