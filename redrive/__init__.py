@@ -7,13 +7,8 @@ what finished and goes live at the first unfinished step.
 
 from __future__ import annotations
 
-from ._check import CheckReport, CheckResult, check_run, check_runs
-from ._durable import durable
-from ._plan import PlanStep, ResumePlan, aplan, plan
-from ._recover import RecoverReport, RecoverResult, recover_runs
-from ._resumable import paused_reason
-from ._runcheck import import_run
-from ._whatchanged import WhatChanged, run_fingerprint, what_changed
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from .errors import (
     AppendConflictError,
     BudgetExceededError,
@@ -40,7 +35,7 @@ from .errors import (
     UnknownRunError,
 )
 from .frames import Frame, Kind, register_codec
-from .recorders import model, now, random, tool, uuid4, wrap
+from .recorders import model, now, random, tool, uuid4
 from .replay import (
     Pause,
     PauseRun,
@@ -53,7 +48,6 @@ from .replay import (
     RunUsage,
     await_approval,
     current_run,
-    diff_runs,
     executor,
     fencing_token,
     fork,
@@ -65,16 +59,68 @@ from .replay import (
     set_default_on_drift,
 )
 from .storage import Journal, RunStatus, open_journal
-from .storage.rdj import export_run
+
+if _TYPE_CHECKING:  # what the names below resolve to, for type checkers and readers
+    from ._check import CheckReport, CheckResult, check_run, check_runs
+    from ._durable import durable
+    from ._plan import PlanStep, ResumePlan, aplan, plan
+    from ._recover import RecoverReport, RecoverResult, recover_runs
+    from ._resumable import paused_reason
+    from ._runcheck import import_run
+    from ._whatchanged import WhatChanged, run_fingerprint, what_changed
+    from .recorders import wrap
+    from .replay import diff_runs
+    from .storage.rdj import export_run
+
+    __version__: str
+
+#: public name -> the module defining it, imported on first use of the name (PEP 562):
+#: the checks, plans, recovery and export behind them are what the command line and
+#: operators use, and ``wrap`` brings an SDK client's HTTP recording; a loop of
+#: decorated tools and models (a worker, a pytest test) needs none of them, and
+#: importing them cost every process tens of milliseconds (issue 26)
+_LAZY = {
+    "CheckReport": "._check",
+    "CheckResult": "._check",
+    "check_run": "._check",
+    "check_runs": "._check",
+    "durable": "._durable",
+    "PlanStep": "._plan",
+    "ResumePlan": "._plan",
+    "aplan": "._plan",
+    "plan": "._plan",
+    "RecoverReport": "._recover",
+    "RecoverResult": "._recover",
+    "recover_runs": "._recover",
+    "paused_reason": "._resumable",
+    "import_run": "._runcheck",
+    "WhatChanged": "._whatchanged",
+    "run_fingerprint": "._whatchanged",
+    "what_changed": "._whatchanged",
+    "export_run": ".storage.rdj",
+    "diff_runs": ".replay",  # comparing two runs (see redrive.replay)
+    "wrap": ".recorders",  # an SDK client's HTTP recording (see redrive.recorders)
+}
 
 
-def __getattr__(name: str) -> str:
-    """``redrive.__version__``: the installed distribution's version, read on first use.
+def __getattr__(name: str) -> object:
+    """A public name imported on first use (:data:`_LAZY`), or ``redrive.__version__``.
 
-    Reading the installed metadata at import cost every process a scan of
-    ``sys.path`` (PEP 562 module ``__getattr__``); ``"0"`` in a source checkout
-    that is not installed. Raises AttributeError for any other missing name.
+    The value is kept in the module's namespace, so this runs once per name.
+    ``__version__`` is the installed distribution's version (reading the installed
+    metadata at import cost every process a scan of ``sys.path``); ``"0"`` in a
+    source checkout that is not installed.
+
+    Raises:
+        AttributeError: ``name`` is neither lazy nor ``__version__``.
     """
+    module = _LAZY.get(name)
+    if module is not None:
+        import importlib
+
+        value: object = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
     if name != "__version__":
         raise AttributeError(f"module 'redrive' has no attribute {name!r}")
     import importlib.metadata
@@ -85,6 +131,11 @@ def __getattr__(name: str) -> str:
         version = "0"
     globals()["__version__"] = version
     return version
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazy ones (:data:`_LAZY`) included before their first use."""
+    return sorted({*globals(), *_LAZY, "__version__"})
 
 
 __all__ = [

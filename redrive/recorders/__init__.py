@@ -1,13 +1,17 @@
 """Recorders: tools, model callables, SDK clients and recorded values."""
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from ..replay import add_pause_rule as _add_pause_rule
 from ..replay import set_error_classifier as _install_classifier
 from ._failures import classify_error
 from ._pauses import PROVIDER_PAUSE_RULES as _PROVIDER_PAUSE_RULES
-from ._wrap import wrap
 from .model import model
 from .tools import guess_restart_safe, tool
 from .values import now, random, uuid4
+
+if _TYPE_CHECKING:
+    from ._wrap import wrap
 
 __all__ = [
     "classify_error",
@@ -25,3 +29,26 @@ _install_classifier(classify_error)
 # and the provider rows of the pause table: a rate limit or a quota pauses a run
 for _rule in _PROVIDER_PAUSE_RULES:
     _add_pause_rule(_rule)
+
+
+def __getattr__(name: str) -> object:
+    """``wrap``, imported on first use (PEP 562 module ``__getattr__``).
+
+    Wrapping an SDK client needs the HTTP recording machinery (transports,
+    streams, the provider views, ``urllib.parse``, ``gzip``); decorated tools and
+    model callables do not, so a loop that only uses them never imports it.
+
+    Raises:
+        AttributeError: any other missing name.
+    """
+    if name != "wrap":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ._wrap import wrap
+
+    globals()["wrap"] = wrap
+    return wrap
+
+
+def __dir__() -> list[str]:
+    """The module's names, ``wrap`` included before its first use."""
+    return sorted({*globals(), "wrap"})

@@ -1,5 +1,7 @@
 """Replay: runs, the cursor over recorded steps, matching, divergence, resume policy."""
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from ._active import active_runs, current_run, join_run, unreplayed_steps
 from ._approval import await_approval, pending_approvals
 from ._caller import is_user_file
@@ -31,7 +33,6 @@ from ._fingerprint import (
 )
 from ._fork import fork
 from ._handle import ModelStep, StepSource, ToolStep, ValueStep
-from ._history import own_time, run_events
 from ._lease import SHARED_JOURNAL_LEASE, takeover_grace
 from ._pause import (
     PAUSED_NOTE,
@@ -49,7 +50,6 @@ from ._redirect import Redirect, redirect_runs, redirected, sending_live, sends_
 from ._resolve import resolve_step
 from ._retry import RetryRequested, mark_retry_requested, retry_requested
 from ._run import Run, run
-from ._rundiff import RunDiff, StepView, diff_runs
 from ._samecall import (
     ToolParams,
     declared_params,
@@ -70,9 +70,26 @@ from ._segments import (
     write_queued,
 )
 from ._steps import RecordedStep, StepReader, iter_steps
-from ._timeline import render_compare, render_run
 from ._toolspec import Recovery, ToolSpec, declared_spec, rebuild_error, remember_spec
 from ._usage import Price, RunUsage, Tokens, Usage, prices_of, read_usage, run_usage
+
+if _TYPE_CHECKING:
+    from ._history import own_time, run_events
+    from ._rundiff import RunDiff, StepView, diff_runs
+    from ._timeline import render_compare, render_run
+
+#: name -> module, imported on first use (PEP 562): comparing runs and rendering a
+#: run's timeline (html, the page's assets) serve the command line and reports; a
+#: run recording or replaying never calls them (issue 26)
+_LAZY = {
+    "RunDiff": "._rundiff",
+    "StepView": "._rundiff",
+    "diff_runs": "._rundiff",
+    "own_time": "._history",
+    "run_events": "._history",
+    "render_compare": "._timeline",
+    "render_run": "._timeline",
+}
 
 __all__ = [
     "ABSENT",
@@ -181,3 +198,24 @@ __all__ = [
     "watch_steps",
     "write_queued",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A name of :data:`_LAZY`, imported on first use and kept in the module's namespace.
+
+    Raises:
+        AttributeError: ``name`` is not one of them.
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value: object = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazy ones (:data:`_LAZY`) included before their first use."""
+    return sorted({*globals(), *_LAZY})

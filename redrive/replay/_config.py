@@ -6,8 +6,7 @@ and read by every part of a Run (:mod:`._run`).
 
 from __future__ import annotations
 
-import difflib
-import importlib.metadata
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypedDict
@@ -29,8 +28,16 @@ UNSET: Any = object()
 _DEFAULT_RETRYABLE: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
 
 
+@functools.cache
 def redrive_version() -> str:
-    """This redrive's version (``"0"`` in a source checkout without metadata)."""
+    """This redrive's version (``"0"`` in a source checkout without metadata).
+
+    Read once per process: each read scans ``sys.path`` for the installed metadata,
+    and every new run's start records it twice. ``importlib.metadata`` (with the
+    zipfile, email and csv modules under it) is imported here, not with the engine.
+    """
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("redrive")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
@@ -86,6 +93,8 @@ def unknown_live_tools(live_tools: Any, recorded: Iterable[str] = ()) -> str | N
     unknown = sorted(set(live_tools) - set(known))
     if not unknown:
         return None
+    import difflib  # only to name the tools a misspelt name meant
+
     hints = []
     for name in unknown:
         close = difflib.get_close_matches(name, known, n=1)

@@ -12,14 +12,12 @@ the system-prompt hashes its model steps sent. No I/O here besides the one-off
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import inspect
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -116,13 +114,15 @@ def _module_dir(entrypoint: str | None) -> str:
     """The directory of the entrypoint's module when it is imported, else the current one."""
     module = sys.modules.get((entrypoint or "").partition(":")[0]) if entrypoint else None
     path = getattr(module, "__file__", None)
-    return str(Path(path).resolve().parent) if path else os.getcwd()
+    return os.path.dirname(os.path.realpath(path)) if path else os.getcwd()
 
 
 def _package_version(entrypoint: str | None) -> str | None:
     top = (entrypoint or "").partition(":")[0].split(".")[0]
     if not top:
         return None
+    import importlib.metadata  # a scan of sys.path: only when a new run has no other version
+
     try:
         return importlib.metadata.version(top)
     except (importlib.metadata.PackageNotFoundError, ValueError):
