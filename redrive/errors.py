@@ -375,10 +375,13 @@ class TerminalRunError(ReplayError):
 class RunEndedError(ReplayError, RuntimeError):
     """A step, note or write reached a Run whose ``with`` block had already ended.
 
-    Nothing was written and nothing ran (a tool body, a model call): a run
-    accepts nothing after its block exits (after its ``run_end``, or after an
-    interruption left it resumable), from any thread or asyncio task. ``seq``
-    is the run's next seq when it ended.
+    Nothing was written: a run accepts nothing after its block exits (after its
+    ``run_end``, or after an interruption left it resumable), from any thread or
+    asyncio task. A step asked for after the end did not run (no tool body, no model
+    call). An outcome refused after the end (a ``tool_done``, ``tool_error`` or
+    ``model_response`` of a call begun before it) answers a call that did run: the
+    message says so, and the journal keeps that step in flight (a resume applies the
+    in-flight rules). ``seq`` is the run's next seq when it ended.
 
     Attributes:
         status: the run's status when its block ended (``"succeeded"``, ``"running"``...).

@@ -27,7 +27,7 @@ from ._flows import FlowTracker
 from ._lease import LeaseKeeper
 from ._state import RunState
 from ._steps import take_until
-from ._writer import JournalWriter, _Adopted
+from ._writer import OUTCOMES, JournalWriter, _Adopted
 
 __all__ = ["Appender"]
 
@@ -77,9 +77,10 @@ class Appender:
             if not self._writer.pending and update is None:
                 return
             if self._state.block_ended is not None:  # frames queued, then the block ended
-                what = ", ".join(f"{f.kind} {f.name!r}" for f in self._writer.pending)
-                self._writer.pending = []
-                self._state.refuse_after_end(what or "a status update")
+                pending, self._writer.pending = self._writer.pending, []
+                what = ", ".join(f"{f.kind} {f.name!r}" for f in pending)
+                ran = any(f.kind in OUTCOMES for f in pending)
+                self._state.refuse_after_end(what or "a status update", ran)
             frames = self._writer.pending
             first = frames[0].seq if frames else self._writer.next_seq
             try:

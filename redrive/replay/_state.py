@@ -143,10 +143,12 @@ class RunState:
         """True when this execution may record steps (live, and not already succeeded)."""
         return self.config.live and self.finished_record is None
 
-    def refuse_after_end(self, what: str) -> None:
+    def refuse_after_end(self, what: str, ran: bool = False) -> None:
         """Raise ``RunEndedError`` for ``what`` (``"tool 'charge'"``...) once the block ended.
 
-        An attribute check, no I/O; any thread or task may call it.
+        An attribute check, no I/O; any thread or task may call it. ``ran``: ``what`` is
+        the outcome of a call that was made (a tool body ran, a model answered), so the
+        message says the call ran and its step stays in flight, not that nothing ran.
 
         Raises:
             RunEndedError: the run's ``with`` block has ended.
@@ -166,9 +168,18 @@ class RunState:
             if RunStatus(status).terminal
             else f"stopped with status {status} (resumable from seq {seq})"
         )
+        happened = (
+            "Nothing was written, but the call it answers had run (a tool body, a model "
+            "call): its outcome is not journaled, and the journal keeps that step in flight "
+            "(on resume a tool follows the in-flight rules: re-run if restart-safe, else "
+            "blocked until a person settles it with redrive resolve; a model call is asked "
+            "again)."
+            if ran
+            else "Nothing was written and nothing ran."
+        )
         raise RunEndedError(
             f"run {self.run_id!r}: {what} was asked for from {asker} after the run's block "
-            f"ended: the run {how}. Nothing was written and nothing ran. A thread or task "
+            f"ended: the run {how}. {happened} A thread or task "
             "that outlives its run must be joined or awaited inside the run's block; to "
             f"continue the run, resume it in a new redrive.run(journal, {self.run_id!r}) block.",
             run_id=self.run_id,

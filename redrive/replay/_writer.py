@@ -25,7 +25,11 @@ from ..storage import Journal, RunUpdate, passed_as_built
 from ._context import _observe
 from ._lease import LeaseKeeper
 
-__all__ = ["JournalWriter"]
+__all__ = ["OUTCOMES", "JournalWriter"]
+
+#: Frames that answer a call that was made (a tool body ran, a model answered): refused
+#: after the run's block ended, the call had run and its step stays in flight.
+OUTCOMES = frozenset({Kind.TOOL_DONE.value, Kind.TOOL_ERROR.value, Kind.MODEL_RESPONSE.value})
 
 
 class _Adopted(Exception):
@@ -63,7 +67,7 @@ class JournalWriter:
         self.next_seq = 0
         self.last_chain = ""
         #: set once the run's block ended: called with what is queued, it raises
-        self.refuse: Callable[[str], None] | None = None
+        self.refuse: Callable[[str, bool], None] | None = None
         #: makes the note queued before the first frame of this execution (a resume's
         #: mark: ``(name, data)``), or None
         self.first_note: Callable[[], tuple[str, dict[str, Any]]] | None = None
@@ -119,7 +123,7 @@ class JournalWriter:
             RunEndedError: the run's block ended (see ``refuse``); nothing is queued.
         """
         if self.refuse is not None:
-            self.refuse(f"{kind.value} {name!r}")
+            self.refuse(f"{kind.value} {name!r}", kind.value in OUTCOMES)
         self.mark_first()
         payload = self.scrubber.payload(
             kind.value, canonical(payload, "payload"), scrubbed=scrubbed

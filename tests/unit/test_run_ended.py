@@ -106,7 +106,7 @@ def test_thread_that_outlives_its_run_gets_the_error() -> None:
     [err] = outcome
     assert isinstance(err, redrive.RunEndedError), err
     assert err.thread == "late-worker" and err.step == "tool 'refund'"
-    assert "thread 'late-worker'" in str(err)
+    assert "thread 'late-worker'" in str(err) and "nothing ran" in str(err)
     assert _frames(journal, "threaded") == before
     assert journal.get_run("threaded").status == "succeeded"  # type: ignore[union-attr]
 
@@ -142,6 +142,9 @@ def test_body_that_finishes_after_the_block_is_not_journaled() -> None:
     [err] = outcome
     assert isinstance(err, redrive.RunEndedError), err
     assert "tool_done 'charge'" in str(err)
+    # the body ran: the error says so, and that the step stays in flight (not "nothing ran")
+    assert "nothing ran" not in str(err) and "the call it answers had run" in str(err)
+    assert "in flight" in str(err)
     assert _frames(journal, "midbody") == before
 
 
