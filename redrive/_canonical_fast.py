@@ -24,7 +24,10 @@ the canonical form treats specially is refused here:
   the reference refuses) are found in the output: a float64 whose first byte
   is ``0x80``, ``0x7f`` or ``0xff`` (also some infinities and extreme floats:
   they take the reference path, which costs time, not correctness), or an
-  ext header byte anywhere (non-ASCII text may hold one: the same);
+  ext header byte anywhere; bytes found that way are taken only when
+  ``msgpack`` (C) also packs the value, which it refuses for an
+  ``ormsgpack.Ext`` (so a payload's bytes or non-ASCII text holding such
+  a byte, as every stored value's payload does, keeps the fast path);
 * nesting: ormsgpack refuses 256 levels and more, the reference 258 and more,
   so what ormsgpack packs the reference packs too.
 """
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Final, NoReturn
 
+import msgpack
 import ormsgpack
 
 __all__ = ["fast_encode", "fast_pack"]
@@ -48,6 +52,7 @@ _PLAIN_ONLY: Final = (
     | ormsgpack.OPT_PASSTHROUGH_UUID
 )
 _OPTIONS: Final = ormsgpack.OPT_SORT_KEYS | _PLAIN_ONLY
+_msgpack_packb = msgpack.packb
 
 #: Ext header bytes (ext 8/16/32, fixext 1-16): an ext value anywhere refuses the bytes
 #: (each looked for with ``int in bytes``: one ``memchr``).
@@ -80,14 +85,28 @@ def fast_encode(value: Any) -> bytes | None:
         out: bytes = ormsgpack.packb(value, default=_refuse, option=_OPTIONS)
     except (TypeError, ValueError, _Refused, ormsgpack.MsgpackEncodeError):
         return None
-    if any(map(out.__contains__, _EXT_HEADS)):  # one memchr a byte, no loop in Python
-        return None  # an ext value, or text or bytes that hold the byte
+    if any(map(out.__contains__, _EXT_HEADS)) and not _no_ext(value):  # memchr per byte
+        return None  # an ext value (text or bytes that hold the byte are told apart)
     at = out.find(_FLOAT64)
     while at >= 0:
         if at + 1 < len(out) and out[at + 1] in _FLOAT_SUSPECT:
             return None
         at = out.find(_FLOAT64, at + 1)
     return out
+
+
+def _no_ext(value: Any) -> bool:
+    """True when ``value`` (which ormsgpack packed under ``_PLAIN_ONLY``) holds no ``Ext``.
+
+    Only exact plain types and ``ormsgpack.Ext`` get past ormsgpack's hook;
+    msgpack's compiled packer refuses the latter (``TypeError``), so one
+    copy tells an ext header byte inside text or bytes from an ext value.
+    """
+    try:
+        _msgpack_packb(value, use_bin_type=True)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def fast_pack(tree: Any) -> bytes | None:

@@ -158,9 +158,26 @@ def _apply(text: str, spans: tuple[Span, ...] | list[Span]) -> str:
 _DEFAULT_SPANS = _Spans()
 
 
+def _signless(text: str) -> bool:
+    """True when ``text`` holds no sign any rule of :meth:`_Spans.find` is gated on.
+
+    Such a text has no span to mask: ``find`` would run no pattern on it, so
+    neither the search nor the cache (a digest of the text, a lock, an
+    insert: more than the search of a text seen once, as a tool's result is)
+    is worth its cost. ``tests/unit/test_masking_signs.py`` holds it.
+    """
+    return (
+        ":" not in text
+        and "=" not in text
+        and "earer" not in text
+        and "EARER" not in text
+        and not any(c in text for c in _SIGN_CHARS)
+    )
+
+
 def _find(text: str, names: frozenset[str]) -> tuple[Span, ...]:
     """The spans of :func:`mask_text`'s rules in ``text`` (cached, as :func:`mask_text` is)."""
-    if len(text) < 8:
+    if len(text) < 8 or _signless(text):
         return ()
     finder = _Spans(names) if names else _DEFAULT_SPANS
     if len(text) > _CACHED_TEXT:

@@ -458,7 +458,7 @@ class Scrubber:
         out: dict[str, Any] = {}
         changed = False
         for key, item in payload.items():
-            if key == scrubbed and key in roots:
+            if (key == scrubbed and key in roots) or type(item) in _KEPT:  # nothing to scrub
                 new = item
             elif not self._paths or key in roots:  # no patterns: paths are never read
                 new = self.value(item)

@@ -28,6 +28,7 @@ from ._canonical import (
     pack_tree,
 )
 from ._canonical_decode import _ext_value, _ExtError, _untrusted, register_stored_unpack
+from ._canonical_fast import fast_pack
 from ._canonical_types import (
     _EXT_BIGINT,
     _EXT_DATE,
@@ -263,7 +264,8 @@ def encode_value(value: Any, path: str = "$") -> bytes:
         TypeError: a value outside the supported set; the message names the
             JSON path (``result.items[2].when``).
     """
-    return pack_tree(_value_tree(value, path, 0))
+    fast = fast_pack(value)  # exact plain types only: _value_tree changes none of them
+    return fast if fast is not None else pack_tree(_value_tree(value, path, 0))
 
 
 @attrs.frozen

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 
 from ..errors import (
     AppendConflictError,
@@ -114,18 +113,13 @@ class Appender:
             if record is not None and record.error:
                 self._state.ended_why = record.error
 
-    @contextlib.contextmanager
-    def adopting(self) -> Iterator[None]:
-        """Let a lost append race adopt the winner's frames (on_busy="wait") in this block."""
-        with self._state.lock:
-            before, self._state.adoptable = (
-                self._state.adoptable,
-                self._state.config.on_busy == "wait",
-            )
-            try:
-                yield
-            finally:
-                self._state.adoptable = before
+    def adopting(self) -> _Adopting:
+        """Let a lost append race adopt the winner's frames (on_busy="wait") in this block.
+
+        The block holds the run's lock. A class, not a generator context
+        manager: every tool step enters one.
+        """
+        return _Adopting(self._state)
 
     def adopt(
         self,
@@ -386,3 +380,23 @@ class Appender:
             run_id=self._state.run_id,
             seq=step.seq,
         )
+
+
+class _Adopting:
+    """What :meth:`Appender.adopting` returns: the run lock held, ``adoptable`` set, then reset."""
+
+    __slots__ = ("_before", "_state")
+
+    def __init__(self, state: RunState) -> None:
+        self._state = state
+
+    def __enter__(self) -> None:
+        state = self._state
+        state.lock.acquire()
+        self._before, state.adoptable = state.adoptable, state.config.on_busy == "wait"
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._state.adoptable = self._before
+        finally:
+            self._state.lock.release()

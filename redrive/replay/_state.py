@@ -8,10 +8,9 @@ run's block has ended. It does no I/O.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -97,13 +96,16 @@ class RunState:
         # a caller waiting for a sibling flow's step releases the run's lock while it waits
         self.sibling_wait = threading.Condition(self.lock)
 
-    @contextlib.contextmanager
-    def tool_open(self) -> Iterator[None]:
+    def tool_open(self) -> _ToolOpen:
         """Count a tool step as open (begun, outcome not yet journaled) while the block runs.
 
         Raises:
-            RunEndedError: :meth:`refuse_tools` was called (nothing ran).
+            RunEndedError: on entering, :meth:`refuse_tools` was called (nothing ran).
         """
+        return _ToolOpen(self)
+
+    def open_tool(self) -> None:
+        """:meth:`tool_open`'s entry: count one more open tool step, or refuse it."""
         with self.tool_ended:
             if self.tools_refused is not None:
                 raise RunEndedError(
@@ -115,12 +117,12 @@ class RunState:
                     thread=threading.current_thread().name,
                 )
             self.open_tools += 1
-        try:
-            yield
-        finally:
-            with self.tool_ended:
-                self.open_tools -= 1
-                self.tool_ended.notify_all()
+
+    def close_tool(self) -> None:
+        """:meth:`tool_open`'s exit: one tool step fewer is open; wake who waits for that."""
+        with self.tool_ended:
+            self.open_tools -= 1
+            self.tool_ended.notify_all()
 
     def refuse_tools(self, why: str) -> None:
         """Refuse every tool step not yet begun (:meth:`tool_open` raises); ``why`` says when."""
@@ -220,3 +222,18 @@ class RunState:
             seq=next_seq,
             status=self.status,
         )
+
+
+class _ToolOpen:
+    """What :meth:`RunState.tool_open` returns (a class: a generator context costs twice)."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: RunState) -> None:
+        self._state = state
+
+    def __enter__(self) -> None:
+        self._state.open_tool()
+
+    def __exit__(self, *exc: object) -> None:
+        self._state.close_tool()

@@ -401,19 +401,29 @@ class ToolSteps:
         )
 
 
-@contextlib.contextmanager
-def body_context(key: str, fence: int | None = None) -> Iterator[None]:
+class body_context:
     """Run a tool body as a black box: calls inside it are part of its one outcome.
 
     Models, tools and values it calls are not steps of the run (no run is
     current), :func:`redrive.idempotency_key` returns the step's key and
-    :func:`redrive.fencing_token` its fencing token.
+    :func:`redrive.fencing_token` its fencing token. A class, not a generator
+    context manager: one per tool step, at half the cost.
     """
-    token, outer = _current_key.set(key), _current.set(None)
-    fenced = _current_fence.set(fence)
-    try:
-        yield
-    finally:
+
+    __slots__ = ("_fence", "_key", "_tokens")
+
+    def __init__(self, key: str, fence: int | None = None) -> None:
+        self._key, self._fence = key, fence
+
+    def __enter__(self) -> None:
+        self._tokens = (
+            _current_key.set(self._key),
+            _current.set(None),
+            _current_fence.set(self._fence),
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        token, outer, fenced = self._tokens
         _current_fence.reset(fenced)
         _current.reset(outer)
         _current_key.reset(token)

@@ -55,8 +55,6 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO, Final
 
-import xxhash
-
 from ..errors import JournalCorruptError, JournalFormatError, JournalWriteError
 from ..frames import encode
 from ._logformat import (
@@ -70,6 +68,7 @@ from ._logformat import (
     _header_at,
     _later_record,
     _next_record,
+    _read_v1_at,
     _zeros_from,
     record_bytes,
     tail_chunk,
@@ -119,6 +118,8 @@ class FrameLog:
         self._end: int | None = None
         #: the file's size: from ``_end`` to here it holds zeros (the preallocated tail)
         self._cap = 0
+        #: the header's salt as read (None: read it); _fresh and rewrite, which write one, clear it
+        self._salt_read: bytes | None = None
         if read_only:
             return
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -187,6 +188,7 @@ class FrameLog:
         self._fd = os.open(self.path, os.O_RDWR)
         self._next = len(records)
         self._end = self._cap = len(data)
+        self._salt_read = None  # a new header
 
     def _fresh(self) -> None:
         """Empty the log and start it again in format 2 with a new salt (writable only)."""
@@ -196,6 +198,7 @@ class FrameLog:
         _sync(self._fd)
         self._next = 0
         self._end = self._cap = START
+        self._salt_read = None
 
     def records(self) -> Iterator[Any]:
         """Yield every complete record in order; see :meth:`entries`."""
@@ -333,29 +336,13 @@ class FrameLog:
         offset = len(MAGIC_V1)
         index = 0
         while offset < size:
-            body, reason = self._read_at(f, offset, size)
+            body, reason = _read_v1_at(f, offset, size)
             if body is None:
                 self._torn(f, offset, size, index, reason)
                 return
             yield offset, self._decoded(body, offset, index)
             offset += _HEAD.size + len(body)
             index += 1
-
-    @staticmethod
-    def _read_at(f: BinaryIO, offset: int, size: int) -> tuple[bytes | None, str]:
-        """Return ``(body, "")`` for a good format-1 record at ``offset``, else ``(None, why)``."""
-        if offset + _HEAD.size > size:
-            return None, f"a header of {size - offset} bytes, {_HEAD.size} expected"
-        f.seek(offset)
-        length, digest = _HEAD.unpack(f.read(_HEAD.size))
-        if length > MAX_RECORD:
-            return None, f"a length of {length} bytes, over the {MAX_RECORD}-byte limit"
-        if offset + _HEAD.size + length > size:
-            return None, f"a length of {length} bytes, past the end of the file ({size} bytes)"
-        body = f.read(length)
-        if xxhash.xxh3_64_digest(body) != digest:
-            return None, "a checksum that does not match its bytes"
-        return body, ""
 
     def _torn(self, f: BinaryIO, offset: int, size: int, index: int, reason: str) -> None:
         """Cut a torn format-1 tail at ``offset``, or raise when valid records follow it."""
@@ -387,7 +374,7 @@ class FrameLog:
             self._cap = offset
 
     def _salt(self) -> bytes:
-        """Return the salt of this (writable, format-2) log, reading the log first if needed.
+        """Return the salt of this (writable, format-2) log, reading the log once (not per append).
 
         Raises:
             OSError: the log is a format-1 log still holding records (the
@@ -397,6 +384,8 @@ class FrameLog:
         if self._next is None or self._end is None:
             for _ in self.entries():
                 pass
+        elif self._salt_read is not None:  # this object is the log's only writer
+            return self._salt_read
         head = os.pread(self._fd, START, 0)
         if head[: len(MAGIC)] != MAGIC:
             if os.fstat(self._fd).st_size > len(MAGIC_V1):
@@ -408,7 +397,8 @@ class FrameLog:
             head = os.pread(self._fd, START, 0)
         if self._next is None or self._end is None:
             self._next, self._end = 0, START
-        return head[len(MAGIC) :]
+        self._salt_read = head[len(MAGIC) :]
+        return self._salt_read
 
     def append(self, record: Any, *, sync: bool = True) -> int:
         """Append one record and fsync it; return the record's bytes.

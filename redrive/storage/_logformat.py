@@ -146,6 +146,22 @@ def _decode_record(body: bytes) -> Any:
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
 
 
+def _read_v1_at(f: BinaryIO, offset: int, size: int) -> tuple[bytes | None, str]:
+    """Return ``(body, "")`` for a good format-1 record at ``offset``, else ``(None, why)``."""
+    if offset + _HEAD.size > size:
+        return None, f"a header of {size - offset} bytes, {_HEAD.size} expected"
+    f.seek(offset)
+    length, digest = _HEAD.unpack(f.read(_HEAD.size))
+    if length > MAX_RECORD:
+        return None, f"a length of {length} bytes, over the {MAX_RECORD}-byte limit"
+    if offset + _HEAD.size + length > size:
+        return None, f"a length of {length} bytes, past the end of the file ({size} bytes)"
+    body = f.read(length)
+    if xxhash.xxh3_64_digest(body) != digest:
+        return None, "a checksum that does not match its bytes"
+    return body, ""
+
+
 def _is_record_at(f: BinaryIO, offset: int, size: int) -> bool:
     """Return whether a record whose length fits and whose checksum matches starts at ``offset``."""
     f.seek(offset)

@@ -262,6 +262,38 @@ def run_problem(record: RunRecord) -> str | None:
     return found
 
 
+def passed_as_moved(after: RunRecord, before: RunRecord) -> bool:
+    """Remember ``after`` as passing :func:`run_problem` when it is a passed row moved on.
+
+    ``before`` passed (this very object); ``after`` holds the very same field
+    objects but for ``next_seq``, ``last_chain`` and ``updated_at``, which are
+    checked here as :func:`run_problem` checks them: the row an append makes
+    from the row it read (:func:`~._checks.after_append`). False proves nothing.
+    """
+    seq, chain, at = after.next_seq, after.last_chain, after.updated_at
+    if not (
+        _ROWS_PASSED.holds(id(before), before)
+        and type(seq) is int
+        and 0 <= seq <= BIGINT_MAX
+        and (chain is before.last_chain or (type(chain) is str and _HEX32.fullmatch(chain)))
+        and type(at) is float
+        and math.isfinite(at)
+        and after.run_id is before.run_id
+        and after.status is before.status
+        and after.input_fp is before.input_fp
+        and after.entrypoint is before.entrypoint
+        and after.created_at is before.created_at
+        and after.output is before.output
+        and after.error is before.error
+        and after.lease_owner is before.lease_owner
+        and after.lease_epoch is before.lease_epoch
+        and after.lease_expires is before.lease_expires
+    ):
+        return False
+    _ROWS_PASSED.add(id(after), after)
+    return True
+
+
 def _row_fields_fine(record: RunRecord) -> bool:
     """A sufficient test (one expression, the common case) for :func:`_row_field_problem`.
 

@@ -261,3 +261,18 @@ def test_an_ext_value_of_any_length_is_refused_by_the_fast_path() -> None:
         assert fast_encode(value) is None, size
         with pytest.raises(TypeError):
             encode(value)
+
+
+def test_ext_header_bytes_inside_bytes_or_text_keep_the_fast_path() -> None:
+    """A value whose bytes or text hold ext header bytes is no ext value: the fast path packs it.
+
+    A journal log record holds a frame's payload bytes, and every stored value
+    (a tool's result) is an ext inside them: such records took the reference
+    walk (about 10 µs per tool step) though they hold only plain types.
+    """
+    from redrive._canonical import _canonical, _packb
+    from redrive._canonical_fast import fast_encode
+
+    value = ["frames", [b"\x82\xa6result\xc8\x07\xe3\n" + b"x" * 2000, "\u0500\u01c0", 1.5]]
+    reference = _packb(_canonical(value, "$", 0), use_bin_type=True, use_single_float=False)
+    assert fast_encode(value) == reference

@@ -136,3 +136,33 @@ def test_failed_log_write_leaves_no_partial_record(
     assert log.size() == before
     monkeypatch.undo()
     assert list(log.records()) == [["kept"]]
+
+
+def test_an_append_reads_no_header_and_a_new_header_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The salt is read once, not per durable write; reset and rewrite write a new one.
+
+    The records appended after them carry the new salt: they read back.
+    """
+    path = str(tmp_path / "x.rdlog")
+    log = FrameLog(path)
+    log.append(["r", 0])
+    reads: list[int] = []
+    real = os.pread
+
+    def counted(fd: int, n: int, offset: int) -> bytes:
+        reads.append(offset)
+        return real(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", counted)
+    for n in range(1, 5):
+        log.append(["r", n])
+    assert reads == []
+    log.reset()
+    log.append(["s", 0])
+    assert list(FrameLog(path, read_only=True).records()) == [["s", 0]]
+    log.rewrite([["t", 0]])
+    log.append(["t", 1])
+    assert list(FrameLog(path, read_only=True).records()) == [["t", 0], ["t", 1]]
+    log.close()

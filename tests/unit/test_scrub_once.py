@@ -166,3 +166,37 @@ def test_the_scrubbed_request_and_arguments_are_written_as_a_second_walk_would(
         tool(args, first)
         tool(result, [args, {"password": args}])
     _fixed_point(list(journal.frames("once")), redact, keep)
+
+
+@given(
+    st.dictionaries(
+        _KEYS | st.text(max_size=4),
+        st.integers() | st.floats() | st.booleans() | st.none() | st.binary(max_size=8),
+        max_size=4,
+    ),
+    st.lists(st.sampled_from(["$.step", "$.turn", "$.*", "$.api_key", "$..token"]), max_size=2),
+)
+def test_a_payload_scalar_is_kept_without_a_walk(fields: dict[str, Any], redact: list[str]) -> None:
+    """A payload's number, bool, None or bytes field is what a walk would give: the field itself.
+
+    The payload's scalars (a tool_start's turn and flags, a tool_done's step) are not
+    handed to :meth:`Scrubber.value`; under any ``redact=`` the result is the walk's.
+    """
+    from redrive._scrub import Scrubber
+
+    scrubber = make_scrubber(redact)
+    walked = {key: scrubber.value(item, f"$.{key}") for key, item in fields.items()}
+    calls: list[Any] = []
+    real = Scrubber.value
+
+    def counted(self: Scrubber, value: Any, path: str = "$") -> Any:
+        calls.append(value)
+        return real(self, value, path)
+
+    Scrubber.value = counted  # type: ignore[method-assign]
+    try:
+        out = scrubber.payload(Kind.TOOL_DONE.value, dict(fields))
+    finally:
+        Scrubber.value = real  # type: ignore[method-assign]
+    assert calls == []
+    assert all(out[k] is fields[k] and walked[k] is fields[k] for k in fields)

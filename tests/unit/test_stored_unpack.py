@@ -62,3 +62,53 @@ def test_nesting_at_the_limit_is_judged_as_the_full_walk_judges_it(depth: int, i
         node = [node]
     data = msgpack.packb(node, use_bin_type=True)
     assert _outcome(unpack_value, data) == _outcome(_reference, data)
+
+
+def _walked(value: Any) -> tuple[str, Any]:
+    """The full encoding walk (the definition): ``_value_tree`` then ``pack_tree``."""
+    from redrive._canonical import pack_tree
+    from redrive._stored import _value_tree
+
+    try:
+        return "ok", pack_tree(_value_tree(value, "$", 0))
+    except TypeError as exc:
+        return "error", type(exc).__name__
+
+
+def _encoded(value: Any) -> tuple[str, Any]:
+    try:
+        return "ok", encode_value(value)
+    except TypeError as exc:
+        return "error", type(exc).__name__
+
+
+_json_like = st.recursive(
+    st.none()
+    | st.booleans()
+    | _msgpack_int
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.binary()
+    | st.characters(categories=["Cs"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=10,
+)
+
+
+@given(handed_values | _json_like)
+def test_encode_value_gives_the_bytes_of_the_full_walk(value: Any) -> None:
+    """The compiled shortcut of encode_value (exact plain types) packs what the walk packs."""
+    assert _encoded(value) == _walked(value)
+
+
+def test_a_plain_value_is_encoded_without_the_walk(monkeypatch: Any) -> None:
+    """A tool result of plain data (the common case) is packed once, by compiled code."""
+    import redrive._stored as stored
+
+    def no_walk(*args: Any) -> Any:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(stored, "_value_tree", no_walk)
+    value = {"ok": True, "ref": "000000001", "detail": "x" * 2000, "n": [1, 2.5, None, b"b"]}
+    assert msgpack.unpackb(encode_value(value), raw=False) == value
