@@ -221,7 +221,12 @@ def _frame_field_problem(frame: Frame) -> str | None:
     checks = (
         ("run_id", _run_id(frame.run_id)),
         ("seq", _count(frame.seq)),
-        ("kind", None if frame.kind in _KINDS else f"unknown kind {_brief(frame.kind)}"),
+        (
+            "kind",
+            None
+            if type(frame.kind) is str and frame.kind in _KINDS
+            else f"unknown kind {_brief(frame.kind)}",
+        ),
         ("name", _text(frame.name)),
         ("key", _hex32(frame.key, empty=True)),
         ("payload", None if isinstance(frame.payload, bytes) else "expected bytes"),
@@ -345,7 +350,12 @@ def _row_field_problem(record: RunRecord) -> str | None:
     status = record.status
     checks = (
         ("run_id", _run_id(record.run_id)),
-        ("status", None if status in _STATUSES else f"{_brief(status)} is not a run status"),
+        (
+            "status",
+            None
+            if type(status) is str and status in _STATUSES
+            else f"{_brief(status)} is not a run status",
+        ),
         ("next_seq", _count(record.next_seq)),
         ("last_chain", _hex32(record.last_chain)),
         ("input_fp", _text(record.input_fp)),
