@@ -23,7 +23,7 @@ import redrive
 from redrive.storage import MemoryJournal
 
 
-@redrive.tool(read_only=True)
+@redrive.tool(name="outside7_lookup", read_only=True)
 async def _lookup(n: int) -> int:
     await asyncio.sleep(5.0 if n == 1 else 0)
     return n
@@ -58,7 +58,7 @@ def test_run_ended_names_the_task_not_redrives_io_thread() -> None:
     journal = MemoryJournal()
     late: list[BaseException] = []
 
-    @redrive.tool(restart_safe=False)
+    @redrive.tool(name="outside7_charge", restart_safe=False)  # a name no other test declares
     async def charge(n: int) -> str:
         await asyncio.sleep(0.2)
         return f"charged {n}"
