@@ -50,7 +50,8 @@ def error_fields(err: DivergenceError) -> None:
 
 def lazy_names() -> None:
     """A misspelt name of a package that loads some names on first use (PEP 562)."""
+    from redrive import chek_run  # rejects: [attr-defined]
     from redrive.recorders import wrapp  # rejects: [attr-defined]
     from redrive.replay import rendr_run  # rejects: [attr-defined]
 
-    print(rendr_run, wrapp)
+    print(rendr_run, wrapp, chek_run)
