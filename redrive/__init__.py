@@ -7,7 +7,7 @@ what finished and goes live at the first unfinished step.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+import typing as _typing
 
 from .errors import (
     AppendConflictError,
@@ -60,7 +60,7 @@ from .replay import (
 )
 from .storage import Journal, RunStatus, open_journal
 
-if _TYPE_CHECKING:  # what the names below resolve to, for type checkers and readers
+if _typing.TYPE_CHECKING:  # what the names below resolve to, for type checkers and readers
     from ._check import CheckReport, CheckResult, check_run, check_runs
     from ._durable import durable
     from ._plan import PlanStep, ResumePlan, aplan, plan
@@ -103,34 +103,37 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """A public name imported on first use (:data:`_LAZY`), or ``redrive.__version__``.
+if not _typing.TYPE_CHECKING:  # type checkers see the names' imports above, not a catch-all
 
-    The value is kept in the module's namespace, so this runs once per name.
-    ``__version__`` is the installed distribution's version (reading the installed
-    metadata at import cost every process a scan of ``sys.path``); ``"0"`` in a
-    source checkout that is not installed.
+    def __getattr__(name: str) -> object:
+        """A public name imported on first use (:data:`_LAZY`), or ``redrive.__version__``.
 
-    Raises:
-        AttributeError: ``name`` is neither lazy nor ``__version__``.
-    """
-    module = _LAZY.get(name)
-    if module is not None:
-        import importlib
+        A lazy name's value is not kept in the module's namespace: each access reads the
+        defining module's current value, so a test's ``mock.patch`` of the defining
+        module ends with the patch (a kept value would outlive it).
+        ``__version__`` is the installed distribution's version (reading the installed
+        metadata at import cost every process a scan of ``sys.path``); ``"0"`` in a
+        source checkout that is not installed.
 
-        value: object = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value
-        return value
-    if name != "__version__":
-        raise AttributeError(f"module 'redrive' has no attribute {name!r}")
-    import importlib.metadata
+        Raises:
+            AttributeError: ``name`` is neither lazy nor ``__version__``.
+        """
+        module = _LAZY.get(name)
+        if module is not None:
+            import importlib
 
-    try:
-        version = importlib.metadata.version("redrive")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
-        version = "0"
-    globals()["__version__"] = version
-    return version
+            value: object = getattr(importlib.import_module(module, __name__), name)
+            return value
+        if name != "__version__":
+            raise AttributeError(f"module 'redrive' has no attribute {name!r}")
+        import importlib.metadata
+
+        try:
+            version = importlib.metadata.version("redrive")
+        except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source checkout
+            version = "0"
+        globals()["__version__"] = version
+        return version
 
 
 def __dir__() -> list[str]:

@@ -46,3 +46,12 @@ async def decorated(client: openai.OpenAI) -> None:
 def error_fields(err: DivergenceError) -> None:
     print(err.difff)  # rejects: [attr-defined]
     DivergenceError("diverged", difff=[])  # rejects: [call-arg]
+
+
+def lazy_names() -> None:
+    """A misspelt name of a package that loads some names on first use (PEP 562)."""
+    from redrive import chek_run  # rejects: [attr-defined]
+    from redrive.recorders import wrapp  # rejects: [attr-defined]
+    from redrive.replay import rendr_run  # rejects: [attr-defined]
+
+    print(rendr_run, wrapp, chek_run)

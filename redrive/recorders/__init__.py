@@ -1,6 +1,6 @@
 """Recorders: tools, model callables, SDK clients and recorded values."""
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+import typing as _typing
 
 from ..replay import add_pause_rule as _add_pause_rule
 from ..replay import set_error_classifier as _install_classifier
@@ -10,7 +10,7 @@ from .model import model
 from .tools import guess_restart_safe, tool
 from .values import now, random, uuid4
 
-if _TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._wrap import wrap
 
 __all__ = [
@@ -31,22 +31,24 @@ for _rule in _PROVIDER_PAUSE_RULES:
     _add_pause_rule(_rule)
 
 
-def __getattr__(name: str) -> object:
-    """``wrap``, imported on first use (PEP 562 module ``__getattr__``).
+if not _typing.TYPE_CHECKING:  # type checkers see ``wrap``'s import above, not a catch-all
 
-    Wrapping an SDK client needs the HTTP recording machinery (transports,
-    streams, the provider views, ``urllib.parse``, ``gzip``); decorated tools and
-    model callables do not, so a loop that only uses them never imports it.
+    def __getattr__(name: str) -> object:
+        """``wrap``, imported on first use (PEP 562 module ``__getattr__``).
 
-    Raises:
-        AttributeError: any other missing name.
-    """
-    if name != "wrap":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from ._wrap import wrap
+        Wrapping an SDK client needs the HTTP recording machinery (transports,
+        streams, the provider views, ``urllib.parse``, ``gzip``); decorated tools and
+        model callables do not, so a loop that only uses them never imports it. Not
+        kept in this module's namespace, so a patch of ``_wrap.wrap`` ends with it.
 
-    globals()["wrap"] = wrap
-    return wrap
+        Raises:
+            AttributeError: any other missing name.
+        """
+        if name != "wrap":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from ._wrap import wrap
+
+        return wrap
 
 
 def __dir__() -> list[str]:

@@ -1,6 +1,6 @@
 """Replay: runs, the cursor over recorded steps, matching, divergence, resume policy."""
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+import typing as _typing
 
 from ._active import active_runs, current_run, join_run, unreplayed_steps
 from ._approval import await_approval, pending_approvals
@@ -73,7 +73,7 @@ from ._steps import RecordedStep, StepReader, iter_steps
 from ._toolspec import Recovery, ToolSpec, declared_spec, rebuild_error, remember_spec
 from ._usage import Price, RunUsage, Tokens, Usage, prices_of, read_usage, run_usage
 
-if _TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._history import own_time, run_events
     from ._rundiff import RunDiff, StepView, diff_runs
     from ._timeline import render_compare, render_run
@@ -200,20 +200,25 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """A name of :data:`_LAZY`, imported on first use and kept in the module's namespace.
+if not _typing.TYPE_CHECKING:  # type checkers see the names' imports above, not a catch-all
 
-    Raises:
-        AttributeError: ``name`` is not one of them.
-    """
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    def __getattr__(name: str) -> object:
+        """A name of :data:`_LAZY`, imported on first use (PEP 562 module ``__getattr__``).
 
-    value: object = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+        Not kept in this module's namespace: each access reads the defining module's
+        current value, so a test's ``mock.patch`` of the defining module ends with the
+        patch (a kept value would outlive it).
+
+        Raises:
+            AttributeError: ``name`` is not one of them.
+        """
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+
+        value: object = getattr(importlib.import_module(module, __name__), name)
+        return value
 
 
 def __dir__() -> list[str]:

@@ -50,6 +50,10 @@ _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _in_section: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "redrive_in_section", default=False
 )
+#: who awaited the section a redrive I/O thread runs: ``(thread name, task name or None)``
+_asker: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
+    "redrive_asker", default=None
+)
 
 
 class WaitThenRerun(BaseException):
@@ -68,6 +72,20 @@ class WaitThenRerun(BaseException):
     def __init__(self, wait: Wait[None]) -> None:
         super().__init__("internal: a section waits off its thread, then runs again")
         self.wait = wait
+
+
+def asker() -> tuple[str, str | None]:
+    """Who asks, for a message: ``(thread name, asyncio task name or None)``.
+
+    Inside a section run by :func:`off_loop` it names the thread and task that
+    awaited the section, not redrive's I/O thread running it.
+    """
+    carried = _asker.get()
+    if carried is not None:
+        return carried
+    loop = asyncio._get_running_loop()
+    task = asyncio.current_task(loop) if loop is not None else None
+    return threading.current_thread().name, task.get_name() if task is not None else None
 
 
 def in_section() -> bool:
@@ -138,6 +156,7 @@ async def _section(fn: Callable[..., T], *args: Any) -> T:
     ctx = contextvars.copy_context()
     ctx.run(_carried.set, flow())
     ctx.run(_in_section.set, True)
+    ctx.run(_asker.set, asker())
     future = asyncio.get_running_loop().run_in_executor(_executor(), ctx.run, fn, *args)
     try:
         return await asyncio.shield(future)

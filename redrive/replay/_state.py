@@ -7,7 +7,6 @@ run's block has ended. It does no I/O.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import threading
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from ..storage import RunRecord, RunStatus
 from ._config import RunConfig
 from ._cursor import Cursor
 from ._delta import Expander
+from ._faces import asker
 from ._pause import Pause
 from ._places import Places
 from ._spend import Spend
@@ -159,12 +159,8 @@ class RunState:
         if ended is None:
             return
         status, seq = ended
-        thread = threading.current_thread().name
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:
-            task = None
-        asker = f"thread {thread!r}" + (f", task {task.get_name()!r}" if task else "")
+        thread, task = asker()  # the caller's, also where a redrive I/O thread writes for it
+        who = f"thread {thread!r}" + (f", task {task!r}" if task else "")
         how = (
             f"ended {status} (its run_end is seq {seq - 1})"
             if RunStatus(status).terminal
@@ -180,7 +176,7 @@ class RunState:
             else "Nothing was written and nothing ran."
         )
         raise RunEndedError(
-            f"run {self.run_id!r}: {what} was asked for from {asker} after the run's block "
+            f"run {self.run_id!r}: {what} was asked for from {who} after the run's block "
             f"ended: the run {how}. {happened} A thread or task "
             "that outlives its run must be joined or awaited inside the run's block; to "
             f"continue the run, resume it in a new redrive.run(journal, {self.run_id!r}) block.",
