@@ -105,14 +105,15 @@ def private_reach_ins(root: Path = ROOT) -> list[str]:
 def public_names(module: types.ModuleType) -> set[str]:
     """The public names of ``module``: attributes not starting with ``_``, not modules.
 
+    Read through ``dir()``, so the names a package loads on first use (its PEP 562
+    ``__getattr__`` and ``__dir__``; not kept in its namespace) count as its own.
     ``from __future__`` features (an artifact of the import, not an export) are left out.
     """
+    found = {name: getattr(module, name) for name in dir(module) if not name.startswith("_")}
     return {
         name
-        for name, value in vars(module).items()
-        if not name.startswith("_")
-        and not isinstance(value, types.ModuleType)
-        and type(value).__module__ != "__future__"
+        for name, value in found.items()
+        if not isinstance(value, types.ModuleType) and type(value).__module__ != "__future__"
     }
 
 
