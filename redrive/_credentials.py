@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 
 #: What a redacted value is replaced with in every journal.
 REDACTED = "[REDACTED]"
@@ -175,6 +176,22 @@ def credential_name(name: str, form: str) -> bool:
 def credential_field(name: str) -> bool:
     """Whether a JSON or dict field named ``name`` holds a credential (``FIELD`` form)."""
     return credential_name(name, FIELD)
+
+
+def hides_something(value: Any) -> bool:
+    """Whether a credential field's ``value`` is one the default rules replace by ``[REDACTED]``.
+
+    Not None, a number or a bool (no credential is one), not ``[REDACTED]``
+    itself, and not an empty array or object: none holds anything to hide, and
+    masking it would only alter what a replay hands back (DESIGN invariant 16).
+    Any other value is (a string, an array or object holding anything).
+    """
+    if value is None or isinstance(value, int | float) or value == REDACTED:
+        return False
+    return not (type(value) in _CONTAINERS and not value)
+
+
+_CONTAINERS = (list, tuple, dict)
 
 
 def credential_header(name: str) -> bool:

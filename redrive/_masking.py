@@ -62,11 +62,14 @@ _SHAPE_SIGNS = (
 #: ``AKIA`` and ``AIza`` an ``A``; ``eyJ`` a ``J``): a text without any holds no key of a
 #: shape, told by one fast character search each before a substring search per sign.
 _SIGN_CHARS = ("-", "_", "A", "J")
-#: "name": "value" (JSON) and 'name': 'value' (a Python repr) in text
+#: "name": "value" (JSON) and 'name': 'value' (a Python repr) in text; or "name": [ and
+#: "name": { (an array or object, ``open``: masked whole by parsing, see ``mask_scan``)
 _FIELD_TEXT = re.compile(
     rf"(?P<q>[\"'])(?P<name>{_NAME})(?P=q)\s*:\s*"
-    r"""(?P<value>"[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')"""
+    r"""(?:(?P<value>"[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')|(?P<open>[\[{]))"""
 )
+#: what closes an array or object that holds nothing
+_EMPTY = re.compile(r"\s*[\]}]")
 #: \"name\": \"value\": JSON text inside a JSON string (a tool call's ``arguments``)
 _ESCAPED_FIELD_TEXT = re.compile(
     rf'\\"(?P<name>{_NAME})\\"\s*:\s*\\"(?P<value>(?:[^"\\]|\\\\)*)\\"'
@@ -91,14 +94,27 @@ class _Spans:
 
     def find(self, text: str) -> list[Span]:
         """Return the sorted, merged ``(start, end)`` spans of ``text`` to replace."""
+        return self.scan(text)[0]
+
+    def scan(self, text: str) -> tuple[list[Span], bool]:
+        """Return :meth:`find`'s spans, and whether a credential field holds a container.
+
+        The flag is True when some credential field in ``text`` holds a non-empty array
+        or object, which no span covers (see :func:`mask_scan`).
+        """
         spans: list[Span] = []
         add = spans.append
+        container = False
         # each rule runs only where its sign is in the text: most text has none
         if ":" in text:
             if '"' in text or "'" in text:
                 for m in _FIELD_TEXT.finditer(text):
-                    if self._secret(m["name"], FIELD):
-                        add((m.start("value") + 1, m.end("value") - 1))
+                    if m["open"] is None:
+                        if self._secret(m["name"], FIELD):
+                            add((m.start("value") + 1, m.end("value") - 1))
+                    elif credential_name(m["name"], FIELD) and not _EMPTY.match(text, m.end()):
+                        # the names of the tree rule only (redrive._scrub masks those whole)
+                        container = True
                 if '\\"' in text:
                     for m in _ESCAPED_FIELD_TEXT.finditer(text):
                         if self._secret(m["name"], FIELD):
@@ -119,7 +135,7 @@ class _Spans:
         if any(c in text for c in _SIGN_CHARS) and any(sign in text for sign in _SHAPE_SIGNS):
             for m in _SHAPE.finditer(text):
                 add(m.span())
-        return _merge(spans) if spans else spans
+        return (_merge(spans) if spans else spans), container
 
 
 def _merge(spans: list[Span]) -> list[Span]:
@@ -159,12 +175,12 @@ _DEFAULT_SPANS = _Spans()
 
 
 def _signless(text: str) -> bool:
-    """True when ``text`` holds no sign any rule of :meth:`_Spans.find` is gated on.
+    """True when ``text`` holds no sign any rule of :meth:`_Spans.scan` is gated on.
 
-    Such a text has no span to mask: ``find`` would run no pattern on it, so
-    neither the search nor the cache (a digest of the text, a lock, an
-    insert: more than the search of a text seen once, as a tool's result is)
-    is worth its cost. ``tests/unit/test_masking_signs.py`` holds it.
+    Such a text has no span to mask and no credential field: ``scan`` would
+    run no pattern on it, so neither the search nor the cache (a digest of the
+    text, a lock, an insert: more than the search of a text seen once, as a
+    tool's result is) is worth its cost. ``tests/unit/test_masking_signs.py`` holds it.
     """
     return (
         ":" not in text
@@ -175,13 +191,25 @@ def _signless(text: str) -> bool:
     )
 
 
+#: what the rules find in a text: its spans to replace, and whether a credential field holds a
+#: non-empty array or object (:meth:`_Spans.scan`)
+Found = tuple[tuple[Span, ...], bool]
+_NOTHING: Found = ((), False)
+
+
 def _find(text: str, names: frozenset[str]) -> tuple[Span, ...]:
     """The spans of :func:`mask_text`'s rules in ``text`` (cached, as :func:`mask_text` is)."""
+    return _scan(text, names)[0]
+
+
+def _scan(text: str, names: frozenset[str]) -> Found:
+    """What the rules find in ``text`` (cached: see the comment inside)."""
     if len(text) < 8 or _signless(text):
-        return ()
+        return _NOTHING
     finder = _Spans(names) if names else _DEFAULT_SPANS
     if len(text) > _CACHED_TEXT:
-        return tuple(finder.find(text))
+        spans, container = finder.scan(text)
+        return tuple(spans), container
     # A model request re-sends the whole conversation: the same texts are masked
     # at every step (and twice per step: for the key and for the frame). The
     # rules are pure, so each text is searched once while it stays in the cache.
@@ -193,12 +221,35 @@ def _find(text: str, names: frozenset[str]) -> tuple[Span, ...]:
         if key in _MASKED:
             _MASKED.move_to_end(key)
             return _MASKED[key]
-    spans = tuple(finder.find(text))
+    spans, container = finder.scan(text)
+    found = (tuple(spans), container)
     with _CACHE_LOCK:
-        _MASKED[key] = spans
+        _MASKED[key] = found
         if len(_MASKED) > _CACHE_SIZE:
             _MASKED.popitem(last=False)
-    return spans
+    return found
+
+
+def mask_scan(text: str, names: frozenset[str] = frozenset()) -> tuple[str, bool]:
+    """Return :func:`mask_text` of ``text``, and whether a credential field holds a container.
+
+    The text rules mask a credential field's string value in place (``"api_key": "..."``);
+    an array or object under one (``"api_key": ["..."]``) is masked whole only by the
+    rule of parsed JSON (:mod:`redrive._scrub`), so a caller parses a JSON text for which
+    the flag is True. One search of the text (cached) serves both.
+
+    Args:
+        text: any text.
+        names: as for :func:`mask_text`.
+
+    Returns:
+        ``(masked, container)``: ``masked`` is ``text`` itself when nothing looks secret;
+        ``container`` is True when some ``"name": [`` or ``"name": {`` in ``text`` opens
+        a non-empty array or object under a credential name (of the table: what the
+        rule of parsed JSON masks; ``names`` are masked by their ``redact=`` paths).
+    """
+    spans, container = _scan(text, names)
+    return (_apply(text, spans) if spans else text), container
 
 
 def mask_text(text: str, names: frozenset[str] = frozenset()) -> str:
@@ -265,11 +316,10 @@ def mask_pieces(pieces: list[str], names: frozenset[str] = frozenset()) -> list[
 #: Longest text whose masking is cached (characters), and how many are kept.
 _CACHED_TEXT = 16384
 _CACHE_SIZE = 512
-#: digest of a text (and the extra field names) -> the spans masking replaces
-#: (empty when nothing looks secret); least recently used first.
-_MASKED: collections.OrderedDict[tuple[bytes, frozenset[str]], tuple[tuple[int, int], ...]] = (
-    collections.OrderedDict()
-)
+#: digest of a text (and the extra field names) -> what the rules find in it (the spans
+#: masking replaces, empty when nothing looks secret; see :data:`Found`); least recently
+#: used first.
+_MASKED: collections.OrderedDict[tuple[bytes, frozenset[str]], Found] = collections.OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 

@@ -17,8 +17,10 @@ does three things to every part of the value (stored values keep types and order
 2. **Credential fields, by name, by default**: a field whose name is a
    credential's in the table of :mod:`redrive._credentials` (``FIELD`` form:
    ``api_key``, ``authorization_token``, ``db_password``; not ``token`` or
-   ``max_tokens``) has its value replaced by ``[REDACTED]`` unless it is a
-   number, a bool or None; so do ``[name, value]`` header pairs under a
+   ``max_tokens``) has its value replaced by ``[REDACTED]`` unless it holds
+   nothing to hide (a number, a bool, None, an empty array or object), in a
+   parsed tree, a JSON text (parsed, to mask an array or object whole) and a
+   stream's events alike; so do ``[name, value]`` header pairs under a
    ``headers`` field (``HEADER`` form). Not in a value a step hands back (a
    tool's result, a model callable's response, a recorded value, a
    ``recover()`` result): a replay hands back what the live loop got (DESIGN
@@ -60,13 +62,14 @@ from ._credentials import (
     _fold,
     credential_field,
     credential_header,
+    hides_something,
     secret_query_param,
 )
 from ._jsontext import NOT_JSON, dumps, loads
 from ._masking import _CACHE_LOCK as _CACHE_LOCK
 from ._masking import _MASKED as _MASKED
 from ._masking import _mask as _mask
-from ._masking import mask_pieces, mask_text
+from ._masking import mask_pieces, mask_scan, mask_text
 from ._scrub_stream import mask_token_list, scrub_events
 from ._secrets_policy import STEP_KINDS, secrets_policy
 from ._signed import holds_signed, signed
@@ -89,7 +92,6 @@ __all__ = [
 ]
 
 
-_SCALARS = (int, float, bool, type(None))
 #: Types :meth:`Scrubber.value` hands back as they are (bytes are opaque).
 _KEPT = frozenset({int, float, bool, type(None), bytes})
 
@@ -160,9 +162,8 @@ class Scrubber:
         return (
             self.defaults
             and isinstance(key, str)
-            and not isinstance(item, _SCALARS)
-            and item != REDACTED
             and credential_field(key)
+            and hides_something(item)
         )
 
     def _hit(self, where: str) -> bool:
@@ -239,10 +240,7 @@ class Scrubber:
             for key, item in value.items():
                 t = type(item)
                 if (  # the rule of _credential, the cached name test first
-                    isinstance(key, str)
-                    and _credential_name(key)
-                    and not isinstance(item, _SCALARS)
-                    and item != REDACTED
+                    isinstance(key, str) and _credential_name(key) and hides_something(item)
                 ):
                     out[key] = REDACTED
                     changed = True
@@ -314,7 +312,13 @@ class Scrubber:
             if isinstance(parsed, dict | list):
                 new = self._unrooted(parsed)
                 return text if new is parsed else dumps(new)
-        masked = mask_text(text, self.names)
+        masked, container = mask_scan(text, self.names)
+        if container and text.lstrip()[:1] in _JSON_HEADS:
+            # a credential field holding an array or object: masked whole, as parsed JSON is
+            parsed = loads(text)
+            if isinstance(parsed, dict | list):
+                new = self._unrooted(parsed)
+                return text if new is parsed else dumps(new)
         if masked is text:  # nothing to mask (the cached common case): nothing to keep either
             return text
         if text.lstrip()[:1] in _JSON_HEADS and holds_signed(text):

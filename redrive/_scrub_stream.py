@@ -29,14 +29,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ._credentials import REDACTED, _fold, credential_field
+from ._credentials import REDACTED, _fold, credential_field, hides_something
 from ._jsontext import dumps
 from ._masking import mask_pieces
 from ._signed import signed
 
 __all__ = ["mask_token_list", "scrub_events"]
 
-_SCALARS = (int, float, bool, type(None))
 #: one string slot: (event index, its container, its key or index)
 _Slot = tuple[int, Any, Any]
 
@@ -94,7 +93,7 @@ class _Walk:
             if signed(node):
                 return
             for key, item in node.items():
-                if self._secret(key) and not isinstance(item, _SCALARS) and item != REDACTED:
+                if self._secret(key) and hides_something(item):
                     node[key] = REDACTED
                     event.changed = True
                 else:

@@ -26,13 +26,11 @@ import attrs
 import msgpack
 
 from ._canonical_types import _EXT_STORED
-from ._credentials import REDACTED, credential_field
+from ._credentials import credential_field, hides_something
 from ._scrub import DEFAULT
 from .frames import Frame
 
 __all__ = ["SecretFound", "find_secrets", "refusal"]
-
-_SCALARS = (int, float, bool, type(None))
 
 
 @attrs.frozen(kw_only=True)
@@ -108,7 +106,7 @@ def _handed_back_credentials(tree: Any, path: str) -> Iterator[str]:
             for key, item in node.items():
                 at = _child(where, key)
                 secret = inside and isinstance(key, str) and credential_field(key)
-                if secret and not isinstance(item, _SCALARS) and item != REDACTED:
+                if secret and hides_something(item):
                     yield at
                     continue
                 stack.append((item, at, inside))

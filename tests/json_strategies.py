@@ -32,7 +32,10 @@ HOSTILE_KEYS = (
     "query", "method", "view", "args", "result", "value", "data", "properties", "items",
     "anyOf", "required", "enum", "$ref", "signature", "thinking", "token", "api_key",
     "authorization", "started_at", "label", "", "0", "-1", "a.b", "x[0]", "'q'", "ключ", "🔑",
+    "event", "retry", "client_secret", "REFRESHTOKEN", "x-api-key", "db_password", "apiKey",
 )  # fmt: skip
+#: Fields a stream's reader looks at (the SSE fields; event names and ids inside the JSON).
+STREAM_KEYS = ("type", "event", "data", "id", "retry", "object", "choices", "delta", "index")
 #: Text values redrive compares against (object types, roles, event names, markers).
 HOSTILE_TEXT = (
     "function", "tool_use", "function_call", "server_tool_use", "tool_call", "text",
@@ -343,9 +346,18 @@ response_bodies = st.one_of(
 )
 
 
+#: An event's JSON keyed by the fields stream code reads, each holding JSON of any shape
+#: (objects and arrays whose keys may be credential names, at any depth).
+stream_fields = st.dictionaries(st.sampled_from(STREAM_KEYS), json_values, min_size=1, max_size=4)
+
+
 @st.composite
 def sse_streams(draw: st.DrawFn) -> list[str]:
-    """A server-sent-event stream's events: provider-shaped and arbitrary JSON data lines."""
+    """A server-sent-event stream's events: provider-shaped and arbitrary JSON data lines.
+
+    An event may carry an ``id:`` line, and its ``event:`` name is the JSON ``type``
+    when that is a name (a ``type`` of another shape gets no ``event:`` line).
+    """
     events = []
     for data in draw(
         st.lists(
@@ -353,6 +365,7 @@ def sse_streams(draw: st.DrawFn) -> list[str]:
                 anthropic_stream_event(),
                 st.builds(lambda c: {"object": "chat.completion.chunk", "choices": c}, json_values),
                 st.builds(lambda r: {"type": "response.completed", "response": r}, json_values),
+                stream_fields,
                 json_values,
             ),
             max_size=5,
@@ -360,6 +373,8 @@ def sse_streams(draw: st.DrawFn) -> list[str]:
     ):
         name = data.get("type") if isinstance(data, dict) else None
         head = f"event: {name}\n" if isinstance(name, str) and name.isidentifier() else ""
+        if draw(st.booleans()):
+            head += f"id: {draw(st.integers(min_value=0, max_value=99))}\n"
         events.append(f"{head}data: {json.dumps(data)}\n\n")
     return events
 

@@ -29,6 +29,7 @@ def test_a_text_without_signs_is_not_searched_or_cached(monkeypatch: pytest.Monk
         raise AssertionError("searched")
 
     monkeypatch.setattr(_Spans, "find", no_search)
+    monkeypatch.setattr(_Spans, "scan", no_search)
     before = len(_masking._MASKED)
     assert mask_text(text) is text
     assert len(_masking._MASKED) == before
