@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typing as _typing
 
+from ._lazy import lazy_names as _lazy_names
 from .errors import (
     AppendConflictError,
     BudgetExceededError,
@@ -104,13 +105,11 @@ _LAZY = {
 
 
 if not _typing.TYPE_CHECKING:  # type checkers see the names' imports above, not a catch-all
+    _lazy_getattr, _lazy_dir = _lazy_names(__name__, _LAZY, globals())
 
     def __getattr__(name: str) -> object:
         """A public name imported on first use (:data:`_LAZY`), or ``redrive.__version__``.
 
-        A lazy name's value is not kept in the module's namespace: each access reads the
-        defining module's current value, so a test's ``mock.patch`` of the defining
-        module ends with the patch (a kept value would outlive it).
         ``__version__`` is the installed distribution's version (reading the installed
         metadata at import cost every process a scan of ``sys.path``); ``"0"`` in a
         source checkout that is not installed.
@@ -118,14 +117,8 @@ if not _typing.TYPE_CHECKING:  # type checkers see the names' imports above, not
         Raises:
             AttributeError: ``name`` is neither lazy nor ``__version__``.
         """
-        module = _LAZY.get(name)
-        if module is not None:
-            import importlib
-
-            value: object = getattr(importlib.import_module(module, __name__), name)
-            return value
         if name != "__version__":
-            raise AttributeError(f"module 'redrive' has no attribute {name!r}")
+            return _lazy_getattr(name)
         import importlib.metadata
 
         try:
@@ -135,10 +128,9 @@ if not _typing.TYPE_CHECKING:  # type checkers see the names' imports above, not
         globals()["__version__"] = version
         return version
 
-
-def __dir__() -> list[str]:
-    """The module's names, the lazy ones (:data:`_LAZY`) included before their first use."""
-    return sorted({*globals(), *_LAZY, "__version__"})
+    def __dir__() -> list[str]:
+        """The module's names, the lazy ones and ``__version__`` before their first use."""
+        return sorted({*_lazy_dir(), "__version__"})
 
 
 __all__ = [

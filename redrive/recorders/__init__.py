@@ -2,6 +2,7 @@
 
 import typing as _typing
 
+from .._lazy import lazy_names as _lazy_names
 from ..replay import add_pause_rule as _add_pause_rule
 from ..replay import set_error_classifier as _install_classifier
 from ._failures import classify_error
@@ -32,25 +33,6 @@ for _rule in _PROVIDER_PAUSE_RULES:
 
 
 if not _typing.TYPE_CHECKING:  # type checkers see ``wrap``'s import above, not a catch-all
-
-    def __getattr__(name: str) -> object:
-        """``wrap``, imported on first use (PEP 562 module ``__getattr__``).
-
-        Wrapping an SDK client needs the HTTP recording machinery (transports,
-        streams, the provider views, ``urllib.parse``, ``gzip``); decorated tools and
-        model callables do not, so a loop that only uses them never imports it. Not
-        kept in this module's namespace, so a patch of ``_wrap.wrap`` ends with it.
-
-        Raises:
-            AttributeError: any other missing name.
-        """
-        if name != "wrap":
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from ._wrap import wrap
-
-        return wrap
-
-
-def __dir__() -> list[str]:
-    """The module's names, ``wrap`` included before its first use."""
-    return sorted({*globals(), "wrap"})
+    # wrapping an SDK client needs the HTTP recording machinery (transports, streams, the
+    # provider views, urllib.parse, gzip); decorated tools and model callables do not
+    __getattr__, __dir__ = _lazy_names(__name__, {"wrap": "._wrap"}, globals())

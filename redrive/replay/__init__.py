@@ -2,6 +2,7 @@
 
 import typing as _typing
 
+from .._lazy import lazy_names as _lazy_names
 from ._active import active_runs, current_run, join_run, unreplayed_steps
 from ._approval import await_approval, pending_approvals
 from ._caller import is_user_file
@@ -201,26 +202,4 @@ __all__ = [
 
 
 if not _typing.TYPE_CHECKING:  # type checkers see the names' imports above, not a catch-all
-
-    def __getattr__(name: str) -> object:
-        """A name of :data:`_LAZY`, imported on first use (PEP 562 module ``__getattr__``).
-
-        Not kept in this module's namespace: each access reads the defining module's
-        current value, so a test's ``mock.patch`` of the defining module ends with the
-        patch (a kept value would outlive it).
-
-        Raises:
-            AttributeError: ``name`` is not one of them.
-        """
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        import importlib
-
-        value: object = getattr(importlib.import_module(module, __name__), name)
-        return value
-
-
-def __dir__() -> list[str]:
-    """The module's names, the lazy ones (:data:`_LAZY`) included before their first use."""
-    return sorted({*globals(), *_LAZY})
+    __getattr__, __dir__ = _lazy_names(__name__, _LAZY, globals())
