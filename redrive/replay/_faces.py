@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 __all__ = ["Wait", "WaitThenRerun", "adrive", "drive", "flow", "in_section", "off_loop"]
 
@@ -43,16 +43,27 @@ Wait = Generator[float, None, T]
 #: default, while more threads only fight the event loop for the GIL (longer stalls).
 _MAX_WORKERS = 8
 
-_carried: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
+
+class _Caller(NamedTuple):
+    """Who awaited a section :func:`off_loop` runs: its :func:`flow`, thread and task names.
+
+    Names, not the objects: a task held from its own section's context would be kept
+    alive by a cycle (its frame holds the context), and its unretrieved exception
+    reported only at a later collection.
+    """
+
+    flow: tuple[int, int]
+    thread: str
+    task: str | None
+
+
+#: the caller a section runs for (set in the section's context; None outside sections)
+_carried: contextvars.ContextVar[_Caller | None] = contextvars.ContextVar(
     "redrive_flow", default=None
 )
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _in_section: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "redrive_in_section", default=False
-)
-#: who awaited the section a redrive I/O thread runs: ``(thread name, task name or None)``
-_asker: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
-    "redrive_asker", default=None
 )
 
 
@@ -80,12 +91,22 @@ def asker() -> tuple[str, str | None]:
     Inside a section run by :func:`off_loop` it names the thread and task that
     awaited the section, not redrive's I/O thread running it.
     """
-    carried = _asker.get()
+    caller = _caller()
+    return caller.thread, caller.task
+
+
+def _caller() -> _Caller:
+    """The caller a section runs for, or this thread and task (outside a section)."""
+    carried = _carried.get()
     if carried is not None:
         return carried
     loop = asyncio._get_running_loop()
     task = asyncio.current_task(loop) if loop is not None else None
-    return threading.current_thread().name, task.get_name() if task is not None else None
+    return _Caller(
+        (threading.get_ident(), id(task) if task is not None else 0),
+        threading.current_thread().name,
+        task.get_name() if task is not None else None,
+    )
 
 
 def in_section() -> bool:
@@ -104,7 +125,8 @@ def flow() -> tuple[int, int]:
     """
     carried = _carried.get()
     if carried is not None:
-        return carried
+        return carried.flow
+    # asked at every step, so not through _caller() (no thread object, no tuple built);
     # outside a loop, asking for the running loop gives None (asyncio.current_task() would
     # raise, and catching costs more than the rest of this function at every step)
     loop = asyncio._get_running_loop()
@@ -154,9 +176,8 @@ async def off_loop(fn: Callable[..., T], *args: Any) -> T:
 
 async def _section(fn: Callable[..., T], *args: Any) -> T:
     ctx = contextvars.copy_context()
-    ctx.run(_carried.set, flow())
+    ctx.run(_carried.set, _caller())
     ctx.run(_in_section.set, True)
-    ctx.run(_asker.set, asker())
     future = asyncio.get_running_loop().run_in_executor(_executor(), ctx.run, fn, *args)
     try:
         return await asyncio.shield(future)
