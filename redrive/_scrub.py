@@ -306,27 +306,28 @@ class Scrubber:
 
     def _string(self, text: str) -> str:
         """Mask a text by the default rules; a JSON text holding signed content, as JSON."""
-        if '"token"' in text and text.lstrip()[:1] in _JSON_HEADS:
-            # a tokenized text (logprobs) may spell a secret no one token holds: walked
-            parsed = loads(text)
-            if isinstance(parsed, dict | list):
-                new = self._unrooted(parsed)
-                return text if new is parsed else dumps(new)
+        # a tokenized text (logprobs) may spell a secret no one token holds: walked
+        if '"token"' in text and (walked := self._walked(text)) is not None:
+            return walked
         masked, container = mask_scan(text, self.names)
-        if container and text.lstrip()[:1] in _JSON_HEADS:
-            # a credential field holding an array or object: masked whole, as parsed JSON is
-            parsed = loads(text)
-            if isinstance(parsed, dict | list):
-                new = self._unrooted(parsed)
-                return text if new is parsed else dumps(new)
+        # a credential field holding an array or object: masked whole, as parsed JSON is
+        if container and (walked := self._walked(text)) is not None:
+            return walked
         if masked is text:  # nothing to mask (the cached common case): nothing to keep either
             return text
-        if text.lstrip()[:1] in _JSON_HEADS and holds_signed(text):
-            parsed = loads(text)
-            if isinstance(parsed, dict | list):  # walked: signed objects are kept whole
-                new = self._unrooted(parsed)
-                return text if new is parsed else dumps(new)
+        if holds_signed(text) and (walked := self._walked(text)) is not None:
+            return walked
         return masked
+
+    def _walked(self, text: str) -> str | None:
+        """``text`` parsed as JSON and its tree masked; None when it is no JSON object or array."""
+        if text.lstrip()[:1] not in _JSON_HEADS:
+            return None
+        parsed = loads(text)
+        if not isinstance(parsed, dict | list):
+            return None
+        new = self._unrooted(parsed)
+        return text if new is parsed else dumps(new)
 
     def _text(self, text: str, path: str) -> str:
         if not self.defaults:
